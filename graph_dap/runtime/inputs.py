@@ -1,0 +1,140 @@
+"""Inputs for a model: given as arrays or files, or made up deterministically.
+
+Every input is checked against what the model declares; a mismatch is an
+:class:`InputError` that names the input, what it expects and what it got.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .errors import InputError
+from .graph import Graph, ValueInfo
+
+InputsArg = Mapping[str, Any] | str | os.PathLike[str] | None
+
+
+def resolve_inputs(graph: Graph, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Turn any accepted form of inputs into checked arrays, one per graph input."""
+    dims = dict(dims or {})
+    for k, v in dims.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise InputError(f"dimension '{k}' must be a non-negative integer, got {v!r}")
+    given = _read(graph, inputs)
+    expected = {v.name: v for v in graph.inputs}
+    unknown = [k for k in given if k not in expected]
+    if unknown:
+        names = ", ".join(expected) or "none"
+        raise InputError(f"the model has no input '{unknown[0]}' (its inputs: {names})")
+    out: dict[str, np.ndarray] = {}
+    for name, info in expected.items():
+        if name in given:
+            out[name] = _check(info, given[name], dims)
+        else:
+            out[name] = random_input(info, dims)
+    return out
+
+
+def _read(graph: Graph, inputs: InputsArg) -> dict[str, Any]:
+    if inputs is None:
+        return {}
+    if isinstance(inputs, Mapping):
+        return dict(inputs)
+    path = Path(inputs)
+    if not path.exists():
+        raise InputError(f"inputs not found: {path}")
+    if path.is_dir():
+        return _read_test_data_dir(graph, path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        if suffix == ".npy":
+            if len(graph.inputs) != 1:
+                raise InputError(
+                    f"a .npy file holds one array, but the model has {len(graph.inputs)} inputs "
+                    f"({', '.join(graph.input_names)}); give a .npz keyed by input name"
+                )
+            return {graph.inputs[0].name: np.load(path, allow_pickle=False)}
+        if suffix == ".pb":
+            return {graph.inputs[0].name: _read_pb(path)} if len(graph.inputs) == 1 else _read_test_data_dir(graph, path.parent)
+    except InputError:
+        raise
+    except Exception as e:
+        raise InputError(f"cannot read inputs from {path}: {e}") from None
+    raise InputError(f"inputs must be a .npz, a .npy or a folder of input_N.pb files, got {path}")
+
+
+def _read_test_data_dir(graph: Graph, path: Path) -> dict[str, Any]:
+    files = sorted(path.glob("input_*.pb"), key=lambda p: int(p.stem.split("_")[1]) if p.stem.split("_")[1].isdigit() else 0)
+    if not files:
+        raise InputError(f"folder {path} has no input_N.pb files (the ONNX test-data layout)")
+    out: dict[str, Any] = {}
+    for i, f in enumerate(files):
+        t = onnx.TensorProto()
+        try:
+            t.ParseFromString(f.read_bytes())
+        except Exception as e:
+            raise InputError(f"cannot read {f} as a TensorProto: {e}") from None
+        name = t.name or (graph.inputs[i].name if i < len(graph.inputs) else f"input_{i}")
+        out[name] = numpy_helper.to_array(t)
+    return out
+
+
+def _read_pb(path: Path) -> np.ndarray:
+    t = onnx.TensorProto()
+    t.ParseFromString(path.read_bytes())
+    return numpy_helper.to_array(t)
+
+
+def _check(info: ValueInfo, value: Any, dims: Mapping[str, int]) -> np.ndarray:
+    a = np.asarray(value)
+    got = f"{a.dtype}[{','.join(map(str, a.shape))}]"
+    want = info.type_text()
+    if info.dtype is not None and info.dtype != str(a.dtype):
+        raise InputError(f"input '{info.name}' expects {want}, got {got}")
+    if info.shape is not None:
+        if len(info.shape) != a.ndim:
+            raise InputError(f"input '{info.name}' expects {want}, got {got}")
+        for d, n in zip(info.shape, a.shape):
+            if isinstance(d, int) and d != n:
+                raise InputError(f"input '{info.name}' expects {want}, got {got}")
+            if isinstance(d, str) and d in dims and dims[d] != n:
+                raise InputError(f"input '{info.name}' expects {want} with {d}={dims[d]}, got {got}")
+    return np.ascontiguousarray(a)
+
+
+def random_input(info: ValueInfo, dims: Mapping[str, int] | None = None) -> np.ndarray:
+    """Deterministic values for an input: its declared dtype and shape, symbolic dims from ``dims`` or 1."""
+    dims = dims or {}
+    if info.kind != "tensor":
+        raise InputError(f"input '{info.name}' is a {info.kind}; graph-dap cannot make one up, give it explicitly")
+    if info.dtype is None or info.dtype == "string":
+        raise InputError(f"input '{info.name}' has type {info.dtype or 'unknown'}; give it explicitly")
+    shape = tuple(d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1 for d in (info.shape or ()))
+    rng = np.random.default_rng(_seed(info.name))
+    dt = np.dtype(info.dtype) if info.dtype != "bfloat16" else np.dtype(np.float32)
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dt.kind in "iu":
+        return rng.integers(0, 10, shape).astype(dt)
+    if dt.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
+    raise InputError(f"input '{info.name}' has type {info.dtype}; give it explicitly")
+
+
+def _seed(name: str) -> int:
+    h = 2166136261
+    for ch in name.encode():
+        h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
+    return h

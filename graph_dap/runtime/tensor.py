@@ -1,0 +1,150 @@
+"""Summaries of arrays: what a person wants to see first about a tensor.
+
+Summaries are computed in chunks so that a tensor of hundreds of millions of
+elements costs a bounded amount of extra memory.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+_CHUNK = 1 << 20  # elements per pass
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSummary:
+    """dtype, shape and statistics of one value. Statistics skip NaN and Inf."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    size: int
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    std: float | None = None
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+    zeros: int = 0
+    kind: str = "tensor"  # or "sequence", "other"
+
+    @property
+    def type_text(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+
+    @property
+    def inf(self) -> int:
+        return self.posinf + self.neginf
+
+    def text(self) -> str:
+        """One line: ``float32[1,64,80,80] min=-3.2 max=5.1 mean=0.013 nan=3 inf=1``."""
+        if self.kind == "sequence":
+            return f"seq({self.dtype}) len={self.size}"
+        parts = [self.type_text]
+        if self.size == 0:
+            parts.append("empty")
+        elif self.min is not None:
+            parts.append(f"min={_num(self.min)} max={_num(self.max)} mean={_num(self.mean)}")
+        if self.nan:
+            parts.append(f"nan={self.nan}")
+        if self.inf:
+            parts.append(f"inf={self.inf}")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        return d
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "?"
+    if float(v).is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.4g}"
+
+
+def summarize(value: Any) -> TensorSummary:
+    """Summary of an array (or of a sequence of arrays, from sequence-typed values)."""
+    if isinstance(value, list):
+        dtype = str(value[0].dtype) if value else "?"
+        return TensorSummary(dtype, (len(value),), len(value), kind="sequence")
+    a = np.asarray(value)
+    if a.dtype.kind not in "biufc":
+        return TensorSummary(str(a.dtype), tuple(a.shape), int(a.size), kind="tensor")
+    flat = a.reshape(-1)
+    n = flat.size
+    if n == 0:
+        return TensorSummary(str(a.dtype), tuple(a.shape), 0)
+    if a.dtype.kind == "c":
+        flat = np.abs(flat)
+    is_float = flat.dtype.kind == "f"
+    nan = posinf = neginf = zeros = 0
+    count = 0
+    total = 0.0
+    m2 = 0.0
+    lo, hi = math.inf, -math.inf
+    for start in range(0, n, _CHUNK):
+        chunk = flat[start : start + _CHUNK]
+        zeros += int(chunk.size - np.count_nonzero(chunk))
+        if is_float:
+            cmin, cmax = chunk.min(), chunk.max()
+            if not (np.isfinite(cmin) and np.isfinite(cmax)):
+                isnan = np.isnan(chunk)
+                nan += int(isnan.sum())
+                posinf += int(np.isposinf(chunk).sum())
+                neginf += int(np.isneginf(chunk).sum())
+                chunk = chunk[np.isfinite(chunk)]
+                if chunk.size == 0:
+                    continue
+                cmin, cmax = chunk.min(), chunk.max()
+        else:
+            cmin, cmax = chunk.min(), chunk.max()
+        c = chunk.astype(np.float64, copy=False)
+        k = int(c.size)
+        csum = float(c.sum())
+        cmean = csum / k
+        cm2 = float(np.square(c - cmean).sum())
+        # Chan et al.'s parallel combination of mean and sum of squares.
+        if count:
+            delta = cmean - total / count
+            m2 += cm2 + delta * delta * count * k / (count + k)
+        else:
+            m2 = cm2
+        total += csum
+        count += k
+        lo, hi = min(lo, float(cmin)), max(hi, float(cmax))
+    if count == 0:
+        return TensorSummary(str(a.dtype), tuple(a.shape), n, None, None, None, None, nan, posinf, neginf, zeros)
+    mean = total / count
+    std = math.sqrt(max(m2 / count, 0.0))
+    return TensorSummary(str(a.dtype), tuple(a.shape), n, lo, hi, mean, std, nan, posinf, neginf, zeros)
+
+
+def first_nonfinite(a: np.ndarray, want: str = "any") -> tuple[int, ...] | None:
+    """Index of the first NaN (``want="nan"``), Inf (``"inf"``) or either, in C order."""
+    if a.dtype.kind not in "fc":
+        return None
+    if want == "nan":
+        mask = np.isnan(a)
+    elif want == "inf":
+        mask = np.isinf(a)
+    else:
+        mask = ~np.isfinite(a)
+    flat = np.flatnonzero(mask.reshape(-1))
+    if flat.size == 0:
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(flat[0]), a.shape))
+
+
+def type_text(value: Any) -> str:
+    """``float32[2,3]`` for an array, ``seq(float32)`` for a sequence."""
+    if isinstance(value, list):
+        return f"seq({value[0].dtype if value else '?'})"
+    a = np.asarray(value)
+    return f"{a.dtype}[{','.join(map(str, a.shape))}]"
