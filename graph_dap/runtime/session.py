@@ -325,6 +325,9 @@ class DebugSession:
                     if trial is None and cond.names & set(node.outputs):
                         trial = self._execute(node)
                         self.executions[node.id] -= 1  # a look ahead, not a step
+                    # A condition over values this node cannot see yet (not computed) does not hold here.
+                    if any(n not in self._values and not (trial and n in trial) and self.graph.has_value(n) for n in cond.names):
+                        continue
                     if not _expr.is_truthy(_expr.evaluate(cond, self._resolver(trial), base_dir=self.base_dir)):
                         continue
                 except GraphDapError as e:

@@ -1,0 +1,93 @@
+"""Small models built with onnx.helper for the tests, and onnxruntime as ground truth."""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from graph_dap.runtime.engine import session_options
+
+F = TensorProto.FLOAT
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+LIGHT_MODELS = sorted(glob.glob(os.path.join(LIGHT_DIR, "*.onnx")))
+
+
+def make_model(nodes, inputs, outputs, inits=(), opset=17, extra_opsets=()) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "test", inputs, outputs, list(inits))
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]
+    m = helper.make_model(g, opset_imports=opsets)
+    m.ir_version = 8
+    return m
+
+
+def tensor(name: str, shape, dtype=F) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def init(name: str, array) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def chain_model() -> onnx.ModelProto:
+    """x -> Conv -> Relu -> Add(bias) -> Mul(scale) -> Sigmoid -> y, plus a side branch."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Add", ["r", "b"], ["a"], name="add"),
+        helper.make_node("Mul", ["a", "s"], ["m"], name="mul"),
+        helper.make_node("Sigmoid", ["m"], ["y"], name="sigmoid"),
+        helper.make_node("ReduceSum", ["x"], ["side"], name="side", keepdims=0),
+    ]
+    inits = [
+        init("w", (rng.standard_normal((4, 2, 3, 3)) * 0.5).astype(np.float32)),
+        init("b", rng.standard_normal((1, 4, 1, 1)).astype(np.float32)),
+        init("s", np.array([1.5], np.float32)),
+    ]
+    return make_model(nodes, [tensor("x", [1, 2, 8, 8])], [tensor("y", [1, 4, 8, 8]), tensor("side", [])], inits)
+
+
+def ort_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+    """What onnxruntime computes for every node output when each is made a graph output."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    wanted = names or [o for n in m.graph.node for o in n.output if o]
+    for name in wanted:
+        if name not in have:
+            m.graph.output.append(helper.make_value_info(name, onnx.TypeProto()))
+    # graph-dap sets onnxruntime's global thread pool: every session in the process must use it.
+    so = session_options("none")
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    outs = [o.name for o in m.graph.output]
+    return dict(zip(outs, sess.run(outs, feeds)))
+
+
+def light_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The inputs the onnx backend tests use for the light models: arange(n)/n."""
+    inits = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for x in model.graph.input:
+        if x.name in inits:
+            continue
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in x.type.tensor_type.shape.dim)
+        n = int(np.prod(shape))
+        feeds[x.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return feeds
+
+
+def assert_same(a: Any, b: Any, name: str = "") -> None:
+    if isinstance(a, list) or isinstance(b, list):
+        assert len(a) == len(b), name
+        for x, y in zip(a, b):
+            assert_same(x, y, name)
+        return
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{name}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+    np.testing.assert_array_equal(a, b, err_msg=name)
