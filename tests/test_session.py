@@ -213,10 +213,9 @@ def test_node_error_stop_carries_node_inputs_and_ort_message():
 def test_set_value_recomputes_exactly_the_dependents():
     s = chain_session()
     run_to_end(s)
-    before = dict(s.executions)
-    stale = s.set_value("r", 0)
+    stale = s.set_value("r", 0)  # may recompute r itself (to check its type) when it was not kept
     assert set(stale) == {"a", "m", "y"} and s.is_stale("m")
-    s.restart  # noqa: B018 - restart is not what recomputes
+    before = dict(s.executions)
     stop = s.continue_()
     assert stop.reason is StopReason.END
     ran = {k: s.executions[k] - before.get(k, 0) for k in s.executions}
@@ -265,12 +264,13 @@ def test_constants_are_computed_once_and_skipped_unless_asked():
     assert s2.step().node.id == "fold"
 
 
-def test_pause_from_another_thread():
+@pytest.mark.parametrize("fast", [True, False])
+def test_pause_from_another_thread(fast):
     n = 400
     nodes = [helper.make_node("MatMul", [f"m{i}", "w"], [f"m{i + 1}"], name=f"mm{i}") for i in range(n)]
     w = (np.eye(256, dtype=np.float32) * 0.999)
     model = make_model(nodes, [tensor("m0", [256, 256])], [tensor(f"m{n}", [256, 256])], [init("w", w)])
-    s = DebugSession(model, {"m0": np.ones((256, 256), np.float32)})
+    s = DebugSession(model, {"m0": np.ones((256, 256), np.float32)}, fast=fast)
     s.start()
     started = threading.Event()
     s.on_progress = lambda done, total: started.set()
@@ -282,5 +282,8 @@ def test_pause_from_another_thread():
     t.join(30)
     assert not t.is_alive()
     stop = result["stop"]
-    assert stop.reason is StopReason.PAUSE and 0 < stop.node.order < n
+    assert stop.reason is StopReason.PAUSE and stop.node.order < n
+    if not fast:
+        assert stop.node.order > 0  # node by node, it stops between nodes
+    # a segment is aborted by onnxruntime's terminate flag and resumes from its start
     assert s.continue_().reason is StopReason.END

@@ -3,12 +3,16 @@
 ``DebugSession`` is what a debugger drives: ``continue_``, ``step``, ``step_back``,
 ``goto``, ``run_to``, ``restart`` each return a :class:`Stop` saying why and where
 the run stopped. It knows nothing of DAP.
+
+A ``continue_`` runs the nodes up to the next node that has a breakpoint in one
+onnxruntime call (a segment), watched for NaN/Inf by in-graph sums when those
+filters are on; steps run single nodes. Values are kept within a memory budget
+and recomputed on demand from what is kept.
 """
 
 from __future__ import annotations
 
 import enum
-import fnmatch
 import os
 import threading
 from collections import Counter
@@ -19,28 +23,21 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 from . import expr as _expr
-from .breakpoints import (
-    Breakpoint,
-    BreakpointSpec,
-    hit_condition_met,
-    parse_hit_condition,
-    resolve_spec,
-)
+from .breakpoints import Breakpoint, BreakpointSpec, hit_condition_met, parse_hit_condition, resolve_spec
 from .engine import NodeRunner
-from .errors import (
-    BreakpointError,
-    ExpressionError,
-    GraphDapError,
-    NodeExecutionError,
-    ValueNotFoundError,
-)
+from .errors import BreakpointError, ExpressionError, GraphDapError, NodeExecutionError, ValueNotFoundError
+from .faults import FaultFilter
 from .graph import Graph, Node, load_graph
 from .inputs import InputsArg, resolve_inputs
-from .tensor import TensorSummary, first_nonfinite, summarize, type_text
+from .segments import SegmentError, SegmentRunner, watch_plan
+from .store import ValueStore
+from .tensor import TensorSummary, summarize, type_text
 
 BREAK_FILTERS = ("nan", "inf", "error")
+_CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
 
 
 class StopReason(enum.Enum):
@@ -85,24 +82,21 @@ class Stop:
         }
 
 
-@dataclass(slots=True)
-class _Step:
-    """One entry of the step-back history."""
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One entry of the step-back history: a node that ran, or a goto."""
 
     pc: int  # program counter before
-    written: dict[str, Any]  # value name -> previous value (or _MISSING)
-    node: Node | None
-
-
-_MISSING = object()
+    ran: tuple[int, ...]  # orders of the nodes this entry marked as run
+    last: Node | None  # last node before
 
 
 class DebugSession:
     """Runs one model under a debugger's control.
 
-    Values are exactly what onnxruntime computes for each node (one-node sessions,
-    optimizations off by default). Constant nodes are computed once at start and
-    skipped by the program counter unless ``skip_constants`` is False.
+    Values are exactly what onnxruntime computes (optimizations off by default,
+    the same for single nodes and segments). Constant nodes are computed once at
+    start and skipped by the program counter unless ``skip_constants`` is False.
     """
 
     def __init__(
@@ -116,6 +110,8 @@ class DebugSession:
         break_on: Iterable[str] = (),
         inf_exclude: Iterable[str] = (),
         opt_level: str = "none",
+        memory_budget_mb: float | None = None,
+        fast: bool = True,
         base_dir: str | os.PathLike[str] | None = None,
         on_log: Callable[[str], None] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
@@ -123,7 +119,9 @@ class DebugSession:
         self.graph = model if isinstance(model, Graph) else load_graph(model)
         self.inputs = resolve_inputs(self.graph, inputs, dims)
         self.runner = NodeRunner(self.graph, providers, opt_level)
+        self.segments = SegmentRunner(self.graph, self.runner.providers, opt_level)
         self.skip_constants = skip_constants
+        self.fast = fast
         self.break_on: set[str] = set()
         self.set_break_on(break_on)
         self.inf_exclude: tuple[str, ...] = tuple(inf_exclude)
@@ -132,24 +130,50 @@ class DebugSession:
         self.on_progress = on_progress
         self.logs: list[str] = []
         self.executions: Counter[str] = Counter()
+        self.ort_calls = 0
+        budget = None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20))
+        self.store = ValueStore(budget)
         self._seq: tuple[Node, ...] = tuple(n for n in self.graph.nodes if not (skip_constants and n.is_static))
         self._seq_pos = {n.id: i for i, n in enumerate(self._seq)}
+        self._last_use = self._last_uses()
+        self._dtypes: dict[str, str] = {}  # value -> dtype, or "seq"/"other"; the watch plan needs them
+        for v in self.graph.value_names():
+            info = self.graph.value_info(v)
+            if info.kind != "tensor":
+                self._dtypes[v] = info.kind
+            elif info.dtype:
+                self._dtypes[v] = info.dtype
         self._breakpoints: dict[int, Breakpoint] = {}
         self._bp_by_node: dict[str, list[int]] = {}
         self._hits: Counter[int] = Counter()
         self._next_bp_id = 1
         self._pause = threading.Event()
+        self._run_options: ort.RunOptions | None = None
+        self._constants_version = 0
         self._reset()
+
+    def _last_uses(self) -> dict[str, int]:
+        """For each value, the last position in the run sequence that reads it."""
+        last: dict[str, int] = {}
+        for pos, n in enumerate(self._seq):
+            for i in n.all_inputs:
+                last[i] = pos
+        end = len(self._seq)
+        for o in self.graph.output_names:
+            last[o] = end
+        return last
 
     # -- state ---------------------------------------------------------------------
 
     def _reset(self) -> None:
-        self._values: dict[str, Any] = dict(self.inputs)
+        self.store.clear()
+        self.store.fixed.update(self.inputs)
         for t in self.graph.model.graph.initializer:
-            self._values[t.name] = onnx.numpy_helper.to_array(t)
+            self.store.fixed[t.name] = onnx.numpy_helper.to_array(t)
+        self._ran: set[int] = set()  # orders of nodes that ran in this timeline
         self._stale: set[str] = set()
         self._pc = 0
-        self._history: list[_Step] = []
+        self._history: list[_Entry] = []
         self._last: Node | None = None
         self._hits.clear()
         self._started = False
@@ -182,27 +206,40 @@ class DebugSession:
             raise GraphDapError(f"unknown break filter '{sorted(bad)[0]}'; expected any of {', '.join(BREAK_FILTERS)}")
         self.break_on = wanted
 
+    @property
+    def _filter(self) -> FaultFilter:
+        return FaultFilter("nan" in self.break_on, "inf" in self.break_on, self.inf_exclude)
+
     # -- values --------------------------------------------------------------------
+
+    def _available(self, name: str) -> bool:
+        """Known in this timeline: fixed, kept, or produced by a node that ran."""
+        if name in self.store:
+            return True
+        producer = self.graph.producer(name)
+        return producer is not None and (producer.order in self._ran or (producer.is_static and self.skip_constants and self._started))
 
     def value(self, name: str) -> Any:
         """The current value of ``name`` (possibly stale; see :meth:`is_stale`)."""
-        if name in self._values:
-            return self._values[name]
+        if name in self.store:
+            return self.store.get(name)
         if not self.graph.has_value(name):
             raise ValueNotFoundError(f"no value '{name}' in the graph")
+        if self._available(name):
+            return self._get(name)
         producer = self.graph.producer(name)
         where = f": node {producer.id} ({producer.op_type}) has not run yet" if producer else ""
         raise ValueNotFoundError(f"value '{name}' is not computed yet{where}")
 
     def has_value(self, name: str) -> bool:
-        return name in self._values
+        return self._available(name)
 
     def summary(self, name: str) -> TensorSummary:
         return summarize(self.value(name))
 
     def computed_values(self) -> list[str]:
         """Names of every value known now: inputs, initializers, then computed ones in run order."""
-        return [n for n in self.graph.value_names() if n in self._values]
+        return [n for n in self.graph.value_names() if self._available(n)]
 
     def is_stale(self, name: str) -> bool:
         """True when an upstream value was set and this one is not recomputed yet."""
@@ -210,7 +247,7 @@ class DebugSession:
 
     def outputs(self) -> dict[str, Any]:
         """The graph outputs computed so far."""
-        return {n: self._values[n] for n in self.graph.output_names if n in self._values}
+        return {n: self.value(n) for n in self.graph.output_names if self._available(n)}
 
     def evaluate(self, text: str | _expr.Expression, extra: Mapping[str, Any] | None = None) -> Any:
         """Evaluate a tensor expression over the current values."""
@@ -229,14 +266,12 @@ class DebugSession:
 
         A scalar broadcasts to the value's shape. Returns the names made stale.
         """
-        if name not in self._values:
-            self.value(name)  # raises the right error
-        current = self._values[name]
+        current = self.value(name)
         if isinstance(current, list):
             raise GraphDapError(f"value '{name}' is a sequence; only tensors can be set")
         cur = np.asarray(current)
         new = np.asarray(value)
-        if new.ndim == 0 or new.size == 1 and new.shape != cur.shape and new.ndim <= cur.ndim:
+        if new.ndim == 0 or (new.size == 1 and new.shape != cur.shape and new.ndim <= cur.ndim):
             try:
                 new = np.full(cur.shape, new.reshape(()), dtype=cur.dtype)
             except (TypeError, ValueError) as e:
@@ -244,40 +279,109 @@ class DebugSession:
         elif new.shape != cur.shape or new.dtype != cur.dtype:
             hint = f"; convert it with .astype('{cur.dtype}')" if new.shape == cur.shape else ""
             raise GraphDapError(f"value '{name}' is {type_text(cur)}, got {type_text(new)}{hint}")
-        self._values[name] = np.ascontiguousarray(new)
+        if name in self.store.fixed and name not in self.inputs:
+            self._constants_version += 1  # embedded in segment sessions: rebuild them
+        self.store.put(name, np.array(new, copy=True, order="C"))
         self._stale.discard(name)
-        stale = [o for n in self.graph.downstream([name]) for o in n.outputs if o in self._values]
+        stale = [o for n in self.graph.downstream([name]) for o in n.outputs if o and self._available(o)]
         self._stale.update(stale)
         return stale
 
     def _refresh(self) -> None:
-        """Recompute stale values, each producer once, in run order."""
+        """Recompute the stale values, each producer once, in as few onnxruntime calls as possible."""
         if not self._stale:
             return
-        producers = {self.graph.producer(v) for v in self._stale}
-        for node in sorted((p for p in producers if p is not None), key=lambda n: n.order):
-            outs = self._execute(node)
-            self._values.update(outs)
-            self._stale.difference_update(outs)
+        stale = [v for v in self.graph.value_names() if v in self._stale]
+        # A stale value that was evicted is simply recomputed on demand later.
+        for v in stale:
+            if v not in self.store:
+                self._stale.discard(v)
+        self._compute([v for v in stale if v in self.store])
         self._stale.clear()
 
-    def _feeds(self, node: Node) -> dict[str, Any]:
-        return {name: self._materialize(name) for name in node.all_inputs}
+    def _get(self, name: str) -> Any:
+        """The value of ``name``, recomputing it (and what it needs) when it is not kept."""
+        if name in self.store and name not in self._stale:
+            return self.store.get(name)
+        return self._compute([name])[name]
 
-    def _materialize(self, name: str) -> Any:
-        """The value of ``name``, computing its producer (and theirs) when it is missing."""
-        if name in self._values:
-            return self._values[name]
-        producer = self.graph.producer(name)
-        if producer is None:
-            raise ValueNotFoundError(f"no value '{name}' in the graph")
-        self._values.update(self._execute(producer))
-        return self._values[name]
+    def _compute(self, names: Sequence[str]) -> dict[str, Any]:
+        """Compute ``names`` from what is kept, in one segment (or one node)."""
+        needed: dict[int, Node] = {}
+        frontier = list(names)
+        seen: set[str] = set()
+        while frontier:
+            v = frontier.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in self.store and v not in self._stale and v not in names:
+                continue
+            producer = self.graph.producer(v)
+            if producer is None:
+                if v in self.store:
+                    continue
+                raise ValueNotFoundError(f"no value '{v}' in the graph")
+            if producer.order not in needed:
+                needed[producer.order] = producer
+                frontier.extend(producer.all_inputs)
+        nodes = [needed[k] for k in sorted(needed)]
+        outs = self._run_nodes(nodes, list(names))
+        self._store_outputs(outs)
+        self._evict()
+        return outs
 
-    def _execute(self, node: Node, run_options: Any = None) -> dict[str, Any]:
-        feeds = self._feeds(node)
+    def _run_nodes(self, nodes: Sequence[Node], wanted: Sequence[str]) -> dict[str, Any]:
+        """Outputs ``wanted`` of running ``nodes`` (in run order) over the kept values."""
+        if len(nodes) == 1:
+            return self._execute(nodes[0])
+        produced = {o for n in nodes for o in n.outputs if o}
+        feeds, constants = self._segment_inputs(nodes, produced)
+        try:
+            result = self.segments.run(nodes, feeds, constants, wanted, version=self._constants_version)
+        except SegmentError:
+            # Fall back to single nodes, which name the node that fails.
+            local: dict[str, Any] = {}
+            for n in nodes:
+                local.update(self._execute(n, extra=local))
+            return {k: local[k] for k in wanted}
+        self.ort_calls += 1
+        for n in nodes:
+            self.executions[n.id] += 1
+        return result.values
+
+    def _segment_inputs(self, nodes: Sequence[Node], produced: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+        feeds: dict[str, Any] = {}
+        constants: dict[str, Any] = {}
+        for n in nodes:
+            for i in n.all_inputs:
+                if i in produced or i in feeds or i in constants:
+                    continue
+                if i in self.store.fixed and i not in self.inputs and i not in self._stale:
+                    constants[i] = self.store.fixed[i]
+                else:
+                    feeds[i] = self._get(i)
+        return feeds, constants
+
+    def _execute(self, node: Node, run_options: Any = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        feeds = {i: (extra[i] if extra and i in extra else self._get(i)) for i in node.all_inputs}
         self.executions[node.id] += 1
-        return self.runner.run(node, feeds, run_options)
+        self.ort_calls += 1
+        outs = self.runner.run(node, feeds, run_options)
+        for k, v in outs.items():
+            self._dtypes.setdefault(k, str(v.dtype) if isinstance(v, np.ndarray) else "seq" if isinstance(v, list) else "other")
+        return outs
+
+    def _evict(self) -> None:
+        pc = self._pc
+        self.store.evict(lambda name: self._last_use.get(name, -1) >= pc)
+
+    def _store_outputs(self, outs: Mapping[str, Any]) -> None:
+        for k, v in outs.items():
+            if k in self.store.fixed:
+                self._constants_version += 1  # a recomputed constant: segment sessions embed the old one
+            self.store.put(k, v)
+            self._stale.discard(k)
 
     # -- breakpoints ---------------------------------------------------------------
 
@@ -317,16 +421,16 @@ class DebugSession:
         notes: list[str] = []
         trial: dict[str, Any] | None = None
         for bp_id in self._bp_by_node.get(node.id, ()):
-            bp = self._breakpoints[bp_id]
-            spec = bp.spec
+            spec = self._breakpoints[bp_id].spec
             if spec.condition:
                 try:
                     cond = _expr.compile_expression(spec.condition)
-                    if trial is None and cond.names & set(node.outputs):
+                    names = {n for n in cond.names if self.graph.has_value(n)}
+                    if trial is None and names & set(node.outputs):
                         trial = self._execute(node)
                         self.executions[node.id] -= 1  # a look ahead, not a step
                     # A condition over values this node cannot see yet (not computed) does not hold here.
-                    if any(n not in self._values and not (trial and n in trial) and self.graph.has_value(n) for n in cond.names):
+                    if any(not self._available(n) and not (trial and n in trial) for n in names):
                         continue
                     if not _expr.is_truthy(_expr.evaluate(cond, self._resolver(trial), base_dir=self.base_dir)):
                         continue
@@ -340,114 +444,82 @@ class DebugSession:
                 if not hit_condition_met(op, n, self._hits[bp_id]):
                     continue
             if spec.log_message:
-                line = _expr.interpolate(spec.log_message, self._resolver(trial), base_dir=self.base_dir)
-                self._log(line)
+                self._log(_expr.interpolate(spec.log_message, self._resolver(trial), base_dir=self.base_dir))
                 continue
             stopping.append(bp_id)
         return stopping, "; ".join(notes)
+
+    def _check_logpoints_only(self, node: Node) -> None:
+        # Running a node prints its logpoints, as a debugger prints a logpoint line it steps over.
+        if any(self._breakpoints[b].is_logpoint for b in self._bp_by_node.get(node.id, ())):
+            self._check_breakpoints(node)
 
     def _log(self, line: str) -> None:
         self.logs.append(line)
         if self.on_log is not None:
             self.on_log(line)
 
-    # -- break filters -------------------------------------------------------------
-
-    def _fault(self, node: Node, outs: Mapping[str, Any]) -> Stop | None:
-        """A nan/inf stop when an output of ``node`` holds what an enabled filter watches."""
-        want_nan = "nan" in self.break_on
-        want_inf = "inf" in self.break_on and not self._inf_excluded(node)
-        if not (want_nan or want_inf):
-            return None
-        for name in node.outputs:
-            v = outs.get(name)
-            if v is None or isinstance(v, list):
-                continue
-            a = np.asarray(v)
-            if a.dtype.kind not in "fc" or a.size == 0:
-                continue
-            lo, hi = a.min(), a.max()
-            if np.isfinite(lo) and np.isfinite(hi):
-                continue
-            nan = int(np.isnan(a).sum()) if want_nan else 0
-            inf = int(np.isinf(a).sum()) if want_inf else 0
-            kind = "nan" if nan else "inf" if inf else None
-            if kind is None:
-                continue
-            return self._fault_stop(node, name, a, kind, nan or inf)
-        return None
-
-    def _fault_stop(self, node: Node, name: str, a: np.ndarray, kind: str, count: int) -> Stop:
-        index = first_nonfinite(a, kind)
-        held = []
-        for i in node.all_inputs:
-            v = self._values.get(i)
-            if v is None or isinstance(v, list):
-                continue
-            arr = np.asarray(v)
-            if arr.dtype.kind in "fc" and (np.isnan(arr).any() if kind == "nan" else np.isinf(arr).any()):
-                held.append(i)
-        label = "NaN" if kind == "nan" else "Inf"
-        where = f" at index {list(index)}" if index is not None else ""
-        origin = f"; input {', '.join(held)} already held {label}" if held else "; none of its inputs held any"
-        message = f"{node.label} produced {count} {label} in '{name}'{where}{origin}"
-        details = {"count": count, "first_index": list(index) if index else None, "input_had_it": bool(held), "inputs_with_it": held}
-        reason = StopReason.NAN if kind == "nan" else StopReason.INF
-        return Stop(reason, node, message, name, details)
-
-    def _inf_excluded(self, node: Node) -> bool:
-        for pat in self.inf_exclude:
-            if pat.startswith("op:"):
-                if node.op_type == pat[3:]:
-                    return True
-            elif fnmatch.fnmatchcase(node.id, pat):
-                return True
-        return False
-
     # -- running -------------------------------------------------------------------
 
     def start(self) -> Stop:
         """Compute the constant nodes and stop at the first node to run."""
         if not self._started:
-            self._started = True
             if self.skip_constants:
                 for node in self.graph.nodes:
                     if node.is_static:
                         try:
-                            self._values.update(self._execute(node))
+                            self.store.fixed.update(self._execute(node, extra=self.store.fixed))
                         except NodeExecutionError as e:
                             return Stop(StopReason.ERROR, node, str(e), details={"ort_message": e.ort_message})
+            self._started = True
         return Stop(StopReason.ENTRY, self.pc, "stopped at entry")
 
     def _prepare(self) -> Stop | None:
-        first = self.start() if not self._started else None
-        if first is not None and first.reason is StopReason.ERROR:
-            return first
+        if not self._started:
+            first = self.start()
+            if first.reason is StopReason.ERROR:
+                return first
         self._pause.clear()
         self._refresh()
         if not self._statics_checked:
             self._statics_checked = True
-            for node in self.graph.nodes:
-                if node.is_static and self.skip_constants:
-                    fault = self._fault(node, self._values)
-                    if fault is not None:
-                        return fault
+            if self.skip_constants and (self.break_on & {"nan", "inf"}):
+                for node in self.graph.nodes:
+                    if node.is_static:
+                        fault = self._filter.check(node, {o: self.store.fixed.get(o) for o in node.outputs})
+                        if fault is not None:
+                            return self._fault_stop(node, *fault)
         return None
+
+    def _record(self, pos: int, node: Node) -> None:
+        self._history.append(_Entry(pos, (node.order,), self._last))
+        self._ran.add(node.order)
+        self._last = node
 
     def _run_node(self, node: Node) -> Stop | None:
         """Run the node at the program counter and move past it; a stop if it failed or faulted."""
         try:
             outs = self._execute(node)
         except NodeExecutionError as e:
-            details = {"ort_message": e.ort_message, "inputs": {i: summarize(self._values[i]).text() for i in node.all_inputs if i in self._values}}
-            if "error" in self.break_on:
-                return Stop(StopReason.ERROR, node, str(e), details=details)
-            return Stop(StopReason.END, node, f"the run ended with an error: {e}", details=details)
-        self._history.append(_Step(self._pc, {k: self._values.get(k, _MISSING) for k in outs}, self._last))
-        self._values.update(outs)
-        self._last = node
+            return self._error_stop(node, e)
+        self._store_outputs(outs)
+        self._record(self._pc, node)
         self._pc += 1
-        return self._fault(node, outs)
+        self._evict()
+        fault = self._filter.check(node, outs)
+        return self._fault_stop(node, *fault) if fault else None
+
+    def _error_stop(self, node: Node, e: NodeExecutionError) -> Stop:
+        inputs = {i: summarize(self.store.peek(i)).text() for i in node.all_inputs if self.store.peek(i) is not None}
+        details = {"ort_message": e.ort_message, "inputs": inputs}
+        if "error" in self.break_on:
+            return Stop(StopReason.ERROR, node, str(e), details=details)
+        return Stop(StopReason.END, node, f"the run ended with an error: {e}", details=details)
+
+    def _fault_stop(self, node: Node, name: str, kind: str) -> Stop:
+        value = np.asarray(self.value(name))
+        inputs = {i: self.value(i) for i in node.all_inputs if self._available(i)}
+        return self._filter.stop_details(node, name, value, kind, inputs, Stop, StopReason)
 
     def step(self) -> Stop:
         """Run one node (an If/Loop/Scan runs whole); stop at the next."""
@@ -457,25 +529,19 @@ class DebugSession:
         node = self.pc
         if node is None:
             return self._end()
-        _, _ = self._check_logpoints_only(node)
+        self._check_logpoints_only(node)
         stop = self._run_node(node)
         if stop is not None:
             return stop
         return Stop(StopReason.STEP, self.pc) if self.pc is not None else self._end()
-
-    def _check_logpoints_only(self, node: Node) -> tuple[list[int], str]:
-        # Stepping over a node still prints its logpoints, as a debugger prints a logpoint line it steps over.
-        if any(self._breakpoints[b].is_logpoint for b in self._bp_by_node.get(node.id, ())):
-            return self._check_breakpoints(node)
-        return [], ""
 
     def continue_(self, *, until: str | None = None) -> Stop:
         """Run until a breakpoint, an enabled break filter, a pause, ``until`` or the end."""
         early = self._prepare()
         if early is not None:
             return early
-        first = True
         total = len(self._seq)
+        first = True
         while self._pc < total:
             node = self._seq[self._pc]
             if not first:
@@ -490,12 +556,107 @@ class DebugSession:
             else:
                 self._check_logpoints_only(node)
             first = False
-            stop = self._run_node(node)
+            target = self._next_target(self._pc + 1, until)
+            if self.fast and target - self._pc > 1:
+                if self.on_progress is not None:
+                    self.on_progress(self._pc, total)
+                stop = self._run_segment(self._pc, target)
+            else:
+                stop = self._run_node(node)
             if self.on_progress is not None:
                 self.on_progress(self._pc, total)
             if stop is not None:
                 return stop
         return self._end()
+
+    def _next_target(self, start: int, until: str | None) -> int:
+        """The first position from ``start`` where a breakpoint or ``until`` must be looked at."""
+        for pos in range(start, len(self._seq)):
+            nid = self._seq[pos].id
+            if nid == until or nid in self._bp_by_node:
+                return pos
+        return len(self._seq)
+
+    def _run_segment(self, start: int, end: int) -> Stop | None:
+        """Run positions ``start..end-1`` in one onnxruntime call; on any trouble, node by node."""
+        nodes = list(self._seq[start:end])
+        filt = self._filter
+        watching = filt.active
+        if watching and any(o and o not in self._dtypes for n in nodes for o in n.outputs):
+            return self._run_slow(start, end)  # learn the types first: the watch plan needs them
+        produced = {o for n in nodes for o in n.outputs if o}
+        wanted = [o for n in nodes for o in n.outputs if o and self._last_use.get(o, -1) >= end]
+        wanted += self._condition_names(end, produced)
+        if end - start >= 2 * _CUTS:
+            for k in range(1, _CUTS):
+                cut = start + k * (end - start) // _CUTS
+                wanted += [o for n in self._seq[start:cut] for o in n.outputs if o and self._last_use.get(o, -1) >= cut]
+        watch = watch_plan(self.graph, nodes, self._dtypes, filt.never_prune) if watching else None
+        feeds, constants = self._segment_inputs(nodes, produced)
+        self._run_options = ort.RunOptions()
+        try:
+            result = self.segments.run(nodes, feeds, constants, wanted, watch, self._run_options, self._constants_version)
+        except SegmentError:
+            if self._pause.is_set():
+                self._pause.clear()
+                return Stop(StopReason.PAUSE, self._seq[start], "paused")
+            return self._run_slow(start, end)
+        finally:
+            self._run_options = None
+        self.ort_calls += 1
+        for n in nodes:
+            self.executions[n.id] += 1
+            self._record(self._seq_pos[n.id], n)
+        self._store_outputs(result.values)
+        self._pc = end
+        self._evict()
+        if result.sums is not None and watch is not None:
+            found = filt.first_fault(self.graph, watch, result.sums, self.value)
+            if found is not None:
+                node, name, kind = found
+                self._rewind_to(self._seq_pos[node.id] + 1)
+                return self._fault_stop(node, name, kind)
+        return None
+
+    def _condition_names(self, pos: int, produced: set[str]) -> list[str]:
+        if pos >= len(self._seq):
+            return []
+        names: list[str] = []
+        for bp_id in self._bp_by_node.get(self._seq[pos].id, ()):
+            spec = self._breakpoints[bp_id].spec
+            for text in (spec.condition,):
+                if text:
+                    try:
+                        names += [n for n in _expr.compile_expression(text).names if n in produced]
+                    except ExpressionError:
+                        pass
+        return names
+
+    def _run_slow(self, start: int, end: int) -> Stop | None:
+        while self._pc < end:
+            stop = self._run_node(self._seq[self._pc])
+            if stop is not None:
+                return stop
+            if self._pause.is_set() and self._pc < end:
+                self._pause.clear()
+                return Stop(StopReason.PAUSE, self.pc, "paused")
+        return None
+
+    def _rewind_to(self, pos: int) -> None:
+        """Undo the history back to ``pos`` (positions at or after it did not run)."""
+        while self._pc > pos and self._history:
+            self._undo()
+
+    def _undo(self) -> None:
+        entry = self._history.pop()
+        for order in entry.ran:
+            self._ran.discard(order)
+            for o in self.graph.nodes[order].outputs:
+                if o:
+                    self.store.drop(o)
+                    self._stale.discard(o)
+        self._pc = entry.pc
+        self._last = entry.last
 
     def _end(self) -> Stop:
         return Stop(StopReason.END, None, "the run reached the end of the graph")
@@ -515,15 +676,30 @@ class DebugSession:
         early = self._prepare()
         if early is not None:
             return early
-        before = {k for k in self._values}
-        try:
-            self._feeds(node)
-        except NodeExecutionError as e:
-            failed = self.graph.node(e.node_id)
-            return Stop(StopReason.ERROR, failed, str(e), details={"ort_message": e.ort_message})
-        self._history.append(_Step(self._pc, {k: _MISSING for k in self._values if k not in before}, self._last))
+        missing = [i for i in node.all_inputs if not self._available(i)]
+        added: list[int] = []
+        if missing:
+            needed = self._ancestors(missing)
+            try:
+                self._compute(missing)
+            except NodeExecutionError as e:
+                return Stop(StopReason.ERROR, self.graph.node(e.node_id), str(e), details={"ort_message": e.ort_message})
+            added = [n.order for n in needed if n.order not in self._ran]
+        self._history.append(_Entry(self._pc, tuple(added), self._last))
+        self._ran.update(added)
         self._pc = self._seq_pos[node.id]
         return Stop(StopReason.GOTO, node, f"jumped to {node.label}")
+
+    def _ancestors(self, names: Sequence[str]) -> list[Node]:
+        out: dict[int, Node] = {}
+        frontier = list(names)
+        while frontier:
+            p = self.graph.producer(frontier.pop())
+            if p is None or p.order in out or p.order in self._ran or (p.is_static and self.skip_constants):
+                continue
+            out[p.order] = p
+            frontier.extend(i for i in p.all_inputs if not self._available(i))
+        return [out[k] for k in sorted(out)]
 
     def _stoppable(self, node_id: str) -> Node:
         node = self.graph.node(node_id) if self.graph.has_node(node_id) else None
@@ -540,21 +716,13 @@ class DebugSession:
         """Undo the last node (or goto): its outputs are forgotten and the counter moves back."""
         if not self._history:
             return Stop(StopReason.STEP, self.pc, "already at the start of the history")
-        entry = self._history.pop()
-        for k, old in entry.written.items():
-            if old is _MISSING:
-                self._values.pop(k, None)
-            else:
-                self._values[k] = old
-            self._stale.discard(k)
-        self._pc = entry.pc
-        self._last = entry.node
+        self._undo()
         return Stop(StopReason.STEP, self.pc, "stepped back")
 
     def reverse_continue(self) -> Stop:
         """Step back until a node with a breakpoint is next, or the history is empty."""
         while self._history:
-            self.step_back()
+            self._undo()
             node = self.pc
             if node is not None and any(not self._breakpoints[b].is_logpoint for b in self._bp_by_node.get(node.id, ())):
                 return Stop(StopReason.BREAKPOINT, node, f"breakpoint at {node.label}")
@@ -566,5 +734,8 @@ class DebugSession:
         return self.start()
 
     def pause(self) -> None:
-        """Ask a running ``continue_`` (in another thread) to stop before its next node."""
+        """Ask a running ``continue_`` (in another thread) to stop as soon as it can."""
         self._pause.set()
+        opts = self._run_options
+        if opts is not None:
+            opts.terminate = True

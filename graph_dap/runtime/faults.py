@@ -1,0 +1,141 @@
+"""The NaN and Inf break filters: exact checks, and reading the in-graph sums.
+
+A sum of a tensor is NaN when the tensor holds NaN (or both +Inf and -Inf), and
++/-Inf when it holds that infinity and no NaN, or when large finite values
+overflow. So a NaN filter alone can ignore infinite sums, and every hit is
+confirmed on the exact tensor before a stop is reported.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .graph import Graph, Node
+from .segments import WatchPlan
+from .tensor import first_nonfinite
+
+
+@dataclass(frozen=True, slots=True)
+class FaultFilter:
+    """Which faults stop a run: NaN, Inf (minus excluded nodes)."""
+
+    nan: bool
+    inf: bool
+    inf_exclude: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return self.nan or self.inf
+
+    def inf_excluded(self, node: Node) -> bool:
+        for pat in self.inf_exclude:
+            if pat.startswith("op:"):
+                if node.op_type == pat[3:]:
+                    return True
+            elif fnmatch.fnmatchcase(node.id, pat):
+                return True
+        return False
+
+    def never_prune(self, node: Node) -> bool:
+        """Excluded nodes keep their own sum, so their Inf is never blamed on a consumer."""
+        return self.inf and self.inf_excluded(node)
+
+    def kind_of(self, node: Node, value: Any) -> str | None:
+        """``"nan"`` or ``"inf"`` when ``value`` holds what this filter stops on, else None."""
+        if value is None or isinstance(value, list):
+            return None
+        a = np.asarray(value)
+        if a.dtype.kind not in "fc" or a.size == 0:
+            return None
+        lo, hi = a.min(), a.max()
+        if np.isfinite(lo) and np.isfinite(hi):
+            return None
+        if self.nan and np.isnan(a).any():
+            return "nan"
+        if self.inf and not self.inf_excluded(node) and np.isinf(a).any():
+            return "inf"
+        return None
+
+    def check(self, node: Node, outs: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The first output of ``node`` holding a watched fault, and its kind."""
+        if not self.active:
+            return None
+        for name in node.outputs:
+            kind = self.kind_of(node, outs.get(name)) if name else None
+            if kind is not None:
+                return name, kind
+        return None
+
+    def _flagged(self, node: Node, s: float) -> bool:
+        if np.isnan(s):
+            return True
+        if np.isinf(s):
+            return self.inf and not self.inf_excluded(node)
+        return False
+
+    def first_fault(
+        self,
+        graph: Graph,
+        plan: WatchPlan,
+        sums: np.ndarray,
+        get: Callable[[str], Any],
+    ) -> tuple[Node, str, str] | None:
+        """The first node, in run order, whose output holds a fault: from the sums, confirmed exactly."""
+        flagged = set()
+        for name, s in zip(plan.watched, sums.tolist()):
+            producer = graph.producer(name)
+            assert producer is not None
+            if self._flagged(producer, s):
+                flagged.add(name)
+        if not flagged:
+            return None
+        candidates = flagged | {t for t, guard in plan.guards.items() if guard in flagged}
+        limit = min(_order(graph, n) for n in flagged)
+        ordered = sorted((c for c in candidates if _order(graph, c) <= limit), key=lambda c: _position(graph, c))
+        for name in ordered:
+            producer = graph.producer(name)
+            assert producer is not None
+            kind = self.kind_of(producer, get(name))
+            if kind is not None:
+                return producer, name, kind
+        return None  # overflowing sums of finite values
+
+    def stop_details(self, node: Node, name: str, a: np.ndarray, kind: str, inputs: Mapping[str, Any], stop_cls: Any, reasons: Any) -> Any:
+        count = int(np.isnan(a).sum()) if kind == "nan" else int(np.isinf(a).sum())
+        index = first_nonfinite(a, kind)
+        held = []
+        for i, v in inputs.items():
+            if v is None or isinstance(v, list):
+                continue
+            arr = np.asarray(v)
+            if arr.dtype.kind in "fc" and (np.isnan(arr).any() if kind == "nan" else np.isinf(arr).any()):
+                held.append(i)
+        label = "NaN" if kind == "nan" else "Inf"
+        where = f" at index {list(index)}" if index is not None else ""
+        origin = f"; input {', '.join(held)} already held {label}" if held else "; none of its inputs held any"
+        message = f"{node.label} produced {count} {label} in '{name}'{where}{origin}"
+        details = {"count": count, "first_index": list(index) if index else None, "input_had_it": bool(held), "inputs_with_it": held}
+        if kind == "inf":
+            details["posinf"] = int(np.isposinf(a).sum())
+            details["neginf"] = int(np.isneginf(a).sum())
+        return stop_cls(reasons.NAN if kind == "nan" else reasons.INF, node, message, name, details)
+
+
+def _order(graph: Graph, value: str) -> int:
+    p = graph.producer(value)
+    return p.order if p is not None else -1
+
+
+def _position(graph: Graph, value: str) -> tuple[int, int]:
+    p = graph.producer(value)
+    if p is None:
+        return (-1, 0)
+    return (p.order, p.outputs.index(value))
+
+
+
