@@ -62,20 +62,23 @@ def _targets(path_or_model):
 
 
 def _cases():
-    cases = [("chain", chain_model())]
-    for name in ("squeezenet", "resnet50", "inception_v1"):
-        cases += [(name, next(p for p in LIGHT_MODELS if name in p))]
+    """The chain model and every light model (the whole test corpus), each fault kind, both engines."""
+    cases = [("chain", chain_model(), kind, fast) for kind in KINDS for fast in (True, False)]
+    for path in LIGHT_MODELS:
+        name = os.path.basename(path)[6:-5]
+        cases += [(name, path, kind, True) for kind in KINDS]
+        if name in ("squeezenet", "resnet50"):
+            cases += [(name, path, kind, False) for kind in KINDS]
     return cases
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
-@pytest.mark.parametrize("label,model", _cases(), ids=[c[0] for c in _cases()])
-def test_injected_fault_found_at_first_producer(label, model, kind):
+@pytest.mark.parametrize("label,model,kind,fast", _cases(), ids=[f"{c[0]}-{c[2]}-{'fast' if c[3] else 'nodes'}" for c in _cases()])
+def test_injected_fault_found_at_first_producer(label, model, kind, fast):
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
     feeds = light_inputs(proto) if label != "chain" else {"x": np.random.default_rng(3).standard_normal((1, 2, 8, 8)).astype(np.float32)}
     filter_ = "nan" if kind == "nan" else "inf"
     for depth, target in enumerate(_targets(proto)):
-        s = DebugSession(proto, feeds, break_on=[filter_])
+        s = DebugSession(proto, feeds, break_on=[filter_], fast=fast)
         s.start()
         original = np.asarray(s.value(target))
         injected = original.copy()
@@ -83,7 +86,7 @@ def test_injected_fault_found_at_first_producer(label, model, kind):
         flat[(depth * 7919) % flat.size] = KINDS[kind]
         if target in feeds:
             truth_feeds = dict(feeds, **{target: injected})
-            s = DebugSession(proto, truth_feeds, break_on=[filter_])
+            s = DebugSession(proto, truth_feeds, break_on=[filter_], fast=fast)
             s.start()
             truth_model = proto
         else:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from .errors import GraphDapError, NodeExecutionError
 from .graph import Graph, Node
@@ -98,21 +98,26 @@ class NodeRunner:
         self._sessions: dict[tuple[Any, ...], ort.InferenceSession] = {}
         self.sessions_built = 0
 
-    def one_node_model(self, node: Node, feeds: Mapping[str, Any]) -> onnx.ModelProto:
-        """A model holding only ``node``, its inputs typed from ``feeds``."""
+    def one_node_model(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any]) -> onnx.ModelProto:
+        """A model holding only ``node``: inputs typed from ``feeds``, ``constants`` embedded.
+
+        Weights are embedded as the whole model embeds them, so that onnxruntime
+        takes the same kernels (it pre-packs constant weights) and the values match.
+        """
         m = self.graph.model
-        inputs = [helper.make_value_info(name, type_proto_of(feeds[name])) for name in node.all_inputs]
+        inputs = [helper.make_value_info(name, type_proto_of(feeds[name])) for name in node.all_inputs if name in feeds]
+        inits = [_tensor_proto(name, constants[name]) for name in node.all_inputs if name not in feeds]
         outputs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.outputs if o]
-        g = helper.make_graph([node.proto], f"node_{node.order}", inputs, outputs)
+        g = helper.make_graph([node.proto], f"node_{node.order}", inputs, outputs, inits)
         model = helper.make_model(g, opset_imports=list(m.opset_import), ir_version=max(m.ir_version, 4))
         model.functions.extend(m.functions)
         return model
 
-    def _session(self, node: Node, feeds: Mapping[str, Any]) -> ort.InferenceSession:
-        key = (node.order,) + tuple(_signature(feeds[n]) for n in node.all_inputs)
+    def _session(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any], version: int) -> ort.InferenceSession:
+        key = (node.order, version) + tuple(_signature(feeds[n]) if n in feeds else n for n in node.all_inputs)
         sess = self._sessions.get(key)
         if sess is None:
-            model = self.one_node_model(node, feeds)
+            model = self.one_node_model(node, feeds, constants)
             try:
                 sess = ort.InferenceSession(
                     model.SerializeToString(), session_options(self.opt_level), providers=self.providers
@@ -123,15 +128,29 @@ class NodeRunner:
             self.sessions_built += 1
         return sess
 
-    def run(self, node: Node, feeds: Mapping[str, Any], run_options: ort.RunOptions | None = None) -> dict[str, Any]:
-        """Outputs of ``node`` given its input values, by output name."""
-        sess = self._session(node, feeds)
+    def run(
+        self,
+        node: Node,
+        feeds: Mapping[str, Any],
+        constants: Mapping[str, Any] | None = None,
+        version: int = 0,
+        run_options: ort.RunOptions | None = None,
+    ) -> dict[str, Any]:
+        """Outputs of ``node`` by output name; each input is in ``feeds`` or ``constants``."""
+        constants = constants or {}
+        sess = self._session(node, feeds, constants, version)
         names = [o for o in node.outputs if o]
         try:
-            results = sess.run(names, {n: feeds[n] for n in node.all_inputs}, run_options)
+            results = sess.run(names, {n: feeds[n] for n in node.all_inputs if n in feeds}, run_options)
         except Exception as e:
             raise NodeExecutionError(node.id, node.op_type, _ort_message(e)) from None
         return dict(zip(names, results))
+
+
+def _tensor_proto(name: str, value: Any) -> onnx.TensorProto:
+    if isinstance(value, onnx.TensorProto):
+        return value
+    return numpy_helper.from_array(np.asarray(value), name)
 
 
 def _ort_message(e: BaseException) -> str:

@@ -22,7 +22,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from .engine import _ort_message, _signature, session_options, type_proto_of
+from .engine import _ort_message, _signature, _tensor_proto, session_options, type_proto_of
 from .graph import Graph, Node
 
 SENTINEL = "__graph_dap_sentinel"
@@ -276,9 +276,5 @@ class SegmentError(Exception):
     """onnxruntime could not build or run a segment; the caller falls back to single nodes."""
 
 
-def _tensor_proto(name: str, value: Any) -> onnx.TensorProto:
-    if isinstance(value, onnx.TensorProto):
-        return value
-    return numpy_helper.from_array(np.asarray(value), name)
 
 

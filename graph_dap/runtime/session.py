@@ -133,6 +133,9 @@ class DebugSession:
         self.ort_calls = 0
         budget = None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20))
         self.store = ValueStore(budget)
+        # Initializers are embedded in every session, as in the whole model (onnxruntime
+        # pre-packs constant weights, which changes the last bits); all else is fed.
+        self._initializers = frozenset(self.graph.initializer_names)
         self._seq: tuple[Node, ...] = tuple(n for n in self.graph.nodes if not (skip_constants and n.is_static))
         self._seq_pos = {n.id: i for i, n in enumerate(self._seq)}
         self._last_use = self._last_uses()
@@ -279,8 +282,8 @@ class DebugSession:
         elif new.shape != cur.shape or new.dtype != cur.dtype:
             hint = f"; convert it with .astype('{cur.dtype}')" if new.shape == cur.shape else ""
             raise GraphDapError(f"value '{name}' is {type_text(cur)}, got {type_text(new)}{hint}")
-        if name in self.store.fixed and name not in self.inputs:
-            self._constants_version += 1  # embedded in segment sessions: rebuild them
+        if name in self._initializers:
+            self._constants_version += 1  # embedded in sessions: rebuild them
         self.store.put(name, np.array(new, copy=True, order="C"))
         self._stale.discard(name)
         stale = [o for n in self.graph.downstream([name]) for o in n.outputs if o and self._available(o)]
@@ -357,17 +360,23 @@ class DebugSession:
             for i in n.all_inputs:
                 if i in produced or i in feeds or i in constants:
                     continue
-                if i in self.store.fixed and i not in self.inputs and i not in self._stale:
+                if i in self._initializers:
                     constants[i] = self.store.fixed[i]
                 else:
                     feeds[i] = self._get(i)
         return feeds, constants
 
-    def _execute(self, node: Node, run_options: Any = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        feeds = {i: (extra[i] if extra and i in extra else self._get(i)) for i in node.all_inputs}
+    def _execute(self, node: Node, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        feeds: dict[str, Any] = {}
+        constants: dict[str, Any] = {}
+        for i in node.all_inputs:
+            if i in self._initializers:
+                constants[i] = self.store.fixed[i]
+            else:
+                feeds[i] = extra[i] if extra and i in extra else self._get(i)
         self.executions[node.id] += 1
         self.ort_calls += 1
-        outs = self.runner.run(node, feeds, run_options)
+        outs = self.runner.run(node, feeds, constants, self._constants_version)
         for k, v in outs.items():
             self._dtypes.setdefault(k, str(v.dtype) if isinstance(v, np.ndarray) else "seq" if isinstance(v, list) else "other")
         return outs
@@ -378,8 +387,6 @@ class DebugSession:
 
     def _store_outputs(self, outs: Mapping[str, Any]) -> None:
         for k, v in outs.items():
-            if k in self.store.fixed:
-                self._constants_version += 1  # a recomputed constant: segment sessions embed the old one
             self.store.put(k, v)
             self._stale.discard(k)
 

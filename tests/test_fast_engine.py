@@ -1,0 +1,207 @@
+"""The fast engine: in-graph NaN/Inf watch with pruning, few onnxruntime calls, memory budget, Inf policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from models import assert_same, init, make_model, ort_values, tensor
+from onnx import TensorProto, helper
+
+from graph_dap.runtime import DebugSession, StopReason
+from graph_dap.runtime.faults import FaultFilter
+from graph_dap.runtime.segments import watch_plan
+
+# op, extra inputs (name, array), attributes, input shape, pruned?
+R = np.random.default_rng(5)
+W4 = R.standard_normal((4, 4)).astype(np.float32)
+RULES = [
+    ("Add", [("k", W4)], {}, [4, 4], True),
+    ("Sub", [("k", W4)], {}, [4, 4], True),
+    ("Mul", [("k", W4)], {}, [4, 4], True),
+    ("Div", [("k", W4 + 5)], {}, [4, 4], True),
+    ("MatMul", [("k", W4)], {}, [4, 4], True),
+    ("Gemm", [("k", W4)], {}, [4, 4], True),
+    ("Reshape", [("k", np.array([2, 8], np.int64))], {}, [4, 4], True),
+    ("Flatten", [], {}, [4, 4], True),
+    ("Identity", [], {}, [4, 4], True),
+    ("Transpose", [], {"perm": [1, 0]}, [4, 4], True),
+    ("Unsqueeze", [("k", np.array([0], np.int64))], {}, [4, 4], True),
+    ("Squeeze", [("k", np.array([0], np.int64))], {}, [1, 16], True),
+    ("Concat", [("k", W4)], {"axis": 0}, [4, 4], True),
+    ("LayerNormalization", [("k", np.ones(4, np.float32))], {}, [4, 4], True),
+    ("BatchNormalization", [("sc", np.ones(2, np.float32)), ("bi", np.zeros(2, np.float32)),
+                            ("mu", np.zeros(2, np.float32)), ("va", np.ones(2, np.float32))], {}, [1, 2, 4, 4], True),
+    ("GlobalAveragePool", [], {}, [1, 2, 4, 4], True),
+    ("AveragePool", [], {"kernel_shape": [2, 2], "strides": [2, 2]}, [1, 2, 4, 4], True),
+    ("Conv", [("k", R.standard_normal((3, 2, 3, 3)).astype(np.float32))], {"pads": [1, 1, 1, 1]}, [1, 2, 4, 4], True),
+    # not pruned: windows skip positions, the denominator of Div, a non-propagating op, beta=0
+    ("AveragePool", [], {"kernel_shape": [1, 1], "strides": [2, 2]}, [1, 2, 4, 4], False),
+    ("Conv", [("k", R.standard_normal((3, 2, 1, 1)).astype(np.float32))], {"strides": [2, 2]}, [1, 2, 4, 4], False),
+    ("Div", [("k", W4)], {"swap": True}, [4, 4], False),
+    ("Gemm", [("a", W4), ("k", W4)], {"beta": 0.0, "swap3": True}, [4, 4], False),
+    ("Relu", [], {}, [4, 4], False),
+    ("Softmax", [], {}, [4, 4], False),
+]
+
+
+def rule_model(op, extras, attrs, shape):
+    """x -> Neg -> t -> OP(t, ...) -> c -> Relu -> y: t is pruned iff OP carries faults on."""
+    attrs = dict(attrs)
+    swap, swap3 = attrs.pop("swap", False), attrs.pop("swap3", False)
+    ins = ["t"] + [name for name, _ in extras]
+    if swap:
+        ins = [ins[1], ins[0]]
+    if swap3:
+        ins = [ins[1], ins[2], ins[0]]
+    nodes = [
+        helper.make_node("Neg", ["x"], ["t"], name="neg"),
+        helper.make_node(op, ins, ["c"], name="op", **attrs),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    inits = [init(name, arr) for name, arr in extras]
+    return make_model(nodes, [tensor("x", shape)], [tensor("y", None)], inits)
+
+
+@pytest.mark.parametrize("op,extras,attrs,shape,pruned", RULES, ids=[f"{r[0]}-{'pruned' if r[4] else 'kept'}-{i}" for i, r in enumerate(RULES)])
+def test_pruning_rule_on_its_own(op, extras, attrs, shape, pruned):
+    model = rule_model(op, extras, attrs, shape)
+    s = DebugSession(model, break_on=["nan", "inf"])
+    nodes = list(s.sequence)
+    plan = watch_plan(s.graph, nodes, s._dtypes, FaultFilter(True, True).never_prune)
+    assert ("t" in plan.guards) is pruned
+    assert ("t" in plan.watched) is not pruned
+    # whatever the plan, a fault in t is found at its producer, for NaN, +Inf and -Inf
+    for bad in (np.nan, np.inf, -np.inf):
+        for where in (0, int(np.prod(shape)) - 1, 5):
+            x = R.standard_normal(shape).astype(np.float32)
+            x.reshape(-1)[where] = bad
+            s = DebugSession(model, {"x": x}, break_on=["nan"] if np.isnan(bad) else ["inf"])
+            s.start()
+            stop = s.continue_()
+            assert stop.reason in (StopReason.NAN, StopReason.INF), (bad, where, stop.message)
+            assert stop.node.id == "neg" and stop.tensor == "t" and s.pc.id == "op"
+
+
+def long_chain(n=60, size=64):
+    nodes = []
+    for i in range(n):
+        nodes.append(helper.make_node("MatMul", [f"v{i}", "w"], [f"u{i}"], name=f"mm{i}"))
+        nodes.append(helper.make_node("Tanh", [f"u{i}"], [f"v{i + 1}"], name=f"tanh{i}"))
+    w = (R.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
+    return make_model(nodes, [tensor("v0", [size, size])], [tensor(f"v{n}", [size, size])], [init("w", w)])
+
+
+def test_runs_use_one_onnxruntime_call_each():
+    model = long_chain()
+    x = R.standard_normal((64, 64)).astype(np.float32)
+    s = DebugSession(model, {"v0": x}, break_on=["nan", "inf"])
+    s.set_breakpoints(["tanh50"])
+    s.start()
+    calls = s.ort_calls
+    stop = s.continue_()
+    assert stop.node.id == "tanh50" and s.ort_calls - calls == 1
+    calls = s.ort_calls
+    assert s.continue_().reason is StopReason.END and s.ort_calls - calls == 1
+    s.restart()
+    calls = s.ort_calls
+    s.goto("tanh30")  # its input needs 60 nodes: one segment
+    assert s.ort_calls - calls == 1
+    s.set_breakpoints([])
+    s.set_value("u30", np.zeros((64, 64), np.float32))
+    calls = s.ort_calls
+    assert s.continue_().reason is StopReason.END and s.ort_calls - calls == 1
+    truth = ort_values(model, {"v0": x})
+    assert not np.array_equal(s.value("v60"), truth["v60"])  # the set value changed the result
+    # every value of the timeline is readable and exact (recomputed from what is kept)
+    s2 = DebugSession(model, {"v0": x})
+    s2.start()
+    s2.continue_()
+    for name in ("u0", "v17", "u44", "v60"):
+        assert_same(s2.value(name), truth[name], name)
+
+
+def test_memory_budget_bounds_what_is_kept_and_everything_stays_readable():
+    size = 256  # 256 KB per value; 120 values = 30 MB computed
+    model = long_chain(60, size)
+    x = R.standard_normal((size, size)).astype(np.float32)
+    truth = ort_values(model, {"v0": x})
+    s = DebugSession(model, {"v0": x}, memory_budget_mb=2)
+    s.start()
+    for _ in range(80):
+        s.step()
+    assert s.store.evictions > 0
+    assert s.store.peak_cached_bytes <= 2 * (1 << 20) + 2 * size * size * 4
+    for name in ("u0", "v3", "u20", "v40"):
+        assert_same(s.value(name), truth[name], name)
+    for _ in range(5):
+        s.step_back()
+    assert s.pc.id == "tanh37" and not s.has_value("v38")
+    assert_same(s.value("u37"), truth["u37"], "u37")
+    s.set_value("v10", np.zeros((size, size), np.float32))
+    assert s.continue_().reason is StopReason.END
+    s2 = DebugSession(model, {"v0": x})
+    s2.start()
+    s2.run_to("mm10")
+    s2.set_value("v10", np.zeros((size, size), np.float32))
+    s2.continue_()
+    assert_same(s.value("v60"), s2.value("v60"), "v60")
+    assert s.store.cached_bytes <= 2 * (1 << 20) + 2 * size * size * 4
+
+
+def attention_model(seq=6, dim=8):
+    """One masked self-attention head: the causal mask is Where(mask, -inf, scores), as exporters write it."""
+    r = np.random.default_rng(2)
+    wq, wk = (r.standard_normal((dim, dim)).astype(np.float32) for _ in range(2))
+    causal = np.triu(np.ones((seq, seq), bool), 1)
+    nodes = [
+        helper.make_node("MatMul", ["x", "wq"], ["q"], name="attn/q"),
+        helper.make_node("MatMul", ["x", "wk"], ["k"], name="attn/k"),
+        helper.make_node("Transpose", ["k"], ["kt"], name="attn/kt", perm=[1, 0]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"], name="attn/scores"),
+        helper.make_node("Where", ["causal", "neg_inf", "scores"], ["masked"], name="attn/mask"),
+        helper.make_node("Softmax", ["masked"], ["probs"], name="attn/softmax", axis=-1),
+        helper.make_node("MatMul", ["probs", "x"], ["y"], name="attn/out"),
+    ]
+    inits = [init("wq", wq), init("wk", wk), init("causal", causal), init("neg_inf", np.array(-np.inf, np.float32))]
+    return make_model(nodes, [tensor("x", [seq, dim])], [tensor("y", [seq, dim])], inits)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_inf_policy_excludes_attention_masks(fast):
+    model = attention_model()
+    s = DebugSession(model, break_on=["nan", "inf"], fast=fast)
+    s.start()
+    stop = s.continue_()
+    assert stop.reason is StopReason.INF and stop.node.id == "attn/mask"
+    for exclude in (["op:Where"], ["*mask*"]):
+        s = DebugSession(model, break_on=["nan", "inf"], inf_exclude=exclude, fast=fast)
+        s.start()
+        assert s.continue_().reason is StopReason.END
+    # a NaN from the excluded node is still found
+    x = np.random.default_rng(0).standard_normal((6, 8)).astype(np.float32)
+    x[2, 3] = np.nan
+    s = DebugSession(model, {"x": x}, break_on=["nan", "inf"], inf_exclude=["op:Where"], fast=fast)
+    s.start()
+    assert s.continue_().node.id == "attn/q"
+
+
+def test_overflowing_sum_of_finite_values_is_not_a_stop():
+    big = np.full((4, 4), 3e38, np.float32)  # finite, but its sum overflows to +inf
+    nodes = [helper.make_node("Identity", ["x"], ["a"], name="copy"), helper.make_node("Relu", ["a"], ["y"], name="relu"),
+             helper.make_node("Neg", ["y"], ["z"], name="neg")]
+    model = make_model(nodes, [tensor("x", [4, 4])], [tensor("z", [4, 4])])
+    s = DebugSession(model, {"x": big}, break_on=["nan", "inf"])
+    s.start()
+    assert s.continue_().reason is StopReason.END
+
+
+def test_unknown_types_fall_back_then_watch():
+    # shape inference cannot type a custom-domain free graph output: the first continue learns types node by node
+    nodes = [helper.make_node("Cast", ["x"], ["c"], name="cast", to=TensorProto.FLOAT), helper.make_node("Log", ["c"], ["y"], name="log"),
+             helper.make_node("Neg", ["y"], ["z"], name="neg")]
+    model = make_model(nodes, [tensor("x", [3], TensorProto.INT64)], [tensor("z", None)])
+    model.graph.ClearField("value_info")
+    s = DebugSession(model, {"x": np.array([1, 0, 2], np.int64)}, break_on=["inf"])
+    s.start()
+    stop = s.continue_()
+    assert stop.reason is StopReason.INF and stop.node.id == "log" and stop.details["neginf"] == 1
