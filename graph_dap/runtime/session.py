@@ -32,7 +32,7 @@ from .errors import BreakpointError, ExpressionError, GraphDapError, NodeExecuti
 from .faults import FaultFilter
 from .graph import Graph, Node, load_graph
 from .inputs import InputsArg, resolve_inputs
-from .segments import SegmentError, SegmentRunner, watch_plan
+from .segments import SegmentError, SegmentRunner, WatchPlan, watch_plan
 from .store import ValueStore
 from .tensor import TensorSummary, summarize, type_text
 
@@ -89,6 +89,14 @@ class _Entry:
     pc: int  # program counter before
     ran: tuple[int, ...]  # orders of the nodes this entry marked as run
     last: Node | None  # last node before
+
+
+@dataclass(frozen=True, slots=True)
+class _SegmentPlan:
+    nodes: list[Node]
+    wanted: list[str]  # outputs: values read after the segment, and checkpoints inside it
+    watch: WatchPlan | None
+    reads: list[str]  # values the segment reads from outside
 
 
 class DebugSession:
@@ -153,6 +161,13 @@ class DebugSession:
         self._pause = threading.Event()
         self._run_options: ort.RunOptions | None = None
         self._constants_version = 0
+        self._versions = 0  # a new constants version for every change of an initializer
+        self._originals: dict[str, Any] | None = None
+        self._static_values: dict[str, Any] = {}
+        self._plans: dict[tuple[Any, ...], _SegmentPlan] = {}
+        self._bp_version = 0
+        self._statics_dirty = False
+        self._static_faults: dict[FaultFilter, tuple[Node, str, str] | None] = {}  # cleared when a constant changes
         self._reset()
 
     def _last_uses(self) -> dict[str, int]:
@@ -171,8 +186,14 @@ class DebugSession:
     def _reset(self) -> None:
         self.store.clear()
         self.store.fixed.update(self.inputs)
-        for t in self.graph.model.graph.initializer:
-            self.store.fixed[t.name] = onnx.numpy_helper.to_array(t)
+        if self._originals is None:
+            self._originals = {t.name: onnx.numpy_helper.to_array(t) for t in self.graph.model.graph.initializer}
+        self.store.fixed.update(self._originals)
+        self.store.fixed.update(self._static_values)  # constants of the original initializers
+        if self._statics_dirty:
+            self._static_faults.clear()
+            self._statics_dirty = False
+        self._constants_version = 0  # sessions of version 0 embed the original initializers
         self._ran: set[int] = set()  # orders of nodes that ran in this timeline
         self._stale: set[str] = set()
         self._pc = 0
@@ -282,8 +303,12 @@ class DebugSession:
         elif new.shape != cur.shape or new.dtype != cur.dtype:
             hint = f"; convert it with .astype('{cur.dtype}')" if new.shape == cur.shape else ""
             raise GraphDapError(f"value '{name}' is {type_text(cur)}, got {type_text(new)}{hint}")
+        if name in self.store.fixed:
+            self._static_faults.clear()
+            self._statics_dirty = True
         if name in self._initializers:
-            self._constants_version += 1  # embedded in sessions: rebuild them
+            self._versions += 1  # embedded in sessions: build new ones
+            self._constants_version = self._versions
         self.store.put(name, np.array(new, copy=True, order="C"))
         self._stale.discard(name)
         stale = [o for n in self.graph.downstream([name]) for o in n.outputs if o and self._available(o)]
@@ -387,6 +412,8 @@ class DebugSession:
 
     def _store_outputs(self, outs: Mapping[str, Any]) -> None:
         for k, v in outs.items():
+            if k in self.store.fixed:
+                self._static_faults.clear()
             self.store.put(k, v)
             self._stale.discard(k)
 
@@ -397,6 +424,7 @@ class DebugSession:
         self._breakpoints.clear()
         self._bp_by_node.clear()
         self._hits.clear()
+        self._bp_version += 1
         stoppable = set(self._seq_pos)
         out: list[Breakpoint] = []
         for s in specs:
@@ -471,13 +499,15 @@ class DebugSession:
     def start(self) -> Stop:
         """Compute the constant nodes and stop at the first node to run."""
         if not self._started:
-            if self.skip_constants:
+            if self.skip_constants and not self._static_values:
                 for node in self.graph.nodes:
                     if node.is_static:
                         try:
-                            self.store.fixed.update(self._execute(node, extra=self.store.fixed))
+                            outs = self._execute(node, extra=self.store.fixed)
                         except NodeExecutionError as e:
                             return Stop(StopReason.ERROR, node, str(e), details={"ort_message": e.ort_message})
+                        self.store.fixed.update(outs)
+                        self._static_values.update(outs)
             self._started = True
         return Stop(StopReason.ENTRY, self.pc, "stopped at entry")
 
@@ -490,13 +520,25 @@ class DebugSession:
         self._refresh()
         if not self._statics_checked:
             self._statics_checked = True
-            if self.skip_constants and (self.break_on & {"nan", "inf"}):
-                for node in self.graph.nodes:
-                    if node.is_static:
-                        fault = self._filter.check(node, {o: self.store.fixed.get(o) for o in node.outputs})
-                        if fault is not None:
-                            return self._fault_stop(node, *fault)
+            if self.skip_constants and self._filter.active:
+                fault = self._static_fault()
+                if fault is not None:
+                    return self._fault_stop(*fault)
         return None
+
+    def _static_fault(self) -> tuple[Node, str, str] | None:
+        """The first constant node whose output holds a watched fault (remembered per constants)."""
+        key = self._filter
+        if key not in self._static_faults:
+            found = None
+            for node in self.graph.nodes:
+                if node.is_static:
+                    fault = self._filter.check(node, {o: self.store.fixed.get(o) for o in node.outputs})
+                    if fault is not None:
+                        found = (node, *fault)
+                        break
+            self._static_faults[key] = found
+        return self._static_faults[key]
 
     def _record(self, pos: int, node: Node) -> None:
         self._history.append(_Entry(pos, (node.order,), self._last))
@@ -584,13 +626,16 @@ class DebugSession:
                 return pos
         return len(self._seq)
 
-    def _run_segment(self, start: int, end: int) -> Stop | None:
-        """Run positions ``start..end-1`` in one onnxruntime call; on any trouble, node by node."""
-        nodes = list(self._seq[start:end])
+    def _segment_plan(self, start: int, end: int) -> _SegmentPlan | None:
+        """What a segment reads, returns and watches; None while the watch plan lacks types."""
         filt = self._filter
-        watching = filt.active
-        if watching and any(o and o not in self._dtypes for n in nodes for o in n.outputs):
-            return self._run_slow(start, end)  # learn the types first: the watch plan needs them
+        key = (start, end, filt, self._bp_version)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        nodes = list(self._seq[start:end])
+        if filt.active and any(o and o not in self._dtypes for n in nodes for o in n.outputs):
+            return None
         produced = {o for n in nodes for o in n.outputs if o}
         wanted = [o for n in nodes for o in n.outputs if o and self._last_use.get(o, -1) >= end]
         wanted += self._condition_names(end, produced)
@@ -598,8 +643,21 @@ class DebugSession:
             for k in range(1, _CUTS):
                 cut = start + k * (end - start) // _CUTS
                 wanted += [o for n in self._seq[start:cut] for o in n.outputs if o and self._last_use.get(o, -1) >= cut]
-        watch = watch_plan(self.graph, nodes, self._dtypes, filt.never_prune) if watching else None
-        feeds, constants = self._segment_inputs(nodes, produced)
+        watch = watch_plan(self.graph, nodes, self._dtypes, filt.never_prune) if filt.active else None
+        reads = list(dict.fromkeys(i for n in nodes for i in n.all_inputs if i not in produced))
+        plan = _SegmentPlan(nodes, list(dict.fromkeys(wanted)), watch, reads)
+        self._plans[key] = plan
+        return plan
+
+    def _run_segment(self, start: int, end: int) -> Stop | None:
+        """Run positions ``start..end-1`` in one onnxruntime call; on any trouble, node by node."""
+        plan = self._segment_plan(start, end)
+        if plan is None:
+            return self._run_slow(start, end)  # learn the types first: the watch plan needs them
+        nodes, wanted, watch = plan.nodes, plan.wanted, plan.watch
+        filt = self._filter
+        constants = {i: self.store.fixed[i] for i in plan.reads if i in self._initializers}
+        feeds = {i: self._get(i) for i in plan.reads if i not in self._initializers}
         self._run_options = ort.RunOptions()
         try:
             result = self.segments.run(nodes, feeds, constants, wanted, watch, self._run_options, self._constants_version)

@@ -1,0 +1,152 @@
+"""Models for the benchmarks: the light models, a det-like FPN of real size, an exported transformer."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+
+
+def light_models() -> dict[str, str]:
+    return {os.path.basename(p)[6:-5]: p for p in sorted(glob.glob(os.path.join(LIGHT_DIR, "*.onnx")))}
+
+
+def light_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    inits = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for x in model.graph.input:
+        if x.name in inits:
+            continue
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in x.type.tensor_type.shape.dim)
+        n = int(np.prod(shape))
+        feeds[x.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return feeds
+
+
+def det_fpn(size: int) -> onnx.ModelProto:
+    """A text-detection-like network (ResNet-ish backbone, FPN, upsampled head) at ``size`` x ``size``.
+
+    Its intermediate values add up to gigabytes at 1280x1280, like PaddleOCR's det model.
+    """
+    rng = np.random.default_rng(0)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+
+    def conv(x: str, cin: int, cout: int, k: int, stride: int, name: str, act: bool = True, bn: bool = False) -> str:
+        w = numpy_helper.from_array((rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32), f"{name}.weight")
+        b = numpy_helper.from_array(np.zeros(cout, np.float32), f"{name}.bias")
+        inits.extend([w, b])
+        out = f"{name}.out"
+        nodes.append(helper.make_node("Conv", [x, w.name, b.name], [out], name=f"{name}/conv", pads=[k // 2] * 4, strides=[stride, stride]))
+        if bn:
+            for p, v in (("scale", 1.0), ("shift", 0.0), ("mean", 0.0), ("var", 1.0)):
+                inits.append(numpy_helper.from_array(np.full(cout, v, np.float32), f"{name}.bn_{p}"))
+            nodes.append(helper.make_node("BatchNormalization", [out] + [f"{name}.bn_{p}" for p in ("scale", "shift", "mean", "var")],
+                                          [f"{name}.bn"], name=f"{name}/bn"))
+            out = f"{name}.bn"
+        if act:
+            nodes.append(helper.make_node("Relu", [out], [f"{name}.act"], name=f"{name}/relu"))
+            out = f"{name}.act"
+        return out
+
+    x = conv("image", 3, 32, 3, 2, "stem", bn=True)
+    feats = []
+    cin = 32
+    for i, c in enumerate([32, 64, 128, 256]):
+        stride = 1 if i == 0 else 2
+        a = conv(x, cin, c, 3, stride, f"stage{i}.a", bn=True)
+        b = conv(a, c, c, 3, 1, f"stage{i}.b", act=False, bn=True)
+        short = conv(x, cin, c, 1, stride, f"stage{i}.short", act=False)
+        nodes.append(helper.make_node("Add", [b, short], [f"stage{i}.sum"], name=f"stage{i}/add"))
+        nodes.append(helper.make_node("Relu", [f"stage{i}.sum"], [f"stage{i}.out"], name=f"stage{i}/relu"))
+        x, cin = f"stage{i}.out", c
+        feats.append((x, c))
+    lat = [conv(f, c, 64, 1, 1, f"fpn.lat{i}", act=False) for i, (f, c) in enumerate(feats)]
+    inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up2"))
+    top = lat[3]
+    merged = [top]
+    for i in (2, 1, 0):
+        nodes.append(helper.make_node("Resize", [top, "", "up2"], [f"fpn.up{i}"], name=f"fpn/up{i}", mode="nearest"))
+        nodes.append(helper.make_node("Add", [lat[i], f"fpn.up{i}"], [f"fpn.td{i}"], name=f"fpn/td{i}"))
+        top = f"fpn.td{i}"
+        merged.insert(0, top)
+    outs = []
+    for i, m in enumerate(merged):
+        p = conv(m, 64, 32, 3, 1, f"fpn.out{i}")
+        if i:
+            scale = float(2**i)
+            inits.append(numpy_helper.from_array(np.array([1, 1, scale, scale], np.float32), f"up{i}x"))
+            nodes.append(helper.make_node("Resize", [p, "", f"up{i}x"], [f"fpn.p{i}"], name=f"fpn/p{i}", mode="nearest"))
+            p = f"fpn.p{i}"
+        outs.append(p)
+    nodes.append(helper.make_node("Concat", outs, ["fuse"], name="fuse/concat", axis=1))
+    h = conv("fuse", 128, 32, 3, 1, "head.a", bn=True)
+    h = conv(h, 32, 1, 1, 1, "head.b", act=False)
+    inits.append(numpy_helper.from_array(np.array([1, 1, 4, 4], np.float32), "up4"))
+    nodes.append(helper.make_node("Resize", [h, "", "up4"], ["head.up"], name="head/up", mode="linear"))
+    nodes.append(helper.make_node("Sigmoid", ["head.up"], ["prob"], name="head/sigmoid"))
+    graph = helper.make_graph(nodes, f"det_fpn_{size}", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, size, size])],
+                              [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 1, size, size])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def tiny_gpt(path: Path) -> Path | None:
+    """Export a small GPT with torch's dynamo exporter (masks built with -inf); None without torch."""
+    if path.exists():
+        return path
+    try:
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+
+    class Block(nn.Module):
+        def __init__(self, d: int, heads: int, seq: int) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.heads = heads
+            self.register_buffer("mask", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) / (d // self.heads) ** 0.5
+            att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(b, t, d)
+            x = x + self.proj(y)
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class TinyGPT(nn.Module):
+        def __init__(self, vocab: int = 2048, d: int = 256, layers: int = 4, heads: int = 4, seq: int = 128) -> None:
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+            self.h = nn.ModuleList(Block(d, heads, seq) for _ in range(layers))
+            self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            x = self.tok(idx) + self.pos(torch.arange(t))
+            for blk in self.h:
+                x = blk(x)
+            return self.head(self.ln(x))
+
+    torch.manual_seed(0)
+    model = TinyGPT().eval()
+    idx = torch.randint(0, 2048, (1, 128))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prog = torch.onnx.export(model, (idx,), dynamo=True)
+    prog.save(str(path), external_data=False)
+    return path

@@ -1,0 +1,283 @@
+"""graph-dap's speed and memory, side by side with plain onnxruntime and with Polygraphy.
+
+    python benchmarks/run.py [--models squeezenet,resnet50,det640,gpt,...] [--repeat 7] [--out FILE]
+
+Every ratio is measured in one process, against a plain ``InferenceSession.run``
+with the same options (optimizations off, the global thread pool), medians over
+``--repeat`` runs. Peak RSS and the Polygraphy comparison are whole processes.
+The table is printed and written to ``benchmarks/results/results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+
+from models import det_fpn, light_inputs, light_models, tiny_gpt  # noqa: E402
+
+DEFAULT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "resnet50", "densenet121", "zfnet512", "bvlc_alexnet", "vgg19", "det640", "det1280", "gpt"]
+
+
+def model_path(name: str) -> Path | None:
+    """Where the model is on disk (built into benchmarks/results/ when it is ours)."""
+    light = light_models()
+    if name in light:
+        return Path(light[name])
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    if name.startswith("det"):
+        path = RESULTS / f"{name}.onnx"
+        if not path.exists():
+            onnx.save(det_fpn(int(name[3:])), str(path))
+        return path
+    if name == "gpt":
+        return tiny_gpt(RESULTS / "tiny_gpt.onnx")
+    raise SystemExit(f"unknown model '{name}'; known: {', '.join(DEFAULT)}")
+
+
+def inputs_for(path: Path) -> dict[str, np.ndarray]:
+    model = onnx.load(str(path), load_external_data=False)
+    if path.parent.name == "light":
+        return light_inputs(model)
+    from graph_dap.runtime import load_graph, resolve_inputs
+
+    return resolve_inputs(load_graph(path))
+
+
+def median_time(fn: Any, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def bench_in_process(name: str, repeat: int) -> dict[str, Any]:
+    """All the in-process timings for one model."""
+    import onnxruntime as ort
+
+    from graph_dap.runtime import DebugSession
+    from graph_dap.runtime.engine import session_options
+
+    path = model_path(name)
+    assert path is not None
+    feeds = inputs_for(path)
+    exclude = ["op:Where"] if name == "gpt" else []
+    plain = ort.InferenceSession(str(path), session_options("none"), providers=["CPUExecutionProvider"])
+    plain.run(None, feeds)
+    out: dict[str, Any] = {"model": name}
+    s = DebugSession(path, feeds, break_on=["nan", "inf"], inf_exclude=exclude)
+    out["nodes"] = len(s.graph.nodes)
+    s.start()
+    t = time.perf_counter()
+    first = s.continue_()
+    out["continue_first_s"] = time.perf_counter() - t
+    assert first.reason.value == "end", first.message
+
+    def watched() -> None:
+        s.restart()
+        s.continue_()
+
+    restart_s = median_time(lambda: s.restart(), repeat)
+    # interleave plain and watched runs so that machine noise hits both alike
+    plains, watches = [], []
+    for _ in range(repeat):
+        plains.append(median_time(lambda: plain.run(None, feeds), 1))
+        watches.append(median_time(watched, 1) - restart_s)
+    out["plain_s"] = statistics.median(plains)
+    out["continue_watch_s"] = statistics.median(watches)
+    out["continue_ratio"] = out["continue_watch_s"] / out["plain_s"]
+
+    seq = s.sequence
+    target = seq[int(0.9 * (len(seq) - 1))]
+    b = DebugSession(path, feeds)
+    b.set_breakpoints([target.id])
+    b.start()
+    t = time.perf_counter()
+    stop = b.continue_()
+    out["bp90_first_s"] = time.perf_counter() - t
+    assert stop.node is not None and stop.node.id == target.id
+
+    def to_bp() -> None:
+        b.restart()
+        b.continue_()
+
+    out["bp90_warm_s"] = max(median_time(to_bp, repeat) - restart_s, 0.0)
+    out["bp90_ratio"] = out["bp90_warm_s"] / out["plain_s"]
+
+    # one step in the middle: step, then step back, many times
+    mid = seq[len(seq) // 2]
+    st = DebugSession(path, feeds)
+    st.start()
+    st.run_to(mid.id)
+    st.step()
+    st.step_back()
+    step_times, compute_times = [], []
+    feeds_mid = {i: st.value(i) for i in mid.all_inputs if i not in st.graph.initializer_names}
+    consts = {i: st.value(i) for i in mid.all_inputs if i in st.graph.initializer_names}
+    for _ in range(max(repeat, 20)):
+        t = time.perf_counter()
+        st.step()
+        step_times.append(time.perf_counter() - t)
+        st.step_back()
+        t = time.perf_counter()
+        st.runner.run(mid, feeds_mid, consts, st._constants_version)
+        compute_times.append(time.perf_counter() - t)
+    out["step_s"] = statistics.median(step_times)
+    out["step_node_compute_s"] = statistics.median(compute_times)
+    out["step_overhead_ms"] = (out["step_s"] - out["step_node_compute_s"]) * 1000
+
+    # set a value near the input, then continue to the end
+    sv = DebugSession(path, feeds, break_on=["nan", "inf"], inf_exclude=exclude)
+    sv.start()
+    sv.step()
+    near = next(o for o in sv.last_node.outputs if o) if sv.last_node else None
+
+    def set_and_continue() -> None:
+        sv.restart()
+        sv.step()
+        sv.set_value(near, np.asarray(sv.value(near)) * 1)
+        sv.continue_()
+
+    if near is not None:
+        set_and_continue()
+        out["set_continue_s"] = median_time(set_and_continue, repeat) - restart_s
+        out["set_continue_ratio"] = out["set_continue_s"] / out["plain_s"]
+    return out
+
+
+def peak_rss(cmd: list[str]) -> tuple[float, float, int]:
+    """Wall seconds, peak RSS in MB and exit code of a whole process."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+def rss_child(kind: str, name: str, budget: float) -> None:
+    """Run once as ``kind`` ("plain" or "graph-dap") in this process, for peak RSS."""
+    import onnxruntime as ort
+
+    from graph_dap.runtime import DebugSession
+    from graph_dap.runtime.engine import session_options
+
+    path = model_path(name)
+    assert path is not None
+    feeds = inputs_for(path)
+    if kind == "plain":
+        ort.InferenceSession(str(path), session_options("none"), providers=["CPUExecutionProvider"]).run(None, feeds)
+    else:
+        s = DebugSession(path, feeds, break_on=["nan", "inf"], inf_exclude=["op:Where"] if name == "gpt" else [], memory_budget_mb=budget)
+        s.start()
+        s.continue_()
+
+
+def bench_processes(name: str, budget: float) -> dict[str, Any]:
+    path = model_path(name)
+    assert path is not None
+    me = [sys.executable, str(Path(__file__).resolve())]
+    out: dict[str, Any] = {}
+    _, out["rss_plain_mb"], _ = peak_rss(me + ["--rss-child", "plain", name])
+    _, out["rss_graphdap_mb"], _ = peak_rss(me + ["--rss-child", "graph-dap", name, "--budget", str(budget)])
+    graph_dap = shutil.which("graph-dap")
+    polygraphy = shutil.which("polygraphy")
+    if graph_dap:
+        out["gd_run_s"], out["gd_run_mb"], _ = peak_rss([graph_dap, "run", str(path), "--break-on", "nan,inf"]
+                                                        + (["--inf-exclude", "op:Where"] if name == "gpt" else []))
+    if polygraphy:
+        out["poly_plain_s"], out["poly_plain_mb"], _ = peak_rss([polygraphy, "run", str(path), "--onnxrt"])
+        out["poly_mark_s"], out["poly_mark_mb"], rc = peak_rss([polygraphy, "run", str(path), "--onnxrt", "--onnx-outputs", "mark", "all", "--validate"])
+        out["poly_mark_rc"] = rc
+    return out
+
+
+def fmt(v: Any, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def table(rows: list[dict[str, Any]], budget: float) -> str:
+    lines = [
+        f"Median of the runs; ratios are to a plain onnxruntime run with the same options (optimizations off, global thread pool), measured side by side. Memory budget for graph-dap's peak RSS: {budget:g} MB.",
+        "",
+        "| model | nodes | plain ms | continue nan+inf | first continue ms | bp@90% warm | bp@90% first ms | step overhead ms (node ms) | set_value+continue | peak RSS plain / graph-dap MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r.get('nodes', '-')} | {fmt(r.get('plain_s', 0) * 1000, '.1f')} | {fmt(r.get('continue_ratio'))}x | "
+            f"{fmt(r.get('continue_first_s', 0) * 1000, '.0f')} | {fmt(r.get('bp90_ratio'))}x | {fmt(r.get('bp90_first_s', 0) * 1000, '.0f')} | "
+            f"{fmt(r.get('step_overhead_ms'), '.3f')} ({fmt(r.get('step_node_compute_s', 0) * 1000, '.2f')}) | {fmt(r.get('set_continue_ratio'))}x | "
+            f"{fmt(r.get('rss_plain_mb'), '.0f')} / {fmt(r.get('rss_graphdap_mb'), '.0f')} |"
+        )
+    lines += [
+        "",
+        "Whole processes (wall seconds / peak RSS MB): Polygraphy's plain run (the floor), graph-dap's NaN/Inf watch, Polygraphy marking every tensor as an output.",
+        "",
+        "| model | polygraphy run --onnxrt | graph-dap run --break-on nan,inf | polygraphy --onnx-outputs mark all --validate |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {fmt(r.get('poly_plain_s'))} s / {fmt(r.get('poly_plain_mb'), '.0f')} | {fmt(r.get('gd_run_s'))} s / {fmt(r.get('gd_run_mb'), '.0f')} | "
+            f"{fmt(r.get('poly_mark_s'))} s / {fmt(r.get('poly_mark_mb'), '.0f')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default=",".join(DEFAULT))
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--budget", type=float, default=256.0, help="memory budget (MB) for graph-dap's peak-RSS run")
+    p.add_argument("--out", default=str(RESULTS / "results.md"))
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    p.add_argument("--rss-child", nargs=2, metavar=("KIND", "MODEL"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.rss_child:
+        rss_child(args.rss_child[0], args.rss_child[1], args.budget)
+        return
+    if args.one:
+        print(json.dumps(bench_in_process(args.one, args.repeat)))
+        return
+    rows = []
+    for name in args.models.split(","):
+        if model_path(name) is None:
+            print(f"skipping {name}: needs torch and onnxscript (pip install torch==2.13.0 onnxscript)", file=sys.stderr)
+            continue
+        print(f"benchmarking {name} ...", file=sys.stderr, flush=True)
+        # each model in a fresh process: one model's sessions and caches do not slow the next
+        r = subprocess.run([sys.executable, __file__, "--one", name, "--repeat", str(args.repeat)], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stderr, file=sys.stderr)
+            raise SystemExit(f"benchmark of {name} failed")
+        row = json.loads(r.stdout.strip().splitlines()[-1])
+        row.update(bench_processes(name, args.budget))
+        rows.append(row)
+    text = table(rows, args.budget)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    (out.with_suffix(".json")).write_text(json.dumps(rows, indent=1))
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
