@@ -67,18 +67,26 @@ def median_time(fn: Any, repeat: int) -> float:
     return statistics.median(times)
 
 
+def plain_options() -> Any:
+    """onnxruntime's defaults with optimizations off, on the global thread pool graph-dap uses."""
+    from graph_dap.runtime.engine import session_options
+
+    so = session_options("none")
+    so.enable_cpu_mem_arena = True
+    return so
+
+
 def bench_in_process(name: str, repeat: int) -> dict[str, Any]:
     """All the in-process timings for one model."""
     import onnxruntime as ort
 
     from graph_dap.runtime import DebugSession
-    from graph_dap.runtime.engine import session_options
 
     path = model_path(name)
     assert path is not None
     feeds = inputs_for(path)
     exclude = ["op:Where"] if name == "gpt" else []
-    plain = ort.InferenceSession(str(path), session_options("none"), providers=["CPUExecutionProvider"])
+    plain = ort.InferenceSession(str(path), plain_options(), providers=["CPUExecutionProvider"])
     plain.run(None, feeds)
     out: dict[str, Any] = {"model": name}
     s = DebugSession(path, feeds, break_on=["nan", "inf"], inf_exclude=exclude)
@@ -175,17 +183,29 @@ def rss_child(kind: str, name: str, budget: float) -> None:
     import onnxruntime as ort
 
     from graph_dap.runtime import DebugSession
-    from graph_dap.runtime.engine import session_options
 
     path = model_path(name)
     assert path is not None
     feeds = inputs_for(path)
     if kind == "plain":
-        ort.InferenceSession(str(path), session_options("none"), providers=["CPUExecutionProvider"]).run(None, feeds)
+        ort.InferenceSession(str(path), plain_options(), providers=["CPUExecutionProvider"]).run(None, feeds)
     else:
+        # a debugging session under the budget: watched continue, then stepping, reading, stepping back, setting
         s = DebugSession(path, feeds, break_on=["nan", "inf"], inf_exclude=["op:Where"] if name == "gpt" else [], memory_budget_mb=budget)
         s.start()
-        s.continue_()
+        assert s.continue_().reason.value == "end"
+        s.restart()
+        mid = s.sequence[len(s.sequence) // 2]
+        s.run_to(mid.id)
+        for _ in range(5):
+            s.step()
+        early = next(o for o in s.sequence[1].outputs if o)
+        s.value(early)
+        for _ in range(3):
+            s.step_back()
+        s.set_value(early, np.asarray(s.value(early)) * 1)
+        assert s.continue_().reason.value == "end"
+        print(json.dumps({"evictions": s.store.evictions, "peak_cached_mb": s.store.peak_cached_bytes / 2**20}))
 
 
 def bench_processes(name: str, budget: float) -> dict[str, Any]:

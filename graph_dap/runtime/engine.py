@@ -50,6 +50,8 @@ def session_options(opt_level: str = "none") -> ort.SessionOptions:
     so.use_per_session_threads = False
     so.log_severity_level = 3
     so.graph_optimization_level = OPT_LEVELS[opt_level]
+    # Many sessions live side by side: an arena per session would each keep its peak.
+    so.enable_cpu_mem_arena = False
     return so
 
 

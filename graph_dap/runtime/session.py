@@ -320,11 +320,13 @@ class DebugSession:
         if not self._stale:
             return
         stale = [v for v in self.graph.value_names() if v in self._stale]
-        # A stale value that was evicted is simply recomputed on demand later.
+        # Recompute what the next nodes read; any other stale value is dropped and,
+        # like an evicted one, recomputed from the new values when it is read.
+        pinned = [v for v in stale if v in self.store and self._last_use.get(v, -1) >= self._pc]
         for v in stale:
-            if v not in self.store:
-                self._stale.discard(v)
-        self._compute([v for v in stale if v in self.store])
+            if v not in pinned and v not in self.store.fixed:
+                self.store.drop(v)
+        self._compute(pinned)
         self._stale.clear()
 
     def _get(self, name: str) -> Any:
@@ -640,14 +642,30 @@ class DebugSession:
         wanted = [o for n in nodes for o in n.outputs if o and self._last_use.get(o, -1) >= end]
         wanted += self._condition_names(end, produced)
         if end - start >= 2 * _CUTS:
+            # Checkpoints: the values live at a few cuts, so that reading any value of the
+            # segment later recomputes a short stretch. They cost a quarter of the budget at most.
+            room = self.store.budget // 4
             for k in range(1, _CUTS):
                 cut = start + k * (end - start) // _CUTS
-                wanted += [o for n in self._seq[start:cut] for o in n.outputs if o and self._last_use.get(o, -1) >= cut]
+                live = [o for n in self._seq[start:cut] for o in n.outputs if o and self._last_use.get(o, -1) >= cut and o not in wanted]
+                cost = sum(self._estimated_bytes(o) for o in live)
+                if cost <= room:
+                    wanted += live
+                    room -= cost
         watch = watch_plan(self.graph, nodes, self._dtypes, filt.never_prune) if filt.active else None
         reads = list(dict.fromkeys(i for n in nodes for i in n.all_inputs if i not in produced))
         plan = _SegmentPlan(nodes, list(dict.fromkeys(wanted)), watch, reads)
         self._plans[key] = plan
         return plan
+
+    def _estimated_bytes(self, name: str) -> int:
+        info = self.graph.value_info(name)
+        if info.shape is None or not all(isinstance(d, int) for d in info.shape) or info.dtype in (None, "string"):
+            return 1 << 62  # unknown: never worth a checkpoint
+        n = 1
+        for d in info.shape:
+            n *= int(d)  # type: ignore[arg-type]
+        return n * np.dtype(info.dtype if info.dtype != "bfloat16" else "float16").itemsize
 
     def _run_segment(self, start: int, end: int) -> Stop | None:
         """Run positions ``start..end-1`` in one onnxruntime call; on any trouble, node by node."""
