@@ -287,3 +287,26 @@ def test_pause_from_another_thread(fast):
         assert stop.node.order > 0  # node by node, it stops between nodes
     # a segment is aborted by onnxruntime's terminate flag and resumes from its start
     assert s.continue_().reason is StopReason.END
+
+
+def test_scan_with_outer_scope_value_equals_onnxruntime():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "row"], ["sum"]), helper.make_node("Mul", ["sum", "gain"], ["s_out"]),
+         helper.make_node("Identity", ["s_out"], ["y_row"])],
+        "scan_body",
+        [tensor("s_in", [3]), tensor("row", [3])],
+        [tensor("s_out", [3]), tensor("y_row", [3])],
+    )
+    nodes = [
+        helper.make_node("Relu", ["g"], ["gain"], name="gain"),
+        helper.make_node("Scan", ["init", "x"], ["final", "ys"], name="scan", body=body, num_scan_inputs=1),
+    ]
+    model = make_model(nodes, [tensor("x", [4, 3]), tensor("g", [3])], [tensor("final", [3]), tensor("ys", [4, 3])],
+                       [init("init", np.zeros(3, np.float32))])
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3), "g": np.array([0.5, -1.0, 2.0], np.float32)}
+    for fast in (True, False):
+        s = DebugSession(model, feeds, fast=fast)
+        assert s.graph.node("scan").implicit_inputs == ("gain",)
+        run_to_end(s)
+        for name, value in ort_values(model, feeds).items():
+            assert_same(s.value(name), value, name)
