@@ -1,21 +1,33 @@
 """The ``graph-dap`` command line: a thin layer over the runtime's public API.
 
-Exit status: 0 when a run completed, 1 when it stopped on a break, 2 on bad
-usage, a bad model or bad inputs (one line on stderr, never a traceback).
+Exit status: 0 when a command completed, 1 when ``run`` stopped on a break or
+``compare`` found a value out of tolerance, 2 on bad usage, a bad model or bad
+inputs (one line on stderr, never a traceback), 130 when interrupted, 143 when
+terminated (a dump in progress then leaves no file under its final name).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import signal
+import statistics
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
+EXIT_DIVERGED = 1
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+OPT_LEVEL_CHOICES = ("none", "basic", "extended", "all")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,32 +63,193 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("model", help="path to the .onnx model")
     run.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
     run.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
-    run.add_argument("--break", dest="breaks", action="append", default=[], metavar="SPEC",
-                     help="node id, value name, op:TYPE or a glob on node ids")
+    run.add_argument(
+        "--break",
+        dest="breaks",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="node id, value name, op:TYPE or a glob on node ids",
+    )
     run.add_argument("--break-on", default="error", metavar="FILTERS", help="comma list of nan, inf, error (default: error)")
-    run.add_argument("--inf-exclude", action="append", default=[], metavar="PATTERN",
-                     help="node glob or op:TYPE whose Inf the inf filter ignores (e.g. attention masks)")
+    run.add_argument(
+        "--inf-exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="node glob or op:TYPE whose Inf the inf filter ignores (e.g. attention masks)",
+    )
     run.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
+    run.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="replace value NAME by the array in FILE.npy when it is computed (an input or initializer: at the start)",
+    )
+    run.add_argument(
+        "--set-from",
+        dest="set_from",
+        action="append",
+        default=[],
+        metavar="DUMP.npz[:NAME,...]",
+        help="replace values by those of a dump (every value it holds, or the names given)",
+    )
+    run.add_argument(
+        "--repeat",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="run the model N times and report each run's time and whether the outputs were identical",
+    )
     run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
     lst = sub.add_parser("listing", help="print the model's graph listing")
     lst.add_argument("model")
     lst.add_argument("--out", help="write it to this file instead of stdout")
+
+    dump = sub.add_parser(
+        "dump",
+        help="run a model and write every computed value to an .npz",
+        description="Run the model node by node and write every computed value (or those --values selects) to an .npz "
+        "keyed by value name, while the run goes: memory stays at the run's working set. The graph inputs are stored too. "
+        "A JSON side file (OUT.json) records the model's and inputs' hashes, the providers and options, and the node that "
+        "produced each value. The archive is renamed into place at the end: an interrupted dump leaves no file under OUT.",
+    )
+    _model_options(dump)
+    dump.add_argument(
+        "--values",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only values whose name (or producing node id) matches; repeatable",
+    )
+    dump.add_argument("--out", required=True, metavar="OUT.npz", help="the archive to write")
+    dump.add_argument("--json", action="store_true", help="print what was written as one JSON object")
+
+    cmp_ = sub.add_parser(
+        "compare",
+        help="compare a run with a reference value by value and name the first divergence (exit 1 when one differs)",
+        description="Run the model and a reference in lockstep, node by node, and compare every value both have. "
+        "The first divergence is the earliest node whose outputs break the tolerance while all its compared inputs "
+        "are within it: where a difference starts, not where it propagates. "
+        "Exit status: 0 when every compared value is within tolerance, 1 when some value is not, 2 on bad usage.",
+    )
+    _model_options(cmp_)
+    ref = cmp_.add_mutually_exclusive_group(required=True)
+    ref.add_argument(
+        "--reference", metavar="DUMP.npz", help="a dump written by graph-dap dump (its inputs are used unless --inputs)"
+    )
+    ref.add_argument("--against-provider", metavar="NAME", help="the same model on another execution provider")
+    ref.add_argument("--against-model", metavar="OTHER.onnx", help="another model; values are matched by name")
+    ref.add_argument(
+        "--against-opt-level",
+        choices=OPT_LEVEL_CHOICES,
+        metavar="LEVEL",
+        help="the model at another onnxruntime optimization level (none, basic, extended, all); "
+        "an optimized side runs whole and only the values its graph still names are compared",
+    )
+    cmp_.add_argument(
+        "--opt-level",
+        choices=OPT_LEVEL_CHOICES,
+        metavar="LEVEL",
+        help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
+    )
+    cmp_.add_argument("--atol", type=_non_negative, default=None, metavar="A", help="absolute tolerance (default 1e-5)")
+    cmp_.add_argument("--rtol", type=_non_negative, default=None, metavar="R", help="relative tolerance (default 1e-4)")
+    cmp_.add_argument(
+        "--fail-if",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="fail a value when METRIC<X or METRIC>X holds (e.g. cosine<0.999, snr<40, max_abs>1e-3) "
+        "instead of the atol/rtol rule; repeatable, any one fails",
+    )
+    cmp_.add_argument(
+        "--metric",
+        default="max_abs,max_rel,mse,cosine,snr",
+        metavar="LIST",
+        help="metrics to show: any of max_abs, max_rel, mse, cosine, snr (default: all)",
+    )
+    cmp_.add_argument("--failed", action="store_true", help="list only the values out of tolerance")
+    cmp_.add_argument("--json", action="store_true", help="print {rows, first_divergence, ...} as one JSON object")
+
+    prof = sub.add_parser(
+        "profile",
+        help="time every node of the model (onnxruntime's own profiling) and list the slowest first",
+        description="Run the whole model under onnxruntime's profiler (SessionOptions.enable_profiling) and map each "
+        "kernel's time back to its node: median over --repeat runs after one warm-up, share of the total, bytes produced. "
+        "With --opt-level above none, the nodes are those of onnxruntime's optimized graph, each with the original "
+        "nodes it came from.",
+    )
+    _model_options(prof)
+    prof.add_argument("--repeat", type=_positive, default=3, metavar="N", help="timed runs (default 3), after one warm-up")
+    prof.add_argument(
+        "--opt-level",
+        choices=OPT_LEVEL_CHOICES,
+        default=None,
+        metavar="LEVEL",
+        help="onnxruntime optimization level (default none: the model's own nodes; all with --fused)",
+    )
+    prof.add_argument(
+        "--fused",
+        action="store_true",
+        help="also list onnxruntime's optimized graph: each of its nodes with the original nodes it came from",
+    )
+    prof.add_argument("--top", type=int, default=25, metavar="K", help="rows to print, slowest first (0: all; default 25)")
+    prof.add_argument("--chrome-trace", metavar="OUT.json", help="also write the runs as a Chrome/Perfetto trace")
+    prof.add_argument("--save-optimized", metavar="OUT.onnx", help="also write onnxruntime's optimized model (with --opt-level)")
+    prof.add_argument("--json", action="store_true", help='print {"total_ms", "nodes": [...], ...} as one JSON object')
     return p
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path to the .onnx model")
+    p.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return n
+
+
+def _non_negative(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got '{text}'") from None
+    if not x >= 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got '{text}'")
+    return x
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "run": _run,
+        "listing": _listing,
+        "dump": _dump,
+        "compare": _compare,
+        "profile": _profile,
+    }
+    restore = _terminate_as_exception()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        if args.command == "run":
-            return _run(args)
-        if args.command == "listing":
-            return _listing(args)
+        command = commands.get(args.command)
+        if command is not None:
+            return command(args)
     except _UsageError as e:
         print(e, file=sys.stderr)
         return EXIT_USAGE
@@ -85,8 +258,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("graph-dap: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except _Terminated:
+        print("graph-dap: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+    finally:
+        restore()
     return EXIT_USAGE
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that files being written are cleaned up."""
+
+
+def _terminate_as_exception() -> Callable[[], None]:
+    """Turn SIGTERM into :class:`_Terminated` while ``main`` runs; returns what undoes it."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return lambda: None
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
 
 
 def _listing(args: argparse.Namespace) -> int:
@@ -113,21 +314,344 @@ def _run(args: argparse.Namespace) -> int:
         on_log=(lambda line: print(line, file=sys.stderr)) if args.json else print,
         on_progress=bar.update if bar else None,
     )
-    bps = session.set_breakpoints([BreakpointSpec(s) for s in args.breaks])
-    for bp in bps:
-        if not bp.verified:
-            raise _UsageError(f"graph-dap: --break {bp.spec.spec}: {bp.message}")
-    stop = session.start()
-    if stop.reason is StopReason.ENTRY:
-        stop = session.continue_()
+    injection = _Injection(session, args.sets, args.set_from)
+    try:
+        user = [BreakpointSpec(s) for s in args.breaks]
+        bps = session.set_breakpoints(user + injection.breakpoints())
+        for bp in bps[: len(user)]:
+            if not bp.verified:
+                raise _UsageError(f"graph-dap: --break {bp.spec.spec}: {bp.message}")
+        injection.internal_ids = {bp.id for bp in bps[len(user) :]}
+        times: list[float] = []
+        first_outputs: dict[str, Any] | None = None
+        identical = True
+        for i in range(args.repeat):
+            started = time.perf_counter()
+            stop = injection.run(restart=i > 0)
+            times.append((time.perf_counter() - started) * 1000.0)
+            if stop.reason is not StopReason.END or stop.node is not None:
+                break
+            outs = session.outputs()
+            if first_outputs is None:
+                first_outputs = {k: _copy(v) for k, v in outs.items()}
+            elif identical:
+                identical = all(_same(outs.get(k), v) for k, v in first_outputs.items())
+    finally:
+        injection.close()
     if bar:
         bar.close()
     report = _report(session, stop)
+    if injection.applied:
+        report["injected"] = list(injection.applied)
+    if args.repeat > 1:
+        report["repeat"] = {
+            "requested": args.repeat,
+            "runs": len(times),
+            "times_ms": [round(t, 3) for t in times],
+            "median_ms": round(statistics.median(times), 3),
+            "outputs_identical": identical if len(times) > 1 and report["status"] == "completed" else None,
+        }
     if args.json:
         print(json.dumps(report, default=_json_default))
     else:
-        print(_text_report(session, stop, report))
+        text = _text_report(session, stop, report)
+        if injection.applied:
+            text += "\ninjected: " + ", ".join(injection.applied)
+        if args.repeat > 1:
+            r = report["repeat"]
+            text += f"\nran {r['runs']} of {r['requested']} times: median {r['median_ms']:.3f} ms (min {min(times):.3f}, max {max(times):.3f})"
+            if r["outputs_identical"] is not None:
+                text += "; outputs identical in every run" if r["outputs_identical"] else "; OUTPUTS DIFFER between runs"
+        print(text)
     return EXIT_COMPLETED if report["status"] == "completed" else EXIT_STOPPED
+
+
+def _copy(v: Any) -> Any:
+    return [np.array(x, copy=True) for x in v] if isinstance(v, list) else np.array(v, copy=True)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list) or isinstance(b, list):
+        return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if a is None:
+        return False
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
+class _Injection:
+    """``--set`` and ``--set-from``: values replaced in a run as soon as they exist.
+
+    A graph input, an initializer or a constant is replaced at the start; a value a
+    node computes is replaced right after that node runs (an internal breakpoint on
+    the node after it, or the NaN/Inf stop on it), before any reader runs.
+    """
+
+    def __init__(self, session: DebugSession, sets: Sequence[str], set_from: Sequence[str]) -> None:
+        from .runtime.dump import open_dump
+
+        self.session = session
+        graph = session.graph
+        self._loaders: dict[str, tuple[str, Callable[[], Any]]] = {}
+        self._dumps: list[Any] = []
+        self.applied: list[str] = []
+        self.internal_ids: set[int] = set()
+        for item in sets:
+            name, sep, path = item.partition("=")
+            if not sep or not name or not path:
+                raise _UsageError(f"--set expects NAME=FILE.npy, got '{item}'")
+            if not graph.has_value(name):
+                raise _UsageError(f"graph-dap: --set {name}: the model has no value '{name}'")
+            file = Path(path)
+            if not file.is_file():
+                raise _UsageError(f"graph-dap: --set {name}: file not found: {file}")
+            self._loaders[name] = (str(file), functools.partial(_load_npy, file, name))
+        for item in set_from:
+            path, names = _split_set_from(item)
+            dump = open_dump(path)
+            self._dumps.append(dump)
+            chosen = names or [n for n in dump.names if graph.has_value(n)]
+            for name in chosen:
+                if not dump.has(name):
+                    raise _UsageError(f"graph-dap: --set-from {path}: the dump has no value '{name}'")
+                if not graph.has_value(name):
+                    raise _UsageError(f"graph-dap: --set-from {path}: the model has no value '{name}'")
+                self._loaders[name] = (f"{path}:{name}", functools.partial(dump.get, name))
+        seq = session.sequence
+        pos = {n.id: i for i, n in enumerate(seq)}
+        self._early: list[str] = []
+        self._after: dict[str, list[str]] = {}  # node id of the producer -> values it makes that are replaced
+        self._at: dict[str, str] = {}  # node id to stop before -> producer id
+        self._at_end: list[str] = []
+        for name in self._loaders:
+            producer = graph.producer(name)
+            if producer is None or producer.id not in pos:
+                self._early.append(name)
+                continue
+            i = pos[producer.id]
+            self._after.setdefault(producer.id, []).append(name)
+            if i + 1 < len(seq):
+                self._at[seq[i + 1].id] = producer.id
+            else:
+                self._at_end.append(producer.id)
+        self._pending: dict[str, list[str]] = {}
+
+    def breakpoints(self) -> list[BreakpointSpec]:
+        return [BreakpointSpec(node_id) for node_id in self._at]
+
+    def close(self) -> None:
+        for d in self._dumps:
+            d.close()
+
+    def _apply(self, names: Sequence[str]) -> None:
+        for name in names:
+            source, load = self._loaders[name]
+            try:
+                self.session.set_value(name, load())
+            except GraphDapError as e:
+                raise _UsageError(f"graph-dap: cannot set '{name}' from {source}: {e}") from None
+            if name not in self.applied:
+                self.applied.append(name)
+
+    def run(self, restart: bool = False) -> Stop:
+        """Run to the end or the first stop that is not an injection's own."""
+        stop = self.session.restart() if restart else self.session.start()
+        if stop.reason is StopReason.ERROR:
+            return stop
+        self._apply(self._early)
+        self._pending = {k: list(v) for k, v in self._after.items()}
+        while True:
+            stop = self.session.continue_()
+            node = stop.node
+            if stop.reason is StopReason.BREAKPOINT and node is not None and node.id in self._at:
+                producer = self._at[node.id]
+                self._apply(self._pending.pop(producer, []))
+                if set(stop.breakpoint_ids) <= self.internal_ids:
+                    continue
+                return stop
+            if (
+                stop.reason in (StopReason.NAN, StopReason.INF)
+                and node is not None
+                and stop.tensor in self._pending.get(node.id, ())
+            ):
+                self._apply(self._pending.pop(node.id))
+                continue
+            if stop.reason is StopReason.END and node is None:
+                for producer in self._at_end:
+                    self._apply(self._pending.pop(producer, []))
+            return stop
+
+
+def _load_npy(path: Path, name: str) -> Any:
+    try:
+        value = np.load(path, allow_pickle=False)
+    except Exception as e:
+        raise _UsageError(f"graph-dap: --set {name}: cannot read {path} as a .npy array: {e}") from None
+    if hasattr(value, "files"):
+        value.close()
+        raise _UsageError(f"graph-dap: --set {name}: {path} is an .npz archive; use --set-from {path}:NAME")
+    return value
+
+
+def _split_set_from(item: str) -> tuple[str, list[str]]:
+    lower = item.lower()
+    at = lower.find(".npz:")
+    if at >= 0:
+        path, rest = item[: at + 4], item[at + 5 :]
+        names = [n for n in rest.split(",") if n]
+        if not names:
+            raise _UsageError(f"--set-from expects DUMP.npz or DUMP.npz:NAME,..., got '{item}'")
+        return path, names
+    if not lower.endswith(".npz"):
+        raise _UsageError(f"--set-from expects a dump (.npz) optionally followed by :NAME,..., got '{item}'")
+    return item, []
+
+
+def _dump(args: argparse.Namespace) -> int:
+    from .runtime.dump import dump_model
+
+    bar = _ProgressBar() if sys.stderr.isatty() and not args.json else None
+    result = dump_model(
+        args.model,
+        args.out,
+        args.inputs,
+        dims=_dims(args.dim),
+        providers=args.provider or None,
+        values=args.values,
+        on_progress=bar.update if bar else None,
+    )
+    if bar:
+        bar.close()
+    if args.json:
+        print(json.dumps(result.to_dict()))
+        return EXIT_COMPLETED
+    print(
+        f"dumped {result.values} values ({_size(result.bytes)}) to {result.path} in {result.seconds:.2f}s; metadata in {result.meta_path}"
+    )
+    if result.skipped:
+        print(f"not stored (not an array): {', '.join(result.skipped)}")
+    return EXIT_COMPLETED
+
+
+def _size(n: int) -> str:
+    x = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if x < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{n} B"
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .runtime.compare import METRICS, Reference, Tolerance, compare_model
+
+    metrics = [m.strip() for m in args.metric.split(",") if m.strip()]
+    bad = [m for m in metrics if m not in METRICS]
+    if bad or not metrics:
+        raise _UsageError(
+            f"graph-dap: --metric: unknown metric '{bad[0] if bad else args.metric}'; expected any of {', '.join(METRICS)}"
+        )
+    if args.reference:
+        ref = Reference("dump", args.reference)
+    elif args.against_provider:
+        ref = Reference("provider", args.against_provider)
+    elif args.against_model:
+        ref = Reference("model", args.against_model)
+    else:
+        ref = Reference("opt_level", args.against_opt_level)
+    opt_level = args.opt_level or ("all" if ref.kind == "opt_level" and ref.target != "all" else "none")
+    if ref.kind == "opt_level" and ref.target == opt_level:
+        raise _UsageError(
+            f"graph-dap: both sides would run at optimization level '{opt_level}'; give the run another --opt-level"
+        )
+    tolerance = Tolerance.make(args.atol, args.rtol, args.fail_if)
+    bar = _ProgressBar() if sys.stderr.isatty() and not args.json else None
+    result = compare_model(
+        args.model,
+        ref,
+        args.inputs,
+        dims=_dims(args.dim),
+        providers=args.provider or None,
+        opt_level=opt_level,
+        tolerance=tolerance,
+        metrics=metrics,
+        on_progress=bar.update if bar else None,
+    )
+    if bar:
+        bar.close()
+    report = result.to_dict()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(_compare_text(result, report, args.failed))
+    return EXIT_DIVERGED if report["failed"] else EXIT_COMPLETED
+
+
+def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str:
+    comparison = result.comparison
+    lines = [
+        f"run:       {report['run']}",
+        f"reference: {report['reference']}",
+        f"tolerance: {report['tolerance']['rule']}",
+    ]
+    lines += [f"note:      {n}" for n in report["notes"]]
+    lines.append("")
+    lines.append(comparison.table_text(only_failed))
+    lines.append("")
+    lines.append(
+        f"compared {report['compared']} values: {report['compared'] - report['failed']} within tolerance, {report['failed']} not; "
+        f"{report['matched']} matched by name, {report['unmatched_run']} of the run's values and "
+        f"{report['unmatched_reference']} of the reference's had no counterpart"
+    )
+    first = comparison.first_divergence
+    if first is not None:
+        inputs = [i for i in first.node.all_inputs if i in {r.value for r in comparison.rows}]
+        within = f"; its compared inputs ({', '.join(inputs)}) are within tolerance" if inputs else "; it reads no compared value"
+        lines.append(
+            f"first divergence: {first.node.id} ({first.node.op_type}), index {first.node.index}, value '{first.value}': "
+            f"{first.describe(comparison.metrics)}{within}"
+        )
+    elif report["failed"]:
+        lines.append("first divergence: none found among the compared values (every failing node reads a failing input)")
+    else:
+        lines.append("no divergence: every compared value is within tolerance")
+    return "\n".join(lines)
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from .runtime.profile import fused_graph, profile_model
+
+    opt_level = args.opt_level or ("all" if args.fused else "none")
+    if opt_level == "none" and (args.fused or args.save_optimized):
+        raise _UsageError(
+            f"graph-dap: {'--fused' if args.fused else '--save-optimized'} needs --opt-level basic, extended or all"
+        )
+    prof = profile_model(
+        args.model,
+        args.inputs,
+        dims=_dims(args.dim),
+        providers=args.provider or None,
+        opt_level=opt_level,
+        repeat=args.repeat,
+    )
+    if args.chrome_trace:
+        prof.write_chrome_trace(args.chrome_trace)
+    if args.save_optimized:
+        fused_graph(args.model, opt_level, args.provider or None, save_to=args.save_optimized)
+    if args.json:
+        print(json.dumps(prof.to_dict()))
+    else:
+        print(prof.text(args.top))
+        if prof.fused is not None:
+            print(
+                f"optimized graph: {len(prof.fused.nodes)} nodes from the model's {prof.fused.original_nodes}; "
+                f"{len(prof.fused.removed)} original nodes folded or removed"
+            )
+            if args.fused:
+                print(prof.fused.text())
+        if args.chrome_trace:
+            print(f"chrome trace: {args.chrome_trace}")
+    return EXIT_COMPLETED
 
 
 def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
@@ -165,7 +689,9 @@ def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> s
             lines.append(f"  {name}: {summarize(v).text()}")
         return "\n".join(lines)
     assert node is not None
-    why = {"nan": "NaN", "inf": "Inf", "error": "node error", "breakpoint": "breakpoint"}.get(str(report["reason"]), str(report["reason"]))
+    why = {"nan": "NaN", "inf": "Inf", "error": "node error", "breakpoint": "breakpoint"}.get(
+        str(report["reason"]), str(report["reason"])
+    )
     lines.append(f"stopped ({why}) at {node.id} ({node.op_type})")
     lines.append(f"  where: node {node.order + 1} of {len(session.graph.nodes)} in run order, index {node.index} in the file")
     if stop.message:

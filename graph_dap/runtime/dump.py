@@ -1,0 +1,426 @@
+"""Dumps: every computed value of a run in a ``.npz``, written while the run goes.
+
+A dump is ``run.npz`` (one ``.npy`` member per value, keyed by value name, so
+``numpy.load`` and ``load("run.npz", "name")`` read it) plus ``run.npz.json``: the
+model's and the inputs' hashes, the providers and options, and the node that
+produced each value. Values are written as soon as they are computed and dropped
+once no later node reads them, so memory stays at the run's working set. The
+archive is written under a temporary name in the same folder and renamed at the
+end: an interrupted dump leaves no file under the final name.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import secrets
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from . import log as _log
+from .engine import NodeRunner
+from .errors import GraphDapError
+from .files import write_text_atomic
+from .graph import Graph, Node, load_graph
+from .inputs import InputsArg, resolve_inputs
+
+__all__ = ["Dump", "DumpResult", "NodeStream", "dump_model", "inputs_hash", "model_hash", "open_dump"]
+
+FORMAT = "graph-dap-dump"
+VERSION = 1
+_log_ = _log.get_logger(__name__)
+
+
+class DumpError(GraphDapError):
+    """A dump cannot be written or read."""
+
+
+# -- running with bounded memory ---------------------------------------------------
+
+
+class NodeStream:
+    """Runs a graph's nodes in order, one at a time, keeping only values a later node reads.
+
+    ``next()`` runs the next node and returns it with its outputs; a value is dropped
+    after its last reader has run (graph outputs too: whoever wants them takes them
+    from the returned outputs). ``keep`` names values never dropped. ``reset()``
+    starts over from the inputs, which is how a consumer seeks backwards.
+    """
+
+    def __init__(self, graph: Graph, inputs: Mapping[str, Any], runner: NodeRunner, keep: Iterable[str] = ()) -> None:
+        self.graph = graph
+        self.runner = runner
+        self.inputs = dict(inputs)
+        self.keep = set(keep)
+        self._initializers = {t.name: t for t in graph.model.graph.initializer}
+        self._constant_outputs = {
+            o for n in graph.nodes if n.op_type == "Constant" and n.domain in ("", "ai.onnx") for o in n.outputs if o
+        }
+        self._last_use: dict[str, int] = {}
+        for node in graph.nodes:
+            for name in node.all_inputs:
+                self._last_use[name] = node.order
+        self._values: dict[str, Any] = {}
+        self._pos = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self._values = dict(self.inputs)
+        self._pos = 0
+
+    @property
+    def position(self) -> int:
+        """The run order of the next node to run (``len(graph.nodes)`` at the end)."""
+        return self._pos
+
+    @property
+    def at_end(self) -> bool:
+        return self._pos >= len(self.graph.nodes)
+
+    def live_values(self) -> list[str]:
+        """Names held now (for tests and logs: the working set)."""
+        return list(self._values)
+
+    def _get(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise DumpError(f"value '{name}' is not available (no node produced it and it is no input or initializer)") from None
+
+    def next(self) -> tuple[Node, dict[str, Any]]:
+        """Run the next node; its outputs by name."""
+        node = self.graph.nodes[self._pos]
+        # As in the whole model, initializers and Constant outputs are embedded in the session
+        # (onnxruntime pre-packs constant weights, which changes the last bits); the rest is fed.
+        feeds: dict[str, Any] = {}
+        constants: dict[str, Any] = {}
+        for name in node.all_inputs:
+            if name in self._initializers and name not in self.inputs:
+                constants[name] = self._initializers[name]
+            elif name in self._constant_outputs:
+                constants[name] = self._get(name)
+            else:
+                feeds[name] = self._get(name)
+        outs = self.runner.run(node, feeds, constants=constants)
+        order = node.order
+        for name, value in outs.items():
+            if self._last_use.get(name, -1) > order or name in self.keep:
+                self._values[name] = value
+        for name in node.all_inputs:
+            if self._last_use.get(name) == order and name not in self.keep:
+                self._values.pop(name, None)
+        self._pos += 1
+        return node, outs
+
+    def __iter__(self) -> Iterator[tuple[Node, dict[str, Any]]]:
+        while not self.at_end:
+            yield self.next()
+
+    def run_to(self, order: int) -> dict[str, Any]:
+        """Outputs of the node at run order ``order``, running forward (or from the start) to it."""
+        if order < self._pos:
+            self.reset()
+        while True:
+            node, outs = self.next()
+            if node.order == order:
+                return outs
+
+
+# -- hashes --------------------------------------------------------------------------
+
+
+def model_hash(graph: Graph) -> str:
+    """sha256 of the model file (or of the serialized model when it has no file)."""
+    h = hashlib.sha256()
+    if graph.path is not None and graph.path.is_file():
+        with open(graph.path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    else:
+        h.update(graph.model.SerializeToString())
+    return "sha256:" + h.hexdigest()
+
+
+def inputs_hash(inputs: Mapping[str, Any]) -> str:
+    """sha256 over each input's name, dtype, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(inputs):
+        a = np.ascontiguousarray(inputs[name])
+        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(a.tobytes() if not a.dtype.hasobject else repr(a.tolist()).encode())
+    return "sha256:" + h.hexdigest()
+
+
+# -- writing -------------------------------------------------------------------------
+
+
+def _member_key(name: str, index: int) -> str:
+    """The archive key of a value: its name, unless the zip format or numpy would mangle it."""
+    if name and "\0" not in name and not name.endswith(".npy"):
+        return name
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80]
+    return f"__value_{index}_{safe}"
+
+
+def _storable(value: Any) -> str | None:
+    """Why ``value`` cannot go in an .npz (None when it can)."""
+    if isinstance(value, list):
+        return "a sequence"
+    a = np.asarray(value)
+    if a.dtype.hasobject:
+        return f"a {a.dtype} array (objects)"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class DumpResult:
+    """What a dump wrote."""
+
+    path: Path
+    meta_path: Path
+    values: int
+    bytes: int
+    skipped: tuple[str, ...]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "meta": str(self.meta_path),
+            "values": self.values,
+            "bytes": self.bytes,
+            "skipped": list(self.skipped),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def meta_path_of(path: str | os.PathLike[str]) -> Path:
+    """Where the JSON side file of a dump lives: ``run.npz.json`` beside ``run.npz``."""
+    p = Path(path)
+    return p.with_name(p.name + ".json")
+
+
+def dump_model(
+    model: str | os.PathLike[str] | onnx.ModelProto | Graph,
+    out: str | os.PathLike[str],
+    inputs: InputsArg = None,
+    *,
+    dims: Mapping[str, int] | None = None,
+    providers: Sequence[str] | None = None,
+    opt_level: str = "none",
+    values: Sequence[str] = (),
+    on_value: Callable[[Node, str, int], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> DumpResult:
+    """Run ``model`` node by node and write every computed value (or those ``values`` globs select) to ``out``.
+
+    Graph inputs are always stored too (a compare against the dump reuses them).
+    ``values`` globs match value names or the id of the node producing them.
+    ``on_value(node, name, bytes)`` is called after each value is written.
+    """
+    started = time.monotonic()
+    graph = model if isinstance(model, Graph) else load_graph(model)
+    feeds = resolve_inputs(graph, inputs, dims)
+    runner = NodeRunner(graph, providers, opt_level)
+    target = Path(out)
+    if target.suffix.lower() != ".npz":
+        raise DumpError(f"a dump is an .npz archive; give --out a name ending in .npz (got {target})")
+    if not target.parent.is_dir():
+        raise DumpError(f"folder not found for the dump: {target.parent}")
+    patterns = tuple(values)
+
+    def selected(node: Node, name: str) -> bool:
+        return not patterns or any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(node.id, p) for p in patterns)
+
+    dump_id = secrets.token_hex(8)
+    entries: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    total_bytes = 0
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+
+                def write(name: str, value: Any, producer: Node | None) -> int:
+                    why = _storable(value)
+                    if why is not None:
+                        skipped.append(name)
+                        entries.append({"name": name, "key": None, "producer": _node_ref(producer), "skipped": why})
+                        return 0
+                    a = np.asarray(value)
+                    key = _member_key(name, len(entries))
+                    with zf.open(key + ".npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, a, allow_pickle=False)
+                    entries.append(
+                        {
+                            "name": name,
+                            "key": key,
+                            "producer": _node_ref(producer),
+                            "dtype": str(a.dtype),
+                            "shape": list(a.shape),
+                            "bytes": int(a.nbytes),
+                        }
+                    )
+                    return int(a.nbytes)
+
+                for name, value in feeds.items():
+                    total_bytes += write(name, value, None)
+                stream = NodeStream(graph, feeds, runner)
+                total = len(graph.nodes)
+                for node, outs in stream:
+                    for name in node.outputs:
+                        if name and name in outs and selected(node, name):
+                            n = write(name, outs[name], node)
+                            total_bytes += n
+                            if on_value is not None:
+                                on_value(node, name, n)
+                    if _log_.level >= _log.TRACE:
+                        _log_.trace("node %s: %d values live", node.id, len(stream.live_values()))
+                    if on_progress is not None:
+                        on_progress(node.order + 1, total)
+                zf.comment = f"{FORMAT} {dump_id}".encode()
+            raw.flush()
+            os.fsync(raw.fileno())
+        meta = {
+            "format": FORMAT,
+            "version": VERSION,
+            "id": dump_id,
+            "model": {"path": str(graph.path) if graph.path else None, "hash": model_hash(graph), "graph": graph.name},
+            "inputs": {"hash": inputs_hash(feeds), "names": list(feeds)},
+            "providers": list(runner.providers),
+            "options": {"opt_level": opt_level, "engine": "one-node onnxruntime sessions", "dims": dict(dims or {})},
+            "selection": list(patterns),
+            "values": entries,
+        }
+        meta_path = meta_path_of(target)
+        # The side file first: a dump under its final name always has its metadata beside it.
+        write_text_atomic(meta_path, json.dumps(meta, indent=1))
+        mode = _file_mode()
+        os.chmod(meta_path, mode)
+        os.chmod(tmp, mode)  # temporary files are private; the dump is an ordinary file
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+        raise
+    seconds = time.monotonic() - started
+    _log_.info("dump %s: %d values, %d bytes in %.2fs", target, len(entries) - len(skipped), total_bytes, seconds)
+    return DumpResult(target, meta_path, len(entries) - len(skipped), total_bytes, tuple(skipped), seconds)
+
+
+def _file_mode() -> int:
+    """The mode a new file gets here (0o666 less the umask), read without changing the umask."""
+    umask = 0o022
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    umask = int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o666 & ~umask
+
+
+def _node_ref(node: Node | None) -> dict[str, Any] | None:
+    return None if node is None else {"name": node.id, "op_type": node.op_type, "index": node.index}
+
+
+# -- reading -------------------------------------------------------------------------
+
+
+class Dump:
+    """A dump opened for reading; arrays are read one at a time, when asked for."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DumpError(f"dump not found: {self.path}")
+        try:
+            self._npz = np.load(self.path, allow_pickle=False)
+        except Exception as e:
+            raise DumpError(f"cannot read {self.path} as an .npz archive: {e}") from None
+        if not hasattr(self._npz, "files"):
+            raise DumpError(f"{self.path} holds one array, not an .npz archive of values")
+        self.meta: dict[str, Any] = {}
+        self.note = ""
+        meta_path = meta_path_of(self.path)
+        comment = self._npz.zip.comment.decode("utf-8", "replace")
+        if meta_path.is_file():
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                meta, self.note = {}, f"side file {meta_path} is unreadable ({e}); using the archive's names"
+            if meta and comment and meta.get("id") and comment != f"{FORMAT} {meta.get('id')}":
+                meta, self.note = {}, f"side file {meta_path} belongs to another dump; using the archive's names"
+            self.meta = meta
+        self._keys: dict[str, str] = {}
+        self._producers: dict[str, dict[str, Any] | None] = {}
+        for entry in self.meta.get("values", []):
+            if entry.get("key") is not None:
+                self._keys[entry["name"]] = entry["key"]
+            self._producers[entry["name"]] = entry.get("producer")
+        if not self.meta:
+            self._keys = {k: k for k in self._npz.files}
+
+    def __enter__(self) -> Dump:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._npz.close()
+
+    @property
+    def names(self) -> list[str]:
+        """The value names the dump holds, in the order they were written."""
+        return list(self._keys)
+
+    def has(self, name: str) -> bool:
+        return name in self._keys
+
+    def get(self, name: str) -> np.ndarray:
+        """The array of value ``name``."""
+        key = self._keys.get(name)
+        if key is None:
+            raise DumpError(f"the dump {self.path} has no value '{name}'")
+        return np.asarray(self._npz[key])
+
+    def producer(self, name: str) -> dict[str, Any] | None:
+        """``{"name", "op_type", "index"}`` of the node that produced ``name`` (None for inputs)."""
+        return self._producers.get(name)
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.meta.get("inputs", {}).get("names", []))
+
+    def inputs_for(self, graph: Graph) -> dict[str, np.ndarray]:
+        """The dump's values for ``graph``'s inputs (those it holds)."""
+        return {v.name: self.get(v.name) for v in graph.inputs if self.has(v.name)}
+
+    def describe(self) -> str:
+        model = self.meta.get("model", {})
+        bits = [f"dump {self.path}"]
+        if model.get("path"):
+            bits.append(f"of {Path(model['path']).name}")
+        if self.meta.get("providers"):
+            bits.append(f"on {','.join(self.meta['providers'])}")
+        return " ".join(bits)
+
+
+def open_dump(path: str | os.PathLike[str]) -> Dump:
+    """Open a dump written by :func:`dump_model` (or any .npz keyed by value name)."""
+    return Dump(path)
