@@ -310,3 +310,21 @@ def test_scan_with_outer_scope_value_equals_onnxruntime():
         run_to_end(s)
         for name, value in ort_values(model, feeds).items():
             assert_same(s.value(name), value, name)
+
+
+def test_constant_node_weights_match_the_whole_model_exactly():
+    # onnxruntime turns Constant nodes into initializers and pre-packs them for MatMul
+    r = np.random.default_rng(9)
+    w = r.standard_normal((256, 256)).astype(np.float32)
+    nodes = [helper.make_node("Constant", [], ["w"], name="w", value=onnx.numpy_helper.from_array(w)),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), helper.make_node("Tanh", ["y"], ["z"], name="tanh")]
+    model = make_model(nodes, [tensor("x", [256, 256])], [tensor("z", [256, 256])])
+    x = r.standard_normal((256, 256)).astype(np.float32)
+    truth = ort_values(model, {"x": x})
+    for fast in (True, False):
+        s = DebugSession(model, {"x": x}, fast=fast)
+        s.start()
+        s.step()
+        assert_same(s.value("y"), truth["y"], "y")
+        s.continue_()
+        assert_same(s.value("z"), truth["z"], "z")

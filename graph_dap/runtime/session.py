@@ -143,7 +143,9 @@ class DebugSession:
         self.store = ValueStore(budget)
         # Initializers are embedded in every session, as in the whole model (onnxruntime
         # pre-packs constant weights, which changes the last bits); all else is fed.
-        self._initializers = frozenset(self.graph.initializer_names)
+        # onnxruntime makes Constant nodes initializers too, at load: embed their outputs alike.
+        constant_outputs = [o for n in self.graph.nodes if n.op_type == "Constant" and n.domain in ("", "ai.onnx") for o in n.outputs]
+        self._initializers = frozenset(self.graph.initializer_names) | frozenset(constant_outputs if skip_constants else ())
         self._seq: tuple[Node, ...] = tuple(n for n in self.graph.nodes if not (skip_constants and n.is_static))
         self._seq_pos = {n.id: i for i, n in enumerate(self._seq)}
         self._last_use = self._last_uses()
