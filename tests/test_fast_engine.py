@@ -205,3 +205,27 @@ def test_unknown_types_fall_back_then_watch():
     s.start()
     stop = s.continue_()
     assert stop.reason is StopReason.INF and stop.node.id == "log" and stop.details["neginf"] == 1
+
+
+def test_inf_after_an_earlier_nan_is_found_with_the_inf_filter_alone():
+    nodes = [
+        helper.make_node("Sqrt", ["x"], ["s"], name="sqrt"),  # NaN for negative x: not what the inf filter wants
+        helper.make_node("Relu", ["s"], ["r"], name="relu"),
+        helper.make_node("Div", ["r", "zero"], ["d"], name="div"),  # r / 0: Inf (and NaN for 0/0)
+        helper.make_node("Tanh", ["d"], ["y"], name="tanh"),
+    ]
+    model = make_model(nodes, [tensor("x", [4])], [tensor("y", [4])], [init("zero", np.zeros(4, np.float32))])
+    x = np.array([-1.0, 4.0, 9.0, 1.0], np.float32)
+    for fast in (True, False):
+        s = DebugSession(model, {"x": x}, break_on=["inf"], fast=fast)
+        s.start()
+        stop = s.continue_()
+        assert stop.reason is StopReason.INF and stop.node.id == "div", (fast, stop.message)
+
+
+def test_check_first_stops_at_a_breakpoint_on_the_first_node():
+    s = DebugSession(long_chain(3, 8), break_on=[])
+    s.set_breakpoints(["mm0"])
+    s.start()
+    assert s.continue_(check_first=True).node.id == "mm0"
+    assert s.continue_().reason is StopReason.END

@@ -94,10 +94,11 @@ class FaultFilter:
                 flagged.add(name)
         if not flagged:
             return None
+        # Every faulty tensor is flagged or guarded by a flagged one. A flagged sum does not
+        # prove a fault (a NaN sum may be +Inf and -Inf under the inf filter alone; an infinite
+        # one may be an overflow), so candidates are confirmed in run order, all of them if need be.
         candidates = flagged | {t for t, guard in plan.guards.items() if guard in flagged}
-        limit = min(_order(graph, n) for n in flagged)
-        ordered = sorted((c for c in candidates if _order(graph, c) <= limit), key=lambda c: _position(graph, c))
-        for name in ordered:
+        for name in sorted(candidates, key=lambda c: _position(graph, c)):
             producer = graph.producer(name)
             assert producer is not None
             kind = self.kind_of(producer, get(name))
@@ -124,11 +125,6 @@ class FaultFilter:
             details["posinf"] = int(np.isposinf(a).sum())
             details["neginf"] = int(np.isneginf(a).sum())
         return stop_cls(reasons.NAN if kind == "nan" else reasons.INF, node, message, name, details)
-
-
-def _order(graph: Graph, value: str) -> int:
-    p = graph.producer(value)
-    return p.order if p is not None else -1
 
 
 def _position(graph: Graph, value: str) -> tuple[int, int]:

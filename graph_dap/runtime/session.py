@@ -588,13 +588,17 @@ class DebugSession:
             return stop
         return Stop(StopReason.STEP, self.pc) if self.pc is not None else self._end()
 
-    def continue_(self, *, until: str | None = None) -> Stop:
-        """Run until a breakpoint, an enabled break filter, a pause, ``until`` or the end."""
+    def continue_(self, *, until: str | None = None, check_first: bool = False) -> Stop:
+        """Run until a breakpoint, an enabled break filter, a pause, ``until`` or the end.
+
+        The breakpoints of the node at the program counter are not looked at (the run is
+        stopped there already), unless ``check_first``: for a launch without a stop on entry.
+        """
         early = self._prepare()
         if early is not None:
             return early
         total = len(self._seq)
-        first = True
+        first = not check_first
         while self._pc < total:
             node = self._seq[self._pc]
             if not first:
