@@ -40,6 +40,12 @@ def ensure_global_thread_pool() -> None:
             ort.set_global_thread_pool_sizes(0, 1)
         except Exception:  # already set by someone else in this process
             pass
+        try:
+            # One CPU arena for every session: each session's own arena would keep its own peak.
+            info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+            ort.create_and_register_allocator(info, None)
+        except Exception:  # registered already
+            pass
         _pool_ready = True
 
 
@@ -50,8 +56,7 @@ def session_options(opt_level: str = "none") -> ort.SessionOptions:
     so.use_per_session_threads = False
     so.log_severity_level = 3
     so.graph_optimization_level = OPT_LEVELS[opt_level]
-    # Many sessions live side by side: an arena per session would each keep its peak.
-    so.enable_cpu_mem_arena = False
+    so.add_session_config_entry("session.use_env_allocators", "1")
     return so
 
 
