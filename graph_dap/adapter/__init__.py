@@ -1,0 +1,1 @@
+"""graph-dap's debug adapter: DAP on stdio or TCP, over a runtime in a worker process."""

@@ -1,0 +1,153 @@
+"""Breakpoint requests: listing lines, function specs, data breakpoints, exception filters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph_dap.runtime.errors import GraphDapError
+
+from .breakpoints import Wanted
+from .core import EXCEPTION_FILTERS, AdapterCore
+from .requests import InvalidRequest, Request, checked, items_of
+from .variables import ScopeRef, TensorRef, name_of
+
+
+class BreakpointRequests(AdapterCore):
+    """setBreakpoints, setFunctionBreakpoints, dataBreakpointInfo, setDataBreakpoints, setExceptionBreakpoints."""
+
+    async def setBreakpoints_request(self, request: Request) -> dict[str, Any]:
+        source = request.arg("source", dict)
+        wanted_lines = items_of(request.arg("breakpoints", list, []), dict, "breakpoints")
+        if "breakpoints" not in request.arguments and "lines" in request.arguments:
+            wanted_lines = [{"line": n} for n in items_of(request.arg("lines", list), int, "lines")]
+        listing = self.listing
+        ours = listing is not None and listing.matches(source)
+        wanted: list[Wanted] = []
+        for i, bp in enumerate(wanted_lines):
+            line = self._line_in(checked(bp, "line", int, where=f"breakpoints[{i}]"))
+            spec = {
+                "condition": checked(bp, "condition", str, None) or None,
+                "hit_condition": checked(bp, "hitCondition", str, None) or None,
+                "log_message": checked(bp, "logMessage", str, None) or None,
+            }
+            node = listing.node_at_or_after(line) if ours and listing is not None else None
+            if not ours:
+                wanted.append(Wanted("source", self.breakpoints.new_id(), (), None, "not the graph listing of this session"))
+            elif node is None:
+                wanted.append(Wanted("source", self.breakpoints.new_id(), (), None, f"no node on or after line {line}"))
+            else:
+                wanted.append(Wanted("source", self.breakpoints.new_id(), ({"spec": node.id, **spec},), node.line))
+        if ours:
+            self.breakpoints.replace("source", wanted)
+            await self._apply_breakpoints()
+        src = listing.source() if ours and listing is not None else None
+        bodies = []
+        for w in wanted:
+            body = self.breakpoints.body(w, src)
+            if "line" in body:
+                body["line"] = self._line_out(body["line"])
+            bodies.append(body)
+        return {"breakpoints": bodies}
+
+    async def setFunctionBreakpoints_request(self, request: Request) -> dict[str, Any]:
+        wanted: list[Wanted] = []
+        for i, bp in enumerate(items_of(request.arg("breakpoints", list), dict, "breakpoints")):
+            where = f"breakpoints[{i}]"
+            spec = {
+                "spec": checked(bp, "name", str, where=where),
+                "condition": checked(bp, "condition", str, None, where) or None,
+                "hit_condition": checked(bp, "hitCondition", str, None, where) or None,
+                "log_message": checked(bp, "logMessage", str, None, where) or None,
+            }
+            wanted.append(Wanted("function", self.breakpoints.new_id(), (spec,)))
+        self.breakpoints.replace("function", wanted)
+        await self._apply_breakpoints()
+        return {"breakpoints": [self.breakpoints.body(w) for w in wanted]}
+
+    async def dataBreakpointInfo_request(self, request: Request) -> dict[str, Any]:
+        name = request.arg("name", str)
+        reference = request.arg("variablesReference", int, 0)
+        container = self.handles.get(reference) if reference else None
+        if reference and container is None:
+            raise InvalidRequest(f"unknown variablesReference {reference}")
+        if isinstance(container, TensorRef) or (isinstance(container, ScopeRef) and container.kind == "attributes"):
+            return {"dataId": None, "description": "only whole tensors can have data breakpoints"}
+        value = name if container is not None else name_of(name)
+        if self.graph is None or value not in self.graph.value_names:
+            return {"dataId": None, "description": f"'{value}' is not a value of the graph"}
+        return {
+            "dataId": value,
+            "description": f"{value} (written: its producer ran; read: a consumer is about to run)",
+            "accessTypes": ["write", "read", "readWrite"],
+            "canPersist": True,
+        }
+
+    async def setDataBreakpoints_request(self, request: Request) -> dict[str, Any]:
+        worker = self._need_worker()
+        wanted: list[Wanted] = []
+        for i, bp in enumerate(items_of(request.arg("breakpoints", list), dict, "breakpoints")):
+            where = f"breakpoints[{i}]"
+            name = checked(bp, "dataId", str, where=where)
+            access = checked(bp, "accessType", str, "write", where)
+            if access not in ("write", "read", "readWrite"):
+                raise InvalidRequest(f"'{where}.accessType' must be read, write or readWrite")
+            condition = checked(bp, "condition", str, None, where) or None
+            hit = checked(bp, "hitCondition", str, None, where) or None
+            try:
+                targets = await worker.call("data_targets", name=name)
+            except GraphDapError as error:
+                wanted.append(Wanted("data", self.breakpoints.new_id(), (), None, str(error)))
+                continue
+            nodes: list[str] = []
+            messages: list[str] = []
+            for kind in ("write", "read"):
+                if access in (kind, "readWrite"):
+                    nodes += targets[kind]
+                    if not targets[kind]:
+                        messages.append(targets[f"{kind}_message"])
+            specs = tuple({"spec": n, "condition": condition, "hit_condition": hit} for n in dict.fromkeys(nodes))
+            wanted.append(Wanted("data", self.breakpoints.new_id(), specs, None, "; ".join(messages)))
+        self.breakpoints.replace("data", wanted)
+        await self._apply_breakpoints()
+        return {"breakpoints": [self.breakpoints.body(w) for w in wanted]}
+
+    async def setExceptionBreakpoints_request(self, request: Request) -> dict[str, Any]:
+        filters = items_of(request.arg("filters", list), str, "filters")
+        options = items_of(request.arg("filterOptions", list, []), dict, "filterOptions")
+        known = {f["filter"] for f in EXCEPTION_FILTERS}
+        enabled: list[str] = []
+        exclude: list[str] = []
+        results: list[dict[str, Any]] = []
+        for f in filters:
+            ok = f in known
+            if ok:
+                enabled.append(f)
+            results.append({"verified": ok} if ok else {"verified": False, "message": f"unknown filter '{f}'"})
+        for i, option in enumerate(options):
+            fid = checked(option, "filterId", str, where=f"filterOptions[{i}]")
+            condition = checked(option, "condition", str, "", f"filterOptions[{i}]")
+            if fid not in known:
+                results.append({"verified": False, "message": f"unknown filter '{fid}'"})
+                continue
+            enabled.append(fid)
+            if condition and fid != "inf":
+                results.append({"verified": False, "message": f"the {fid} filter takes no condition"})
+                continue
+            if fid == "inf":
+                exclude += [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
+            results.append({"verified": True})
+        self._filters = list(dict.fromkeys(enabled))
+        self._inf_exclude = exclude
+        if self.worker is not None and self.graph is not None:
+            worker = self._need_worker()
+            await self._configure(lambda: worker.call("set_break_on", filters=self._filters, inf_exclude=self._inf_exclude))
+        return {"breakpoints": results}
+
+    async def _apply_breakpoints(self) -> None:
+        """Send every breakpoint to the runtime (pausing a run for it) and take its verdicts."""
+        if self.worker is None or self.graph is None:
+            return
+        worker = self._need_worker()
+        specs = self.breakpoints.specs()
+        results = await self._configure(lambda: worker.set_breakpoints(specs))
+        self.breakpoints.resolve(results)

@@ -1,0 +1,89 @@
+"""The breakpoints a client asked for, by kind, and their runtime specs.
+
+DAP sets line, function and data breakpoints separately and each request replaces
+its kind; the runtime takes one list. The book keeps the three kinds, sends their
+union, and maps the runtime's breakpoint ids back to the client's, so that a stop
+says which breakpoints it hit and which kind they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from graph_dap.runtime.worker_client import Breakpoint
+
+KINDS = ("source", "function", "data")
+STOP_REASONS = {"source": "breakpoint", "function": "function breakpoint", "data": "data breakpoint"}
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """One client breakpoint: its DAP id and the runtime specs it stands for."""
+
+    kind: str
+    dap_id: int
+    specs: tuple[dict[str, Any], ...]
+    line: int | None = None  # for line breakpoints: the line of the node it landed on
+    message: str = ""  # why it cannot be verified, when that is known before asking the runtime
+
+
+@dataclass(slots=True)
+class BreakpointBook:
+    """Every breakpoint of the session, and what the runtime made of them."""
+
+    wanted: dict[str, list[Wanted]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    _next_id: int = 1
+    _owner: dict[int, Wanted] = field(default_factory=dict)  # runtime id -> client breakpoint
+    _results: dict[int, tuple[bool, str]] = field(default_factory=dict)  # DAP id -> verified, message
+
+    def new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id - 1
+
+    def replace(self, kind: str, wanted: list[Wanted]) -> None:
+        self.wanted[kind] = wanted
+
+    def specs(self) -> list[dict[str, Any]]:
+        """The runtime specs of every kind, in a stable order."""
+        return [spec for kind in KINDS for w in self.wanted[kind] for spec in w.specs]
+
+    def resolve(self, results: list[Breakpoint]) -> None:
+        """Take the runtime's answers, in the order of :meth:`specs`."""
+        owners = [w for kind in KINDS for w in self.wanted[kind] for _ in w.specs]
+        self._owner = {}
+        verdicts: dict[int, list[Breakpoint]] = {}
+        for owner, result in zip(owners, results, strict=True):
+            self._owner[result.id] = owner
+            verdicts.setdefault(owner.dap_id, []).append(result)
+        self._results = {}
+        for kind in KINDS:
+            for w in self.wanted[kind]:
+                answers = verdicts.get(w.dap_id, [])
+                if not answers:
+                    self._results[w.dap_id] = (False, w.message or "no node to stop at")
+                    continue
+                verified = any(a.verified for a in answers)
+                message = "" if verified else next((a.message for a in answers if a.message), "not verified")
+                self._results[w.dap_id] = (verified, message)
+
+    def body(self, w: Wanted, source: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The DAP ``Breakpoint`` for one client breakpoint."""
+        verified, message = self._results.get(w.dap_id, (False, w.message or "pending"))
+        bp: dict[str, Any] = {"id": w.dap_id, "verified": verified}
+        if message:
+            bp["message"] = message
+        if source is not None and w.line is not None:
+            bp["source"] = source
+            bp["line"] = w.line
+        return bp
+
+    def hit(self, runtime_ids: tuple[int, ...]) -> tuple[str, list[int]]:
+        """The DAP stop reason and client ids for breakpoints the runtime says it hit."""
+        owners = [self._owner[i] for i in runtime_ids if i in self._owner]
+        ids = list(dict.fromkeys(w.dap_id for w in owners))
+        kinds = {w.kind for w in owners}
+        for kind in KINDS:
+            if kind in kinds:
+                return STOP_REASONS[kind], ids
+        return "breakpoint", ids

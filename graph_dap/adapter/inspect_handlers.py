@@ -1,0 +1,327 @@
+"""Requests that look at a stopped run: threads, frames, scopes, variables, evaluate, set, memory, completions."""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Any
+
+from graph_dap.runtime.worker_client import Summary
+
+from .core import EXCEPTION_NAMES, FRAME_ID, THREAD_ID, AdapterCore
+from .requests import CantHandle, InvalidRequest, Request, checked
+from .variables import (
+    MAX_UNPAGED,
+    PAGE,
+    ScopeRef,
+    TensorRef,
+    element_variable,
+    expression_of,
+    name_of,
+    parse_settable,
+    stat_variables,
+    subscript,
+    tensor_variable,
+)
+
+
+class InspectionRequests(AdapterCore):
+    """The handlers a client calls while the run is stopped (and threads, at any time)."""
+
+    async def threads_request(self, request: Request) -> dict[str, Any]:
+        name = "model run" if self.graph is None else f"model run: {os.path.basename(self.graph.model_path)}"
+        return {"threads": [{"id": THREAD_ID, "name": name}]}
+
+    async def stackTrace_request(self, request: Request) -> dict[str, Any]:
+        self._thread(request)
+        self._need_stopped()
+        start = max(request.arg("startFrame", int, 0), 0)
+        levels = request.arg("levels", int, 0)
+        node = self._frame_node()
+        frames: list[dict[str, Any]] = []
+        if node is not None and self.listing is not None:
+            frames.append(
+                {
+                    "id": FRAME_ID,
+                    "name": node.label,
+                    "source": self.listing.source(),
+                    "line": self._line_out(node.line),
+                    "column": 1,
+                }
+            )
+        else:
+            frames.append({"id": FRAME_ID, "name": "end of the graph", "line": 0, "column": 0, "presentationHint": "label"})
+        chosen = frames[start : start + levels] if levels > 0 else frames[start:]
+        return {"stackFrames": chosen, "totalFrames": len(frames)}
+
+    async def source_request(self, request: Request) -> dict[str, Any]:
+        ref = request.arg("sourceReference", int, 0)
+        source = request.arguments.get("source")
+        if self.listing is not None and (
+            ref == self.listing.reference or (isinstance(source, dict) and self.listing.matches(source))
+        ):
+            return {"content": self.listing.text, "mimeType": "text/plain"}
+        raise InvalidRequest(f"unknown sourceReference {ref}")
+
+    async def exceptionInfo_request(self, request: Request) -> dict[str, Any]:
+        self._thread(request)
+        self._need_stopped()
+        stop = self.stop
+        assert stop is not None
+        if stop.reason not in EXCEPTION_NAMES:
+            raise CantHandle("the run is not stopped on an exception (nan, inf or error)")
+        details: dict[str, Any] = {"message": stop.message, "typeName": EXCEPTION_NAMES[stop.reason]}
+        if stop.tensor:
+            details["evaluateName"] = expression_of(stop.tensor)
+        facts = [f"{k}: {v}" for k, v in stop.details.items() if v not in (None, [], {})]
+        if facts:
+            details["stackTrace"] = "\n".join(facts)
+        return {"exceptionId": stop.reason, "description": stop.message, "breakMode": "always", "details": details}
+
+    # -- scopes and variables ---------------------------------------------------------
+
+    async def _computed(self) -> list[str]:
+        if self._values is None:
+            worker = self._need_stopped()
+            self._values = list((await worker.call("values"))["computed"])
+        return self._values
+
+    async def scopes_request(self, request: Request) -> dict[str, Any]:
+        frame = request.arg("frameId", int)
+        self._need_stopped()
+        if frame != FRAME_ID:
+            raise InvalidRequest(f"unknown frameId {frame}")
+        assert self.graph is not None and self.stop is not None and self.listing is not None
+        node = self._frame_node()
+        last = self.listing.nodes.get(self.stop.last_node) if self.stop.last_node else None
+        node_id = node.id if node else None
+        counts = [
+            ("Inputs", ScopeRef("inputs", node_id), len(node.inputs) if node else 0, "arguments", False),
+            ("Attributes", ScopeRef("attributes", node_id), len(node.attributes) if node else 0, None, False),
+            ("Last outputs", ScopeRef("last", last.id if last else None), len(last.outputs) if last else 0, "returnValue", False),
+            ("Values", ScopeRef("values", None), len(await self._computed()), "locals", False),
+            ("Initializers", ScopeRef("initializers", None), len(self.graph.initializers), None, True),
+            ("Graph outputs", ScopeRef("outputs", None), len(self.graph.outputs), None, False),
+        ]
+        scopes = []
+        for name, ref, count, hint, expensive in counts:
+            scope: dict[str, Any] = {
+                "name": name,
+                "variablesReference": self.handles.create(ref),
+                "expensive": expensive or count > PAGE,
+            }
+            scope["indexedVariables" if count > PAGE else "namedVariables"] = count
+            if hint:
+                scope["presentationHint"] = hint
+            scopes.append(scope)
+        return {"scopes": scopes}
+
+    async def _scope_names(self, ref: ScopeRef) -> list[str]:
+        assert self.graph is not None and self.listing is not None
+        if ref.kind == "inputs":
+            return list(self.listing.nodes[ref.node].inputs) if ref.node else []
+        if ref.kind == "last":
+            return list(self.listing.nodes[ref.node].outputs) if ref.node else []
+        if ref.kind == "values":
+            return await self._computed()
+        if ref.kind == "initializers":
+            return list(self.graph.initializers)
+        return list(self.graph.outputs)
+
+    async def variables_request(self, request: Request) -> dict[str, Any]:
+        reference = request.arg("variablesReference", int)
+        which = request.arg("filter", str, None)
+        start = max(request.arg("start", int, 0), 0)
+        count = max(request.arg("count", int, 0), 0)
+        hex_ = bool(checked(request.arg("format", dict, {}), "hex", bool, False, "format"))
+        worker = self._need_stopped()
+        container = self.handles.get(reference)
+        if container is None:
+            raise InvalidRequest(f"unknown variablesReference {reference} (references last until the run moves on)")
+        if isinstance(container, ScopeRef):
+            if container.kind == "attributes":
+                node = self.listing.nodes[container.node] if self.listing and container.node else None
+                attributes = node.attributes if node else ()
+                return {"variables": [{"name": k, "value": v, "variablesReference": 0} for k, v in attributes]}
+            names = await self._scope_names(container)
+            if which == "named" and len(names) > PAGE:
+                names = []
+            else:
+                names = names[start : start + count] if count else names[start : start + MAX_UNPAGED]
+            summaries = await worker.summaries(names, hex_) if names else []
+            return {"variables": [self._tensor_var(s) for s in summaries]}
+        assert isinstance(container, TensorRef)
+        summary: Summary | None = self.handles.extra(reference)
+        variables: list[dict[str, Any]] = []
+        if which in (None, "named") and summary is not None:
+            variables += stat_variables(summary)
+        if which in (None, "indexed"):
+            chunk = count or MAX_UNPAGED
+            children = await worker.call(
+                "children",
+                name=container.name,
+                index=list(container.index),
+                start=start,
+                count=chunk,
+                temp=container.temp,
+                hex=hex_,
+            )
+            for item in children["items"]:
+                if "scalar" in item and "text" not in item:
+                    variables.append(element_variable(container, item["index"], item["scalar"], item["dtype"]))
+                    self._remember(container.child(item["index"]))
+                else:
+                    child = container.child(item["index"])
+                    variables.append(tensor_variable(Summary.from_wire(item), child, self.handles, name=f"[{item['index']}]"))
+                    self._remember(child)
+        return {"variables": variables}
+
+    def _tensor_var(self, summary: Summary) -> dict[str, Any]:
+        ref = TensorRef(summary.name, (), None, expression_of(summary.name))
+        self._remember(ref)
+        return tensor_variable(summary, ref, self.handles, self.memory if self.client.get("supportsMemoryReferences") else None)
+
+    def _remember(self, ref: TensorRef) -> None:
+        if ref.temp is None:
+            self._settable[ref.expression] = (ref.name, ref.index)
+
+    async def setVariable_request(self, request: Request) -> dict[str, Any]:
+        reference = request.arg("variablesReference", int)
+        name = request.arg("name", str)
+        value = request.arg("value", str)
+        self._need_stopped()
+        container = self.handles.get(reference)
+        if container is None:
+            raise InvalidRequest(f"unknown variablesReference {reference}")
+        if isinstance(container, ScopeRef):
+            if container.kind == "attributes":
+                raise CantHandle("node attributes are part of the model and cannot be set")
+            return await self._set(name, (), value)
+        assert isinstance(container, TensorRef)
+        if container.temp is not None:
+            raise CantHandle("this is the result of an expression, not a value of the graph: set the value itself")
+        if not (name.startswith("[") and name.endswith("]") and name[1:-1].isdigit()):
+            raise CantHandle(f"'{name}' is a statistic of the tensor: set the tensor or its elements instead")
+        return await self._set(container.name, container.index + (int(name[1:-1]),), value)
+
+    async def setExpression_request(self, request: Request) -> dict[str, Any]:
+        expression = request.arg("expression", str)
+        value = request.arg("value", str)
+        self._need_stopped()
+        target = self._settable.get(expression.strip()) or parse_settable(expression)
+        if target is None or self.graph is None or target[0] not in self.graph.value_names:
+            raise CantHandle(f"'{expression}' is not a value (or an element of one) that can be set")
+        return await self._set(target[0], target[1], value)
+
+    async def _set(self, name: str, index: tuple[int, ...], expression: str) -> dict[str, Any]:
+        worker = self._need_stopped()
+        result = await worker.call("set_value", name=name, expression=expression, index=list(index) or None)
+        self._values = None
+        if self.client.get("supportsInvalidatedEvent"):
+            self._later(lambda: self.channel.event("invalidated", {"areas": ["variables"], "threadId": THREAD_ID}))
+        if result.get("summary") is None:
+            return {"value": result["scalar"], "variablesReference": 0}
+        summary = Summary.from_wire(result["summary"])
+        ref = TensorRef(name, index, None, subscript(expression_of(name), index))
+        var = tensor_variable(summary, ref, self.handles, self.memory if self.client.get("supportsMemoryReferences") else None)
+        body: dict[str, Any] = {
+            k: var[k]
+            for k in ("value", "type", "variablesReference", "namedVariables", "indexedVariables", "memoryReference")
+            if k in var
+        }
+        return body
+
+    async def readMemory_request(self, request: Request) -> dict[str, Any]:
+        reference = request.arg("memoryReference", str)
+        offset = request.arg("offset", int, 0)
+        count = request.arg("count", int)
+        worker = self._need_stopped()
+        ref = self.memory.get(int(reference[1:])) if reference[:1] == "m" and reference[1:].isdigit() else None
+        if not isinstance(ref, TensorRef):
+            raise InvalidRequest(f"unknown memoryReference {reference!r}")
+        if count < 0:
+            raise InvalidRequest("'count' must not be negative")
+        got = await worker.call("read_memory", name=ref.name, offset=offset, count=count, temp=ref.temp)
+        data: bytes = got["data"]
+        body: dict[str, Any] = {"address": hex(got["start"]), "data": base64.b64encode(data).decode("ascii")}
+        if len(data) < count:
+            body["unreadableBytes"] = count - len(data)
+        return body
+
+    # -- evaluate and completions -----------------------------------------------------
+
+    async def evaluate_request(self, request: Request) -> dict[str, Any]:
+        expression = request.arg("expression", str)
+        context = request.arg("context", str, "repl")
+        hex_ = bool(checked(request.arg("format", dict, {}), "hex", bool, False, "format"))
+        worker = self._need_stopped()
+        assert self.listing is not None
+        memory = self.memory if self.client.get("supportsMemoryReferences") else None
+        word = expression.strip()
+        node = self.listing.nodes.get(name_of(word))
+        if node is not None and context == "hover" and name_of(word) not in self.graph.value_names:  # type: ignore[union-attr]
+            summaries = await worker.summaries(list(node.outputs), hex_)
+            outs = "; ".join(f"{s.name}: {s.text}" for s in summaries)
+            return {"result": f"{node.label} -> {outs}", "variablesReference": 0}
+        result = await worker.call("evaluate", expression=expression, clipboard=context == "clipboard", hex=hex_)
+        if "value" in result:
+            summary = Summary.from_wire(result["summary"])
+            ref = TensorRef(result["value"], (), None, expression_of(result["value"]))
+            self._remember(ref)
+        elif "temp" in result:
+            summary = Summary.from_wire(result["summary"])
+            ref = TensorRef(expression, (), result["temp"], f"({expression})")
+        else:
+            return {"result": result["text"], "type": result.get("type", ""), "variablesReference": 0}
+        var = tensor_variable(summary, ref, self.handles, memory)
+        body: dict[str, Any] = {
+            "result": result.get("text") or var["value"],
+            "type": var["type"],
+            "variablesReference": var["variablesReference"],
+        }
+        for key in ("namedVariables", "indexedVariables", "memoryReference", "presentationHint"):
+            if key in var:
+                body[key] = var[key]
+        return body
+
+    async def completions_request(self, request: Request) -> dict[str, Any]:
+        text = request.arg("text", str)
+        column = request.arg("column", int)
+        if self.graph is None:
+            return {"targets": []}
+        base = 1 if self.client.get("columnsStartAt1", True) else 0
+        cursor = max(0, min(len(text), column - base))
+        head = text[:cursor]
+        quoted = head.rfind("`") >= 0 and head.count("`") % 2 == 1
+        if quoted:
+            start = head.rfind("`")
+            prefix = head[start + 1 :]
+        else:
+            start = cursor
+            while start > 0 and (head[start - 1].isalnum() or head[start - 1] == "_"):
+                start -= 1
+            prefix = head[start:]
+        targets: list[dict[str, Any]] = []
+        seen: set[str] = set()
+
+        def add(label: str, kind: str, insert: str, detail: str) -> None:
+            if label in seen or not label.startswith(prefix):
+                return
+            seen.add(label)
+            item: dict[str, Any] = {"label": label, "text": insert, "type": kind, "detail": detail}
+            item["start"] = (start if not quoted else start) + base
+            item["length"] = cursor - start
+            targets.append(item)
+
+        for name in self.graph.value_names:
+            insert = expression_of(name) if not quoted else f"`{name}`"
+            if quoted or insert == name:
+                add(name, "variable", insert, "value")
+            elif name.startswith(prefix) and prefix:
+                add(name, "variable", insert, "value")
+        if not quoted:
+            for fn in self.graph.functions:
+                add(fn, "function", fn, "function")
+            for node in self.graph.nodes:
+                add(node.id, "reference", node.id, f"node {node.op_type}")
+        return {"targets": targets[:500]}

@@ -1,0 +1,173 @@
+"""Variables: the handles a client refers to, and the DAP ``Variable`` bodies of tensors.
+
+Like vscode-mock-debug's ``Handles``: every expandable thing (a scope, a tensor, a
+slice of one) gets a small integer when it is first shown, and the table is cleared
+at every stop, since the values may have changed.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from graph_dap.runtime.worker_client import Summary
+
+T = TypeVar("T")
+
+#: Above this many children, a container is paged (``indexedVariables``).
+PAGE = 100
+#: At most this many children in one unpaged answer.
+MAX_UNPAGED = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeRef:
+    """One scope of the top frame: inputs, attributes, last, values, initializers, outputs."""
+
+    kind: str
+    node: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TensorRef:
+    """A value (``temp`` for an evaluate result) or a slice of it at ``index``."""
+
+    name: str
+    index: tuple[int, ...] = ()
+    temp: int | None = None
+    expression: str = ""  # what evaluates to this tensor or slice
+
+    def child(self, i: int) -> TensorRef:
+        return TensorRef(self.name, self.index + (i,), self.temp, subscript(self.expression, (i,)))
+
+
+class Handles(Generic[T]):
+    """Small positive integers for objects; the same object gets the same number."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, T] = {}
+        self._ids: dict[T, int] = {}
+        self._extra: dict[int, Any] = {}
+
+    def create(self, value: T, extra: Any = None) -> int:
+        handle = self._ids.get(value)
+        if handle is None:
+            handle = len(self._by_id) + 1
+            self._by_id[handle] = value
+            self._ids[value] = handle
+        if extra is not None:
+            self._extra[handle] = extra
+        return handle
+
+    def get(self, handle: int) -> T | None:
+        return self._by_id.get(handle)
+
+    def extra(self, handle: int) -> Any:
+        return self._extra.get(handle)
+
+    def reset(self) -> None:
+        self._by_id.clear()
+        self._ids.clear()
+        self._extra.clear()
+
+
+def expression_of(name: str) -> str:
+    """A value name as the expression language reads it: bare if it can be, else in backticks."""
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return name
+    return f"`{name}`"
+
+
+def name_of(expression: str) -> str:
+    """The inverse of :func:`expression_of` for a plain or backticked name."""
+    text = expression.strip()
+    if len(text) > 1 and text[0] == text[-1] == "`":
+        return text[1:-1]
+    return text
+
+
+_SETTABLE = re.compile(r"\s*(`[^`]+`|[A-Za-z_]\w*)\s*((?:\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*\]\s*)*)$")
+
+
+def parse_settable(expression: str) -> tuple[str, tuple[int, ...]] | None:
+    """``x``, `` `a/b` ``, ``x[0, 2]`` or ``x[0][2]`` as (value name, index); None otherwise."""
+    m = _SETTABLE.match(expression)
+    if m is None:
+        return None
+    index = tuple(int(i) for i in re.findall(r"-?\d+", m.group(2)))
+    return name_of(m.group(1)), index
+
+
+def subscript(expression: str, index: tuple[int, ...]) -> str:
+    if not index:
+        return expression
+    if expression.endswith("]") and not expression.endswith("`]"):
+        return f"{expression[:-1]}, {', '.join(map(str, index))}]"
+    return f"{expression}[{', '.join(map(str, index))}]"
+
+
+def stale_text(text: str, stale: bool) -> str:
+    return f"{text} (stale: recomputed when the run moves on)" if stale else text
+
+
+def tensor_variable(
+    summary: Summary,
+    ref: TensorRef,
+    handles: Handles[Any],
+    memory: Handles[Any] | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """A ``Variable`` for a tensor: summary line, lazily expanded statistics and slices."""
+    var: dict[str, Any] = {
+        "name": name or summary.name,
+        "value": stale_text(summary.text, summary.stale),
+        "type": summary.type,
+        "evaluateName": ref.expression,
+        "variablesReference": 0,
+    }
+    if not summary.available:
+        var["presentationHint"] = {"kind": "data", "attributes": ["readOnly"]}
+        return var
+    named = len(summary.stats)
+    indexed = summary.shape[0] if summary.kind == "sequence" or summary.shape else 0
+    if summary.kind == "sequence":
+        indexed, named = summary.size, 0
+    if named or indexed:
+        var["variablesReference"] = handles.create(ref, summary)
+        if named:
+            var["namedVariables"] = named
+        if indexed:
+            var["indexedVariables"] = indexed
+    if memory is not None and summary.kind == "tensor" and summary.size:
+        var["memoryReference"] = f"m{memory.create(ref)}"
+    hint: dict[str, Any] = {"kind": "data"}
+    if summary.stale:
+        hint["attributes"] = ["hasSideEffects"]
+    var["presentationHint"] = hint
+    return var
+
+
+def stat_variables(summary: Summary) -> list[dict[str, Any]]:
+    """The statistics children of a tensor (read-only numbers)."""
+    return [
+        {
+            "name": key,
+            "value": value,
+            "variablesReference": 0,
+            "presentationHint": {"kind": "property", "attributes": ["readOnly"]},
+        }
+        for key, value in summary.stats
+    ]
+
+
+def element_variable(parent: TensorRef, index: int, text: str, dtype: str) -> dict[str, Any]:
+    """One number of a tensor's last axis."""
+    return {
+        "name": f"[{index}]",
+        "value": text,
+        "type": dtype,
+        "evaluateName": subscript(parent.expression, (index,)),
+        "variablesReference": 0,
+    }

@@ -1,0 +1,82 @@
+"""The adapter over TCP: ``--port 0`` prints the port, clients are served one after another, TCP_NODELAY."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dap_client import ROOT, DapClient, chain_model
+
+from graph_dap.adapter.protocol import SocketStream
+
+
+@pytest.fixture
+def adapter_port() -> Iterator[int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graph_dap.adapter", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("graph-dap adapter listening on 127.0.0.1:"), line
+    yield int(line.rsplit(":", 1)[1])
+    proc.terminate()
+    proc.wait()
+    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+
+
+def test_clients_one_after_another_over_tcp(adapter_port: int, tmp_path: Path) -> None:
+    model, inputs, _ = chain_model(tmp_path)
+    for _ in range(2):
+        client = DapClient.tcp("127.0.0.1", adapter_port)
+        client.start(str(model), inputs=str(inputs), breakpoints=["add1"])
+        client.wait_for_stop("function breakpoint")
+        assert client.top_frame()["name"] == "add1 (Add)"
+        client.request("continue", threadId=1)
+        client.wait_for_end()
+        client.disconnect()
+
+
+def test_a_client_that_vanishes_frees_the_adapter(adapter_port: int, tmp_path: Path) -> None:
+    model, inputs, _ = chain_model(tmp_path)
+    first = DapClient.tcp("127.0.0.1", adapter_port)
+    first.start(str(model), inputs=str(inputs), stopOnEntry=True)
+    first.wait_for_stop("entry")
+    first.close()  # no disconnect request
+    first.check()
+    second = DapClient.tcp("127.0.0.1", adapter_port)
+    second.start(str(model), inputs=str(inputs), stopOnEntry=True)
+    second.wait_for_stop("entry")
+    second.disconnect()
+
+
+def test_sockets_have_tcp_nodelay() -> None:
+    seen: list[int] = []
+
+    async def scenario() -> None:
+        accepted = asyncio.Event()
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            SocketStream(reader, writer)
+            seen.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+            accepted.set()
+
+        server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        await accepted.wait()
+        writer.close()
+        server.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert seen == [1]
