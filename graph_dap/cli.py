@@ -9,7 +9,6 @@ terminated (a dump in progress then leaves no file under its final name).
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import signal
 import statistics
@@ -17,7 +16,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -303,6 +301,8 @@ def _listing(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .runtime.inject import Injection, InjectionSpecError
+
     bar = _ProgressBar() if sys.stderr.isatty() and not args.json else None
     session = DebugSession(
         args.model,
@@ -314,7 +314,10 @@ def _run(args: argparse.Namespace) -> int:
         on_log=(lambda line: print(line, file=sys.stderr)) if args.json else print,
         on_progress=bar.update if bar else None,
     )
-    injection = _Injection(session, args.sets, args.set_from)
+    try:
+        injection = Injection.parse(args.sets, args.set_from).attach(session)
+    except InjectionSpecError as e:
+        raise _UsageError(str(e)) from None
     try:
         user = [BreakpointSpec(s) for s in args.breaks]
         bps = session.set_breakpoints(user + injection.breakpoints())
@@ -377,134 +380,6 @@ def _same(a: Any, b: Any) -> bool:
         return False
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
-
-
-class _Injection:
-    """``--set`` and ``--set-from``: values replaced in a run as soon as they exist.
-
-    A graph input, an initializer or a constant is replaced at the start; a value a
-    node computes is replaced right after that node runs (an internal breakpoint on
-    the node after it, or the NaN/Inf stop on it), before any reader runs.
-    """
-
-    def __init__(self, session: DebugSession, sets: Sequence[str], set_from: Sequence[str]) -> None:
-        from .runtime.dump import open_dump
-
-        self.session = session
-        graph = session.graph
-        self._loaders: dict[str, tuple[str, Callable[[], Any]]] = {}
-        self._dumps: list[Any] = []
-        self.applied: list[str] = []
-        self.internal_ids: set[int] = set()
-        for item in sets:
-            name, sep, path = item.partition("=")
-            if not sep or not name or not path:
-                raise _UsageError(f"--set expects NAME=FILE.npy, got '{item}'")
-            if not graph.has_value(name):
-                raise _UsageError(f"graph-dap: --set {name}: the model has no value '{name}'")
-            file = Path(path)
-            if not file.is_file():
-                raise _UsageError(f"graph-dap: --set {name}: file not found: {file}")
-            self._loaders[name] = (str(file), functools.partial(_load_npy, file, name))
-        for item in set_from:
-            path, names = _split_set_from(item)
-            dump = open_dump(path)
-            self._dumps.append(dump)
-            chosen = names or [n for n in dump.names if graph.has_value(n)]
-            for name in chosen:
-                if not dump.has(name):
-                    raise _UsageError(f"graph-dap: --set-from {path}: the dump has no value '{name}'")
-                if not graph.has_value(name):
-                    raise _UsageError(f"graph-dap: --set-from {path}: the model has no value '{name}'")
-                self._loaders[name] = (f"{path}:{name}", functools.partial(dump.get, name))
-        seq = session.sequence
-        pos = {n.id: i for i, n in enumerate(seq)}
-        self._early: list[str] = []
-        self._after: dict[str, list[str]] = {}  # node id of the producer -> values it makes that are replaced
-        self._at: dict[str, str] = {}  # node id to stop before -> producer id
-        self._at_end: list[str] = []
-        for name in self._loaders:
-            producer = graph.producer(name)
-            if producer is None or producer.id not in pos:
-                self._early.append(name)
-                continue
-            i = pos[producer.id]
-            self._after.setdefault(producer.id, []).append(name)
-            if i + 1 < len(seq):
-                self._at[seq[i + 1].id] = producer.id
-            else:
-                self._at_end.append(producer.id)
-        self._pending: dict[str, list[str]] = {}
-
-    def breakpoints(self) -> list[BreakpointSpec]:
-        return [BreakpointSpec(node_id) for node_id in self._at]
-
-    def close(self) -> None:
-        for d in self._dumps:
-            d.close()
-
-    def _apply(self, names: Sequence[str]) -> None:
-        for name in names:
-            source, load = self._loaders[name]
-            try:
-                self.session.set_value(name, load())
-            except GraphDapError as e:
-                raise _UsageError(f"graph-dap: cannot set '{name}' from {source}: {e}") from None
-            if name not in self.applied:
-                self.applied.append(name)
-
-    def run(self, restart: bool = False) -> Stop:
-        """Run to the end or the first stop that is not an injection's own."""
-        stop = self.session.restart() if restart else self.session.start()
-        if stop.reason is StopReason.ERROR:
-            return stop
-        self._apply(self._early)
-        self._pending = {k: list(v) for k, v in self._after.items()}
-        while True:
-            stop = self.session.continue_()
-            node = stop.node
-            if stop.reason is StopReason.BREAKPOINT and node is not None and node.id in self._at:
-                producer = self._at[node.id]
-                self._apply(self._pending.pop(producer, []))
-                if set(stop.breakpoint_ids) <= self.internal_ids:
-                    continue
-                return stop
-            if (
-                stop.reason in (StopReason.NAN, StopReason.INF)
-                and node is not None
-                and stop.tensor in self._pending.get(node.id, ())
-            ):
-                self._apply(self._pending.pop(node.id))
-                continue
-            if stop.reason is StopReason.END and node is None:
-                for producer in self._at_end:
-                    self._apply(self._pending.pop(producer, []))
-            return stop
-
-
-def _load_npy(path: Path, name: str) -> Any:
-    try:
-        value = np.load(path, allow_pickle=False)
-    except Exception as e:
-        raise _UsageError(f"graph-dap: --set {name}: cannot read {path} as a .npy array: {e}") from None
-    if hasattr(value, "files"):
-        value.close()
-        raise _UsageError(f"graph-dap: --set {name}: {path} is an .npz archive; use --set-from {path}:NAME")
-    return value
-
-
-def _split_set_from(item: str) -> tuple[str, list[str]]:
-    lower = item.lower()
-    at = lower.find(".npz:")
-    if at >= 0:
-        path, rest = item[: at + 4], item[at + 5 :]
-        names = [n for n in rest.split(",") if n]
-        if not names:
-            raise _UsageError(f"--set-from expects DUMP.npz or DUMP.npz:NAME,..., got '{item}'")
-        return path, names
-    if not lower.endswith(".npz"):
-        raise _UsageError(f"--set-from expects a dump (.npz) optionally followed by :NAME,..., got '{item}'")
-    return item, []
 
 
 def _dump(args: argparse.Namespace) -> int:

@@ -77,13 +77,13 @@ def test_metrics_follow_their_definitions():
 
 
 def test_metrics_are_the_same_in_chunks(monkeypatch):
-    import graph_dap.runtime.compare as compare
+    import graph_dap.runtime.metrics as metrics
 
     rng = np.random.default_rng(1)
     b = rng.standard_normal(1000)
     a = b + rng.standard_normal(1000) * 1e-2
     whole = compare_arrays(a, b)
-    monkeypatch.setattr(compare, "_CHUNK", 7)
+    monkeypatch.setattr(metrics, "_CHUNK", 7)
     chunked = compare_arrays(a, b)
     for k in METRICS:
         assert chunked.metrics[k] == pytest.approx(whole.metrics[k], rel=1e-12), k

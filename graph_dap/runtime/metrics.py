@@ -1,0 +1,261 @@
+"""How far a run's value is from its reference: the five metrics, and the tolerance that judges them.
+
+A :class:`Tolerance` is ``numpy.allclose`` (NaN equal to NaN) unless ``fail_if``
+conditions (``cosine<0.999``, ``max_abs>1e-3``) are given. :func:`compare_arrays`
+computes every metric in chunks, so a large tensor costs bounded extra memory.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import GraphDapError
+
+__all__ = [
+    "DEFAULT_ATOL",
+    "DEFAULT_RTOL",
+    "METRICS",
+    "ArrayComparison",
+    "CompareError",
+    "Condition",
+    "Tolerance",
+    "compare_arrays",
+    "json_number",
+    "metric_number",
+    "shape_text",
+]
+
+METRICS = ("max_abs", "max_rel", "mse", "cosine", "snr")
+_CHUNK = 1 << 20
+DEFAULT_ATOL, DEFAULT_RTOL = 1e-5, 1e-4
+
+
+class CompareError(GraphDapError):
+    """A comparison cannot be set up (bad reference, bad tolerance, nothing in common)."""
+
+
+# -- tolerance -----------------------------------------------------------------------
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le,
+    ">=": operator.ge,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+_CONDITION = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """``metric op threshold``: a value fails when this holds (``cosine<0.999``, ``max_abs>1e-3``)."""
+
+    metric: str
+    op: str
+    threshold: float
+
+    @classmethod
+    def parse(cls, text: str) -> Condition:
+        m = _CONDITION.match(text)
+        if not m or m.group(1) not in METRICS:
+            raise CompareError(
+                f"fail condition '{text}' is not understood; expected METRIC<VALUE or METRIC>VALUE "
+                f"with METRIC one of {', '.join(METRICS)} (e.g. cosine<0.999, max_abs>1e-3)"
+            )
+        return cls(m.group(1), m.group(2), float(m.group(3)))
+
+    def holds(self, metrics: Mapping[str, float]) -> bool:
+        v = metrics.get(self.metric)
+        if v is None or math.isnan(v):
+            return True  # a metric that cannot be computed (NaN where the reference has none) fails
+        return _OPS[self.op](v, self.threshold)
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.threshold:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    """When a value passes: like ``numpy.allclose(run, ref, rtol, atol)`` (NaN equal to NaN), unless
+    ``fail_if`` conditions are given, in which case a value fails when any of them holds."""
+
+    atol: float = DEFAULT_ATOL
+    rtol: float = DEFAULT_RTOL
+    fail_if: tuple[Condition, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (self.atol >= 0 and self.rtol >= 0):
+            raise CompareError(f"tolerances must be non-negative numbers, got atol={self.atol}, rtol={self.rtol}")
+
+    @classmethod
+    def make(cls, atol: float | None = None, rtol: float | None = None, fail_if: Iterable[str | Condition] = ()) -> Tolerance:
+        conds = tuple(c if isinstance(c, Condition) else Condition.parse(c) for c in fail_if)
+        return cls(DEFAULT_ATOL if atol is None else float(atol), DEFAULT_RTOL if rtol is None else float(rtol), conds)
+
+    def describe(self) -> str:
+        if self.fail_if:
+            return "a value fails when " + " or ".join(str(c) for c in self.fail_if)
+        return f"|run - ref| <= {self.atol:g} + {self.rtol:g} * |ref| everywhere (numpy.allclose; NaN matches NaN)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"atol": self.atol, "rtol": self.rtol, "fail_if": [str(c) for c in self.fail_if]}
+
+
+# -- metrics -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayComparison:
+    """How one run value compares with its reference."""
+
+    passed: bool
+    metrics: dict[str, float]
+    mismatches: int  # elements outside atol/rtol
+    size: int
+    note: str = ""
+
+
+def compare_arrays(a: Any, b: Any, tolerance: Tolerance = Tolerance()) -> ArrayComparison:
+    """Compare ``a`` (the run) with ``b`` (the reference), in chunks: bounded extra memory.
+
+    max_abs = max|a-b|; max_rel = max |a-b|/|b|; mse = mean (a-b)^2; cosine = a.b/(|a||b|)
+    and snr = 10 log10(sum b^2 / sum (a-b)^2) dB over the elements finite on both sides.
+    """
+    if isinstance(a, list) or isinstance(b, list):
+        return _compare_sequences(a, b, tolerance)
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return ArrayComparison(
+            False, {}, int(max(a.size, b.size)), int(a.size), f"shape {shape_text(a.shape)} vs reference {shape_text(b.shape)}"
+        )
+    note = f"dtype {a.dtype} vs reference {b.dtype}" if a.dtype != b.dtype else ""
+    if a.dtype.kind not in "biufc" or b.dtype.kind not in "biufc":
+        same = bool(np.array_equal(a, b))
+        mism = 0 if same else int(np.count_nonzero(a != b))
+        return ArrayComparison(same, {}, mism, int(a.size), note or "compared for equality")
+    if a.dtype.kind in "biu" and b.dtype.kind in "biu" and np.array_equal(a, b):
+        return ArrayComparison(True, _perfect(), 0, int(a.size), note)
+    acc = _Acc()
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    for start in range(0, flat_a.size, _CHUNK):
+        acc.add(flat_a[start : start + _CHUNK], flat_b[start : start + _CHUNK], tolerance)
+    metrics = acc.metrics(int(a.size))
+    if tolerance.fail_if:
+        passed = not any(c.holds(metrics) for c in tolerance.fail_if)
+    else:
+        passed = acc.mismatches == 0
+    return ArrayComparison(passed, metrics, acc.mismatches, int(a.size), note)
+
+
+def _perfect() -> dict[str, float]:
+    return {"max_abs": 0.0, "max_rel": 0.0, "mse": 0.0, "cosine": 1.0, "snr": math.inf}
+
+
+def _compare_sequences(a: Any, b: Any, tolerance: Tolerance) -> ArrayComparison:
+    if not (isinstance(a, list) and isinstance(b, list)) or len(a) != len(b):
+        la = len(a) if isinstance(a, list) else "a tensor"
+        lb = len(b) if isinstance(b, list) else "a tensor"
+        return ArrayComparison(False, {}, 1, 0, f"sequence of {la} vs reference {lb}")
+    parts = [compare_arrays(x, y, tolerance) for x, y in zip(a, b)]
+    worst: dict[str, float] = {}
+    for p in parts:
+        for k, v in p.metrics.items():
+            worst[k] = v if k not in worst else (min(worst[k], v) if k in ("cosine", "snr") else max(worst[k], v))
+    return ArrayComparison(
+        all(p.passed for p in parts),
+        worst,
+        sum(p.mismatches for p in parts),
+        sum(p.size for p in parts),
+        "sequence: worst element",
+    )
+
+
+class _Acc:
+    """Running sums of the metrics over chunks."""
+
+    def __init__(self) -> None:
+        self.max_abs = 0.0
+        self.max_rel = 0.0
+        self.sum_sq = 0.0
+        self.dot = 0.0
+        self.aa = 0.0
+        self.bb = 0.0
+        self.noise = 0.0
+        self.mismatches = 0
+
+    def add(self, a: np.ndarray, b: np.ndarray, tol: Tolerance) -> None:
+        cplx = a.dtype.kind == "c" or b.dtype.kind == "c"
+        ft = np.complex128 if cplx else np.float64
+        x, y = a.astype(ft, copy=False), b.astype(ft, copy=False)
+        with np.errstate(all="ignore"):
+            special = (np.isnan(x) & np.isnan(y)) | (np.isinf(x) & np.isinf(y) & (x == y))
+            finite = np.isfinite(x) & np.isfinite(y)
+            diff = np.abs(x - y)
+            diff[special] = 0.0
+            diff[np.isnan(diff)] = np.inf
+            ref = np.abs(y)
+            bad = np.where(finite, diff > tol.atol + tol.rtol * ref, ~special)
+            self.mismatches += int(np.count_nonzero(bad))
+            if diff.size:
+                self.max_abs = max(self.max_abs, float(diff.max()))
+                rel = np.where(diff == 0, 0.0, diff / ref)
+                rel[np.isnan(rel)] = np.inf
+                self.max_rel = max(self.max_rel, float(rel.max()))
+            self.sum_sq += float(np.sum(diff * diff))
+            if finite.any():
+                xf, yf, df = x[finite], y[finite], diff[finite]
+                self.dot += float(np.real(np.vdot(yf, xf)))
+                self.aa += float(np.real(np.vdot(xf, xf)))
+                self.bb += float(np.real(np.vdot(yf, yf)))
+                self.noise += float(np.sum(df * df))
+
+    def metrics(self, size: int) -> dict[str, float]:
+        if size == 0:
+            return _perfect()
+        if self.aa == 0 and self.bb == 0:
+            cosine = 1.0
+        elif self.aa == 0 or self.bb == 0:
+            cosine = 0.0
+        else:
+            cosine = max(-1.0, min(1.0, self.dot / math.sqrt(self.aa * self.bb)))
+        if self.noise == 0:
+            snr = math.inf
+        elif self.bb == 0:
+            snr = -math.inf
+        else:
+            snr = 10 * math.log10(self.bb / self.noise)
+        return {"max_abs": self.max_abs, "max_rel": self.max_rel, "mse": self.sum_sq / size, "cosine": cosine, "snr": snr}
+
+
+# -- writing them down ---------------------------------------------------------------
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """``2x3``, or ``scalar``."""
+    return "x".join(map(str, shape)) if len(shape) else "scalar"
+
+
+def _num(v: float, digits: int = 4) -> str:
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if v == 0:
+        return "0"
+    return f"{v:.{digits}g}"
+
+
+def metric_number(metric: str, v: float) -> str:
+    """A metric's value as text; cosine similarity with enough digits to see how far from 1 it is."""
+    return _num(v, 8 if metric == "cosine" else 4)
+
+
+def json_number(v: float) -> float | str:
+    """JSON has no NaN or infinity: those become the strings "nan", "inf", "-inf"."""
+    return v if math.isfinite(v) else _num(v)
