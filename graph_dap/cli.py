@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
+    for name, (text, _) in _DELEGATED.items():
+        sub.add_parser(name, help=text, add_help=False)
     lst = sub.add_parser("listing", help="print the model's graph listing")
     lst.add_argument("model")
     lst.add_argument("--out", help="write it to this file instead of stdout")
@@ -229,8 +231,20 @@ def _non_negative(text: str) -> float:
     return x
 
 
+# Subcommands with parsers of their own: the DAP server and the runtime worker.
+_DELEGATED = {
+    "adapter": ("serve DAP on stdio, or over TCP with --port (see graph-dap adapter --help)", "graph_dap.adapter.__main__"),
+    "worker": ("run a runtime worker for an adapter, e.g. on a GPU box (see graph-dap worker --help)", "graph_dap.runtime.worker"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _DELEGATED:
+        import importlib
+
+        module = importlib.import_module(_DELEGATED[argv[0]][1])
+        return int(module.main(argv[1:]) or 0)
     parser = build_parser()
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "run": _run,

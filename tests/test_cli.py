@@ -103,3 +103,27 @@ def test_listing_command(tmp_path):
     out = tmp_path / "x.onnxtxt"
     assert cli("listing", EXAMPLE, "--out", out).returncode == 0
     assert out.read_text() == r.stdout
+
+
+def test_adapter_and_worker_subcommands():
+    r = cli("worker", "--listen", "127.0.0.1:0")
+    assert r.returncode == 2 and "--listen needs --token" in r.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "graph_dap", "adapter", "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("graph-dap adapter listening on 127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        import socket
+
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            body = b'{"seq":1,"type":"request","command":"initialize","arguments":{"adapterID":"t"}}'
+            sock.sendall(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            data = b""
+            while b'"command": "initialize"' not in data and b'"command":"initialize"' not in data:
+                chunk = sock.recv(65536)
+                assert chunk, data
+                data += chunk
+            assert b'"success": true' in data or b'"success":true' in data
+    finally:
+        proc.kill()
+        proc.wait(10)
