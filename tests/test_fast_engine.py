@@ -229,3 +229,34 @@ def test_check_first_stops_at_a_breakpoint_on_the_first_node():
     s.start()
     assert s.continue_(check_first=True).node.id == "mm0"
     assert s.continue_().reason is StopReason.END
+
+
+def test_a_long_run_is_split_so_a_pause_lands_part_way():
+    import threading
+
+    n = 300
+    nodes = [helper.make_node("MatMul", [f"m{i}", "w"], [f"m{i + 1}"], name=f"mm{i}") for i in range(n)]
+    model = make_model(nodes, [tensor("m0", [256, 256])], [tensor(f"m{n}", [256, 256])], [init("w", np.eye(256, dtype=np.float32))])
+    s = DebugSession(model, {"m0": np.ones((256, 256), np.float32)})
+    s.start()
+    s._segment_seconds[(0, n)] = 10.0  # as if the last run of it took 10 s: it is split in 8
+    parts: list[int] = []
+    started = threading.Event()
+
+    def progress(done, total):
+        parts.append(done)
+        if done > 0:
+            started.set()
+
+    s.on_progress = progress
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("stop", s.continue_()))
+    t.start()
+    assert started.wait(30)
+    s.pause()
+    t.join(60)
+    stop = result["stop"]
+    assert stop.reason is StopReason.PAUSE and 0 < stop.node.order < n, stop
+    assert s.has_value(f"m{stop.node.order}")  # the finished parts are kept
+    assert s.continue_().reason is StopReason.END
+    assert_same(s.value(f"m{n}"), np.ones((256, 256), np.float32), "out")

@@ -13,8 +13,10 @@ and recomputed on demand from what is kept.
 from __future__ import annotations
 
 import enum
+import math
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from .tensor import TensorSummary, summarize, type_text
 
 BREAK_FILTERS = ("nan", "inf", "error")
 _CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
+_PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
 
 
 class StopReason(enum.Enum):
@@ -168,6 +171,7 @@ class DebugSession:
         self._static_values: dict[str, Any] = {}
         self._plans: dict[tuple[Any, ...], _SegmentPlan] = {}
         self._bp_version = 0
+        self._segment_seconds: dict[tuple[int, int], float] = {}
         self._statics_dirty = False
         self._static_faults: dict[FaultFilter, tuple[Node, str, str] | None] = {}  # cleared when a constant changes
         self._reset()
@@ -674,6 +678,29 @@ class DebugSession:
         return n * np.dtype(info.dtype if info.dtype != "bfloat16" else "float16").itemsize
 
     def _run_segment(self, start: int, end: int) -> Stop | None:
+        """Run positions ``start..end-1``: one onnxruntime call, or a few when it ran long before.
+
+        A pause aborts the call in flight; splitting a run that took seconds lets a pause
+        keep what the finished parts computed and land part-way.
+        """
+        took = self._segment_seconds.get((start, end))
+        if took is None or took < 2 * _PAUSE_GRAIN_S or end - start < 2:
+            return self._run_one_segment(start, end)
+        parts = min(_CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
+        bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
+        for a, b in zip(bounds, bounds[1:]):
+            if a > start:
+                if self._pause.is_set():
+                    self._pause.clear()
+                    return Stop(StopReason.PAUSE, self._seq[a], "paused")
+                if self.on_progress is not None:
+                    self.on_progress(a, len(self._seq))
+            stop = self._run_one_segment(a, b)
+            if stop is not None:
+                return stop
+        return None
+
+    def _run_one_segment(self, start: int, end: int) -> Stop | None:
         """Run positions ``start..end-1`` in one onnxruntime call; on any trouble, node by node."""
         plan = self._segment_plan(start, end)
         if plan is None:
@@ -683,8 +710,10 @@ class DebugSession:
         constants = {i: self.store.fixed[i] for i in plan.reads if i in self._initializers}
         feeds = {i: self._get(i) for i in plan.reads if i not in self._initializers}
         self._run_options = ort.RunOptions()
+        began = time.perf_counter()
         try:
             result = self.segments.run(nodes, feeds, constants, wanted, watch, self._run_options, self._constants_version)
+            self._segment_seconds[(start, end)] = time.perf_counter() - began
         except SegmentError:
             if self._pause.is_set():
                 self._pause.clear()
