@@ -182,6 +182,9 @@ _KILLED_SCRIPT = textwrap.dedent(
         return real_next(self)
 
     dump.NodeStream.next = next_then_wait
+    # as in a terminal: a job started in the background by a shell inherits SIGINT ignored
+    import signal
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(cli.main(["dump", sys.argv[1], "--out", sys.argv[2]]))
     """
 )
