@@ -31,6 +31,10 @@ TIMEOUT = float(os.environ.get("DAP_TEST_TIMEOUT", "20"))
 
 # Objects whose extra properties the protocol leaves to the implementation.
 _OPEN_OBJECTS = {"LaunchRequestArguments", "AttachRequestArguments"}
+# graph-dap's own requests (vscode-ext/PROTOCOL.md): held to the schema's generic Request and Response.
+CUSTOM_COMMANDS = ("graphDap/tensorView", "graphDap/compareTable", "graphDap/profile")
+# Properties outside the schema that VS Code reads on purpose (a Variable's context-menu key).
+_VSCODE_PROPERTIES = {"__vscodeVariableMenuContext"}
 
 
 class ProtocolViolation(AssertionError):
@@ -115,7 +119,7 @@ def unknown_properties(instance: Any, node: dict[str, Any], path: str = "") -> l
             return problems  # an object the schema leaves free-form
         for key, value in instance.items():
             if key not in props:
-                if not open_:
+                if not open_ and key not in _VSCODE_PROPERTIES:
                     problems.append(f"{path}.{key}")
                 continue
             for sub in props[key]:
@@ -136,7 +140,7 @@ def validate(message: dict[str, Any], direction: str) -> str:
         name = _message_definitions().get(
             (kind, key), {"request": "Request", "response": "Response", "event": "Event"}.get(kind, "ProtocolMessage")
         )  # type: ignore[arg-type]
-        if name in ("Request", "Response", "Event"):
+        if name in ("Request", "Response", "Event") and not (name != "Event" and key in CUSTOM_COMMANDS):
             raise ProtocolViolation(f"{direction}: {kind} {key!r} is not in the DAP schema: {message}")
     # The schema's RestartArguments.arguments is oneOf two open objects (launch or attach
     # arguments), which any object matches both of: that oneOf can never pass. Take it as anyOf.
@@ -434,6 +438,13 @@ class DapClient:
     def listing_source(self) -> dict[str, Any]:
         """The Source of the graph listing (from the top frame when stopped)."""
         return self.stack_trace()[0]["source"]
+
+    def source_text(self, source: dict[str, Any]) -> str:
+        """A Source's text as a client gets it: by ``sourceReference`` when it is > 0, else from the file."""
+        ref = source.get("sourceReference") or 0
+        if ref > 0:
+            return self.request("source", source=source, sourceReference=ref)["content"]
+        return Path(source["path"]).read_text(encoding="utf-8")
 
     def wait_for_stop(self, reason: str | None = None, timeout: float = TIMEOUT) -> dict[str, Any]:
         body = self.wait_for_event("stopped", timeout)

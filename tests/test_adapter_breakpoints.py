@@ -27,8 +27,7 @@ def chain(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
 
 def _listing_lines(dap: DapClient) -> dict[str, int]:
     """Node id -> 1-based line, read from the listing the adapter serves."""
-    source = dap.listing_source()
-    text = dap.request("source", source=source, sourceReference=source["sourceReference"])["content"]
+    text = dap.source_text(dap.listing_source())
     out = {}
     for i, line in enumerate(text.splitlines(), 1):
         if "  # " in line and " = " in line:

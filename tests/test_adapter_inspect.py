@@ -47,8 +47,9 @@ def test_initialize_advertises_what_works(dap: DapClient) -> None:
     ]:  # fmt: skip
         assert caps.get(key) is True, key
     filters = {f["filter"]: f for f in caps["exceptionBreakpointFilters"]}
-    assert [filters[k]["label"] for k in ("nan", "inf", "error")] == ["NaN", "Inf", "Node errors"]
-    assert filters["error"]["default"] is True and not filters["nan"]["default"]
+    assert list(filters) == ["nan", "inf", "error", "mismatch"]
+    assert [filters[k]["label"] for k in filters] == ["NaN", "Inf", "Node errors", "Mismatch with reference"]
+    assert filters["error"]["default"] is True and not filters["nan"]["default"] and not filters["mismatch"]["default"]
     assert filters["inf"]["supportsCondition"] is True
 
 
@@ -61,14 +62,15 @@ def test_stop_on_entry_shows_the_first_node_in_the_listing(dap: DapClient, chain
     assert trace["totalFrames"] == 1
     (frame,) = trace["stackFrames"]
     assert frame["name"] == "conv1 (Conv)"
+    # the listing file is written beside the model: the frame names it by path alone (VS Code opens the file)
     source = frame["source"]
-    assert source["sourceReference"] > 0
-    listing = dap.request("source", source=source, sourceReference=source["sourceReference"])["content"]
+    written = model.with_suffix(".onnxtxt")
+    assert source["path"] == str(written) and source.get("sourceReference", 0) == 0
+    listing = written.read_text()
+    assert dap.request("source", source=source, sourceReference=0)["content"] == listing
     line = listing.splitlines()[frame["line"] - 1]
     assert "= Conv<" in line and "# conv1" in line and "conv_out" in line
     assert "pads=[1,1,1,1]" in line
-    written = model.with_suffix(".onnxtxt")
-    assert source["path"] == str(written) and written.read_text() == listing
     assert "Relu(conv_out)" in listing.splitlines()[frame["line"]]
 
 

@@ -119,15 +119,16 @@ class BreakpointRequests(AdapterCore):
         exclude: list[str] = []
         results: list[dict[str, Any]] = []
         for f in filters:
-            ok = f in known
-            if ok:
+            problem = self._filter_problem(f, known)
+            if not problem:
                 enabled.append(f)
-            results.append({"verified": ok} if ok else {"verified": False, "message": f"unknown filter '{f}'"})
+            results.append({"verified": False, "message": problem} if problem else {"verified": True})
         for i, option in enumerate(options):
             fid = checked(option, "filterId", str, where=f"filterOptions[{i}]")
             condition = checked(option, "condition", str, "", f"filterOptions[{i}]")
-            if fid not in known:
-                results.append({"verified": False, "message": f"unknown filter '{fid}'"})
+            problem = self._filter_problem(fid, known)
+            if problem:
+                results.append({"verified": False, "message": problem})
                 continue
             enabled.append(fid)
             if condition and fid != "inf":
@@ -140,8 +141,17 @@ class BreakpointRequests(AdapterCore):
         self._inf_exclude = exclude
         if self.worker is not None and self.graph is not None:
             worker = self._need_worker()
-            await self._configure(lambda: worker.call("set_break_on", filters=self._filters, inf_exclude=self._inf_exclude))
+            filters_now = self._worker_filters()
+            await self._configure(lambda: worker.call("set_break_on", filters=filters_now, inf_exclude=self._inf_exclude))
         return {"breakpoints": results}
+
+    def _filter_problem(self, filter_id: str, known: set[str]) -> str:
+        """Why an exception filter cannot be enabled ("" when it can)."""
+        if filter_id not in known:
+            return f"unknown filter '{filter_id}'"
+        if filter_id == "mismatch" and self.graph is not None and not self.launch_args.get("reference"):
+            return "the mismatch filter needs a reference: give the launch argument 'reference' (a dump, provider:NAME, ...)"
+        return ""
 
     async def _apply_breakpoints(self) -> None:
         """Send every breakpoint to the runtime (pausing a run for it) and take its verdicts."""

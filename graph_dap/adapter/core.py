@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 THREAD_ID = 1
 FRAME_ID = 1
-EXCEPTION_FILTERS = [
+EXCEPTION_FILTERS: list[dict[str, Any]] = [
     {"filter": "nan", "label": "NaN", "description": "Break when a node's output holds NaN.", "default": False},
     {
         "filter": "inf",
@@ -34,8 +34,17 @@ EXCEPTION_FILTERS = [
         "conditionDescription": "Nodes whose Inf is expected, comma-separated: op:Where, *mask*",
     },
     {"filter": "error", "label": "Node errors", "description": "Break when onnxruntime fails on a node.", "default": True},
+    {
+        "filter": "mismatch",
+        "label": "Mismatch with reference",
+        "description": "Break at the first divergence from the launch's 'reference': the node whose outputs break the "
+        "tolerance while its inputs are within it. Needs 'reference'; with one, runs go node by node (slower).",
+        "default": False,
+    },
 ]
-EXCEPTION_NAMES = {"nan": "NaN", "inf": "Inf", "error": "NodeExecutionError"}
+EXCEPTION_NAMES = {"nan": "NaN", "inf": "Inf", "error": "NodeExecutionError", "mismatch": "Mismatch"}
+#: Stops about a node that has run (its outputs are the problem): the frame shows that node.
+AFTER_NODE = ("nan", "inf", "mismatch")
 #: Runs that a configuration change may interrupt (pause, apply, resume): all may take long.
 RESUMABLE = {
     "continue": "resume",
@@ -119,10 +128,14 @@ class AdapterCore:
         if thread != THREAD_ID:
             raise InvalidRequest(f"unknown thread {thread}: the model run is thread {THREAD_ID}")
 
+    def _worker_filters(self) -> list[str]:
+        """The enabled filters the worker can honour (mismatch only with a reference)."""
+        return [f for f in self._filters if f != "mismatch" or self.launch_args.get("reference")]
+
     def _frame_node(self) -> NodeInfo | None:
-        """The node the top frame shows: the one a nan/inf came from, else the next to run."""
+        """The node the top frame shows: the one a nan/inf/mismatch came from, else the next to run."""
         assert self.listing is not None and self.stop is not None
-        nid = self.stop.node if self.stop.reason in ("nan", "inf") else self.stop.pc
+        nid = self.stop.node if self.stop.reason in AFTER_NODE else self.stop.pc
         return self.listing.nodes.get(nid) if nid else None
 
     async def _configure(self, change: Callable[[], Awaitable[T]]) -> T:

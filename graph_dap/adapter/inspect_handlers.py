@@ -69,7 +69,7 @@ class InspectionRequests(AdapterCore):
         stop = self.stop
         assert stop is not None
         if stop.reason not in EXCEPTION_NAMES:
-            raise CantHandle("the run is not stopped on an exception (nan, inf or error)")
+            raise CantHandle("the run is not stopped on an exception (nan, inf, error or mismatch)")
         details: dict[str, Any] = {"message": stop.message, "typeName": EXCEPTION_NAMES[stop.reason]}
         if stop.tensor:
             details["evaluateName"] = expression_of(stop.tensor)

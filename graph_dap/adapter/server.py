@@ -21,10 +21,11 @@ from graph_dap.runtime.worker_client import StopInfo, WorkerClient, WorkerDied
 
 from .breakpoint_handlers import BreakpointRequests
 from .core import EXCEPTION_FILTERS, EXCEPTION_NAMES, PROGRESS_DELAY, RESUMABLE, THREAD_ID
+from .custom_handlers import CUSTOM_REQUESTS, CustomRequests
 from .inspect_handlers import InspectionRequests
-from .listing import ListingSource
+from .listing import ListingSource, ensure_listing, holds
 from .protocol import Channel, FramingError, Malformed, SocketStream, StdioStream, set_nodelay
-from .requests import CantHandle, InvalidRequest, Request, RequestError, UserError, items_of
+from .requests import CantHandle, InvalidRequest, Request, RequestError, UserError, checked, items_of
 
 CAPABILITIES: dict[str, Any] = {
     "supportsConfigurationDoneRequest": True,
@@ -53,7 +54,7 @@ CAPABILITIES: dict[str, Any] = {
 }
 
 
-class DebugAdapter(InspectionRequests, BreakpointRequests):
+class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
     """One DAP session on one channel: the request loop, its lifecycle and its runs."""
 
     # -- the loop and the one place errors become responses -----------------------------
@@ -88,7 +89,8 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
 
     async def dispatch(self, request: Request) -> None:
         """Run the handler for one request and send its response (then what it deferred)."""
-        handler = getattr(type(self), f"{request.command}_request", None)
+        custom = CUSTOM_REQUESTS.get(request.command)
+        handler = getattr(type(self), custom if custom else f"{request.command}_request", None)
         self._after = []
         try:
             if handler is None:
@@ -142,18 +144,31 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
             "stopOnEntry": request.arg("stopOnEntry", bool, False),
             "noDebug": request.arg("noDebug", bool, False),
             "skipConstants": request.arg("skipConstants", bool, True),
-            "providers": items_of(request.arg("providers", list, ["CPUExecutionProvider"]), str, "providers"),
+            "providers": self._providers(request.arguments.get("providers")),
             "dims": request.arg("dims", dict, {}),
             "memoryBudgetMB": request.arg("memoryBudgetMB", float, None),
             "worker": request.arg("worker", str, None),
             "token": request.arg("token", str, None),
             "cwd": request.arg("cwd", str, None),
             "python": request.arg("python", str, None),
+            "listingPath": request.arg("listingPath", str, None) or None,
+            "iterations": request.arg("iterations", int, None),
         }
         inputs = request.arguments.get("inputs")
         if inputs is not None and not isinstance(inputs, (str, dict)):
             raise InvalidRequest("'arguments.inputs' must be a path or an object of input name -> value")
         args["inputs"] = inputs
+        reference = request.arguments.get("reference")
+        if reference is not None and not isinstance(reference, (str, dict)):
+            raise InvalidRequest(
+                "'arguments.reference' must be a string: a dump (.npz), provider:NAME, opt_level:LEVEL or model:OTHER.onnx"
+            )
+        args["reference"] = reference or None
+        args["tolerance"] = self._tolerance(request.arguments.get("tolerance"))
+        if args["tolerance"] is not None and args["reference"] is None:
+            raise UserError("'tolerance' needs a 'reference' to compare with")
+        if args["iterations"] is not None and args["iterations"] < 1:
+            raise UserError("iterations must be at least 1")
         for key, value in args["dims"].items():
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UserError(f"dims: '{key}' must be an integer, got {value!r}")
@@ -162,6 +177,36 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
         if args["memoryBudgetMB"] is not None and args["memoryBudgetMB"] <= 0:
             raise UserError("memoryBudgetMB must be positive")
         return args
+
+    @staticmethod
+    def _providers(given: Any) -> list[str]:
+        """A list of execution providers (a lone string is one provider)."""
+        if given is None or given == []:
+            return ["CPUExecutionProvider"]
+        if isinstance(given, str):
+            return [given]
+        if not isinstance(given, list):
+            raise InvalidRequest(f"'arguments.providers' must be an array, got {type(given).__name__}")
+        return items_of(given, str, "providers")
+
+    @staticmethod
+    def _tolerance(given: Any) -> dict[str, Any] | None:
+        """``{atol, rtol}`` (and ``failIf``), or a list of fail-if conditions (``cosine<0.999``)."""
+        if given is None:
+            return None
+        if isinstance(given, list):
+            return {"fail_if": items_of(given, str, "tolerance")}
+        if not isinstance(given, dict):
+            raise InvalidRequest("'arguments.tolerance' must be {atol, rtol} or a list of conditions like 'cosine<0.999'")
+        tolerance = {
+            "atol": checked(given, "atol", float, None, "tolerance"),
+            "rtol": checked(given, "rtol", float, None, "tolerance"),
+            "fail_if": items_of(checked(given, "failIf", list, [], "tolerance"), str, "tolerance.failIf"),
+        }
+        for key in ("atol", "rtol"):
+            if tolerance[key] is not None and tolerance[key] < 0:
+                raise UserError(f"tolerance: {key} must not be negative")
+        return tolerance
 
     async def _connect_worker(self, args: dict[str, Any]) -> WorkerClient:
         """The worker for this launch: remote, a local one on another Python, or the one started at initialize."""
@@ -202,6 +247,9 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
     async def _load(self) -> None:
         assert self.worker is not None
         args = self.launch_args
+        listing_path = args["listingPath"]
+        if listing_path and not os.path.isabs(listing_path):
+            listing_path = os.path.join(args["cwd"] or os.getcwd(), listing_path)
         progress = self._progress_start(f"Loading {os.path.basename(args['model'])}")
         try:
             graph = await self.worker.load(
@@ -212,8 +260,10 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
                 skip_constants=args["skipConstants"],
                 memory_budget_mb=args["memoryBudgetMB"],
                 base_dir=args["cwd"] or os.getcwd(),
+                **self._reference_args(),
+                write_listing=not listing_path,
             )
-            await self.worker.call("set_break_on", filters=self._filters, inf_exclude=self._inf_exclude)
+            await self.worker.call("set_break_on", filters=self._worker_filters(), inf_exclude=self._inf_exclude)
         except WorkerDied as error:
             raise UserError(f"the runtime worker died while loading the model: {error}") from None
         except GraphDapError as error:
@@ -222,17 +272,33 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
             self._progress_end(progress)
         self.graph = graph
         self._source_refs += 1
-        self.listing = ListingSource(graph, self._source_refs)
+        self.listing = self._listing_source(graph, listing_path)
+
+    def _reference_args(self) -> dict[str, Any]:
+        args = self.launch_args
+        if args["reference"] is None:
+            return {}
+        return {"reference": args["reference"], "tolerance": args["tolerance"]}
+
+    def _listing_source(self, graph: Any, listing_path: str | None) -> ListingSource:
+        """The listing, by path when a file holds it: ``listingPath`` (written here if need be), or the one beside the model."""
+        if listing_path:
+            path = listing_path if ensure_listing(listing_path, graph.listing) else None
+            return ListingSource(graph, self._source_refs, path, (listing_path,))
+        beside = graph.listing_path
+        path = beside if beside and holds(beside, graph.listing) else None
+        return ListingSource(graph, self._source_refs, path, (beside,) if beside else ())
 
     async def configurationDone_request(self, request: Request) -> None:
         if self.state != "configuring":
             raise InvalidRequest("configurationDone comes once, after launch")
+        self._later(lambda: self._start_run(self._first_run()))
+
+    def _first_run(self) -> str:
+        """How a launch (or a restart) starts: to the end (noDebug), at entry, or to the first stop."""
         if self.launch_args["noDebug"]:
-            self._later(lambda: self._start_run("to_end"))
-        elif self.launch_args["stopOnEntry"]:
-            self._later(lambda: self._start_run("start"))
-        else:
-            self._later(lambda: self._start_run("resume"))
+            return "to_end"
+        return "start" if self.launch_args["stopOnEntry"] else "resume"
 
     # -- running ----------------------------------------------------------------------
 
@@ -253,7 +319,8 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
         assert self.worker is not None
         worker = self.worker
         try:
-            stop = await (worker.start() if command == "start" else worker.run(command, target))
+            iterations = (self.launch_args.get("iterations") or 1) if command == "to_end" else 1
+            stop = await (worker.start() if command == "start" else worker.run(command, target, iterations))
             while True:
                 await self._apply_updates()
                 if self._interrupting and stop.reason == "pause" and not self._user_paused:
@@ -300,7 +367,7 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
             body["reason"] = reason
             if ids:
                 body["hitBreakpointIds"] = ids
-        elif stop.reason in ("nan", "inf", "error"):
+        elif stop.reason in EXCEPTION_NAMES:
             body["reason"] = "exception"
             body["text"] = EXCEPTION_NAMES[stop.reason]
         if stop.message:
@@ -321,6 +388,19 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
                 self._output(f"the run reached the end of the graph; outputs:\n{lines}")
             except GraphDapError as error:
                 self._output(f"graph-dap: cannot read the outputs: {error}\n", "stderr")
+        repeat = stop.details.get("repeat")
+        if isinstance(repeat, dict) and repeat.get("times_ms"):
+            times = repeat["times_ms"]
+            text = (
+                f"ran {repeat['runs']} of {repeat['requested']} times: median {repeat['median_ms']:.3f} ms "
+                f"(min {min(times):.3f}, max {max(times):.3f})"
+            )
+            if repeat.get("outputs_identical") is not None:
+                text += "; outputs identical in every run" if repeat["outputs_identical"] else "; OUTPUTS DIFFER between runs"
+            self._output(text + "\n")
+        comparison = stop.details.get("comparison")
+        if isinstance(comparison, list) and comparison:
+            self._output("".join(f"{line}\n" for line in comparison))
         self.channel.event("exited", {"exitCode": 1 if failed else 0})
         self.channel.event("terminated")
 
@@ -387,22 +467,21 @@ class DebugAdapter(InspectionRequests, BreakpointRequests):
         new = request.arguments.get("arguments")
         if isinstance(new, dict) and new.get("model"):
             args = self._launch_args(Request(request.seq, "launch", new))
-            reload = any(
-                args[k] != self.launch_args.get(k) for k in ("model", "inputs", "dims", "providers", "skipConstants", "cwd")
-            )
+            keys = ("model", "inputs", "dims", "providers", "skipConstants", "cwd", "reference", "tolerance", "listingPath")
+            reload = any(args[k] != self.launch_args.get(k) for k in keys)
             self.launch_args.update({k: v for k, v in args.items() if k not in ("worker", "token")})
             if reload:
                 await self._load()
                 await self._apply_breakpoints()
-                self._later(lambda: self._start_run("start" if self.launch_args["stopOnEntry"] else "resume"))
+                self._later(lambda: self._start_run(self._first_run()))
                 return
         assert self.worker is not None
         worker = self.worker
         stop = await worker.run("restart")
-        if stop.reason != "entry" or self.launch_args["stopOnEntry"]:
+        if stop.reason != "entry" or (self.launch_args["stopOnEntry"] and not self.launch_args["noDebug"]):
             self._later(lambda: self._stopped(stop))
         else:
-            self._later(lambda: self._start_run("resume"))
+            self._later(lambda: self._start_run(self._first_run()))
 
     async def terminate_request(self, request: Request) -> None:
         if self.state in ("new", "ended"):

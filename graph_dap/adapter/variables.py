@@ -20,6 +20,8 @@ T = TypeVar("T")
 PAGE = 100
 #: At most this many children in one unpaged answer.
 MAX_UNPAGED = 1000
+#: VS Code's non-standard Variable property: its value becomes the ``debugProtocolVariableMenuContext`` context key.
+TENSOR_MENU_KEY = "__vscodeVariableMenuContext"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,8 @@ def tensor_variable(
             var["indexedVariables"] = indexed
     if memory is not None and summary.kind == "tensor" and summary.size:
         var["memoryReference"] = f"m{memory.create(ref)}"
+    if summary.kind == "tensor":
+        var[TENSOR_MENU_KEY] = "tensor"  # VS Code's context key for the View Tensor menu item
     hint: dict[str, Any] = {"kind": "data"}
     if summary.stale:
         hint["attributes"] = ["hasSideEffects"]

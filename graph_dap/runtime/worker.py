@@ -16,26 +16,32 @@ import argparse
 import hmac
 import os
 import queue
+import re
 import socket
+import statistics
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 import numpy as np
 
 from . import expr
 from .breakpoints import BreakpointSpec
-from .errors import GraphDapError, ModelError
+from .errors import ExpressionError, GraphDapError, ModelError
 from .files import write_text_atomic
 from .listing import render_listing
 from .session import DebugSession, Stop, StopReason
 from .tensor import TensorSummary, summarize
+from .tensor_view import tensor_view
 from .worker_client import PROTOCOL_VERSION, parse_address
+
+if TYPE_CHECKING:
+    from .lockstep import Divergence, Lockstep
 
 _READ_SIZE = 1 << 16
 _PROGRESS_INTERVAL = 0.25  # seconds between progress events during a run
@@ -44,6 +50,7 @@ _MAX_CHILDREN = 10_000  # slices summarized per children call
 _MAX_READ = 1 << 24  # bytes per read_memory call
 _ONNX_TYPES = {"float32": "float", "float64": "double"}
 _RUNS = {"run", "start"}
+_NAME_LIKE = re.compile(r"^[^\s()\[\],]+$")  # no spaces, calls or subscripts: meant as a value name
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -137,7 +144,11 @@ class WorkerService:
         self._last_run = 0  # id of the last run request received (by the reading thread)
         self._done_run = 0  # id of the last run request answered
         self._pause_for = -1  # id of the run a pause is meant for
+        self._paused = threading.Event()  # a pause for the run in progress, seen between nodes
         self._last_progress = 0.0
+        self.lockstep: Lockstep | None = None  # the comparison with a reference, when the launch names one
+        self._mismatch = False  # stop at a divergence from the reference
+        self._repeat: dict[str, Any] | None = None  # the timings of the last run's iterations
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -179,9 +190,13 @@ class WorkerService:
             if self._last_run <= self._done_run or self.session is None:
                 return False
             self._pause_for = self._last_run
-        self.session.pause()
+        self._pause_now(self.session)
         threading.Thread(target=self._keep_pausing, args=(self._pause_for,), daemon=True).start()
         return True
+
+    def _pause_now(self, session: DebugSession) -> None:
+        self._paused.set()
+        session.pause()
 
     def _keep_pausing(self, run: int) -> None:
         # The session clears its pause flag when a run starts: a pause that came just
@@ -190,7 +205,16 @@ class WorkerService:
         while session is not None and self._done_run < run:
             time.sleep(_PAUSE_RETRY)
             if self._done_run < run:
-                session.pause()
+                self._pause_now(session)
+
+    def close(self) -> None:
+        """Let go of what the session holds outside memory (a reference's files and folders)."""
+        lockstep, self.lockstep = self.lockstep, None
+        if lockstep is not None:
+            try:
+                lockstep.close()
+            except Exception:  # noqa: BLE001 - closing must not fail the shutdown
+                traceback.print_exc(file=sys.stderr)
 
     def _on_progress(self, done: int, total: int) -> None:
         now = time.monotonic()
@@ -225,7 +249,11 @@ class WorkerService:
         skip_constants: bool = True,
         memory_budget_mb: float | None = None,
         base_dir: str | None = None,
+        reference: str | dict[str, Any] | None = None,
+        tolerance: dict[str, Any] | None = None,
+        write_listing: bool = True,
     ) -> dict[str, Any]:
+        """Load a model (and open its reference); ``write_listing``: write ``<model>.onnxtxt`` beside it."""
         path = Path(model).expanduser()
         if base_dir and not path.is_absolute():
             path = Path(base_dir) / path
@@ -238,17 +266,38 @@ class WorkerService:
             inputs = {k: self._input_array(graph, k, v, base_dir) for k, v in inputs.items()}
         elif isinstance(inputs, str) and base_dir and not Path(inputs).is_absolute():
             inputs = str(Path(base_dir) / inputs)
-        self.session = DebugSession(
-            graph,
-            inputs,
-            dims=dims,
-            providers=providers,
-            skip_constants=skip_constants,
-            memory_budget_mb=memory_budget_mb,
-            on_log=self._on_log,
-            on_progress=self._on_progress,
-        )
+        spec = dump = None
+        notes: list[str] = []
+        if reference is not None:
+            from .lockstep import ReferenceSpec
+
+            tol = tolerance or {}
+            spec = ReferenceSpec.make(reference, tol.get("atol"), tol.get("rtol"), tol.get("fail_if"), base_dir)
+            dump, inputs, notes = spec.open_dump(graph, inputs)
+        try:
+            session = DebugSession(
+                graph,
+                inputs,
+                dims=dims,
+                providers=providers,
+                skip_constants=skip_constants,
+                memory_budget_mb=memory_budget_mb,
+                on_log=self._on_log,
+                on_progress=self._on_progress,
+            )
+        except BaseException:
+            if dump is not None:
+                dump.close()
+            raise
+        lockstep = None
+        if spec is not None:
+            from .lockstep import Lockstep
+
+            lockstep = Lockstep(session, spec, dump, notes)  # closes its source if it fails
+        self.close()  # the previous model's reference
+        self.session, self.lockstep = session, lockstep
         self._temps.clear()
+        self._mismatch = False
         listing = render_listing(graph)
         statics = {n.id for n in graph.nodes if n.is_static and skip_constants}
         nodes = [
@@ -274,7 +323,7 @@ class WorkerService:
             "outputs": list(graph.output_names),
             "initializers": list(graph.initializer_names),
             "listing": listing.text,
-            "listing_path": _write_listing(path, listing.text),
+            "listing_path": _write_listing(path, listing.text) if write_listing else None,
             "value_names": graph.value_names(),
             "functions": list(expr.FUNCTIONS),
         }
@@ -302,59 +351,141 @@ class WorkerService:
 
     # -- running ---------------------------------------------------------------------
 
-    def _stop(self, stop: Stop) -> dict[str, Any]:
+    def _stop(self, stop: Stop | Divergence) -> dict[str, Any]:
         s = self.s
         self._temps.clear()
+        where = {
+            "pc": s.pc.id if s.pc else None,
+            "last_node": s.last_node.id if s.last_node else None,
+        }
+        if not isinstance(stop, Stop):  # a divergence from the reference
+            return {
+                "reason": "mismatch",
+                "node": stop.node.id,
+                **where,
+                "tensor": stop.value,
+                "message": stop.message,
+                "details": stop.details(),
+                "breakpoint_ids": [],
+            }
+        details = dict(stop.details)
+        if stop.reason is StopReason.END:
+            if self._repeat is not None:
+                details["repeat"] = self._repeat
+            if self.lockstep is not None:
+                details["comparison"] = self.lockstep.summary()
         return {
             "reason": stop.reason.value,
             "node": stop.node.id if stop.node else None,
-            "pc": s.pc.id if s.pc else None,
-            "last_node": s.last_node.id if s.last_node else None,
+            **where,
             "tensor": stop.tensor,
             "message": stop.message,
-            "details": stop.details,
+            "details": details,
             "breakpoint_ids": list(stop.breakpoint_ids),
         }
 
     def rpc_start(self) -> dict[str, Any]:
-        return self._stop(self.s.start())
+        self._paused.clear()
+        self._repeat = None
+        return self._stop(self.lockstep.start() if self.lockstep else self.s.start())
 
-    def rpc_run(self, command: str, target: str | None = None) -> dict[str, Any]:
+    def rpc_run(self, command: str, target: str | None = None, iterations: int = 1) -> dict[str, Any]:
+        """Move the run; ``to_end`` (noDebug) runs the model ``iterations`` times."""
         s = self.s
+        ls = self.lockstep
+        self._paused.clear()
+        self._repeat = None
+        stop: Stop | Divergence
         if command == "resume":
             stop = self._resume()
         elif command in ("continue", "step_out"):  # no subgraph frames: out of the top graph is to the end
-            stop = s.continue_()
+            stop = self._continue()
         elif command in ("step", "step_in"):
-            stop = s.step()
+            stop = ls.step(self._mismatch) if ls else s.step()
         elif command == "step_back":
             stop = s.step_back()
         elif command == "reverse_continue":
             stop = s.reverse_continue()
         elif command == "restart":
-            stop = s.restart()
+            stop = self._restart()
         elif command == "goto" and target is not None:
             stop = s.goto(target)
         elif command == "run_to" and target is not None:
-            stop = s.run_to(target)
+            stop = self._run_to(target)
         elif command == "to_end":  # noDebug: no breakpoints, no filters
             s.set_breakpoints([])
             s.set_break_on([])
-            stop = s.continue_()
+            self._mismatch = False
+            stop = self._to_end(max(1, int(iterations)))
         else:
             raise GraphDapError(f"unknown run command {command!r}")
         return self._stop(stop)
 
-    def _resume(self) -> Stop:
+    def _continue(self, check_first: bool = False) -> Stop | Divergence:
+        if self.lockstep is None:
+            return self.s.continue_(check_first=check_first)
+        return self.lockstep.continue_(check_first=check_first, stop_on_mismatch=self._mismatch, paused=self._paused.is_set)
+
+    def _run_to(self, target: str) -> Stop | Divergence:
+        s, ls = self.s, self.lockstep
+        pc = s.pc
+        seq = [n.id for n in s.sequence]
+        if ls is None or pc is None or target not in seq or seq.index(target) <= seq.index(pc.id):
+            return s.run_to(target)  # its errors, or "reached" when already there
+        return ls.continue_(until=target, stop_on_mismatch=self._mismatch, paused=self._paused.is_set)
+
+    def _restart(self) -> Stop:
+        if self.lockstep is not None:
+            self.lockstep.reset()
+        stop = self.s.restart()
+        if self.lockstep is not None and stop.reason is StopReason.ENTRY:
+            stop = self.lockstep.start()
+        return stop
+
+    def _resume(self) -> Stop | Divergence:
         """Continue, checking the breakpoints of the node at the program counter first.
 
         A plain ``continue_`` steps off a breakpoint it stopped at; a run that starts the
         model, or resumes after a pause, must not skip the breakpoints of its first node.
         """
-        first = self.s.start()
+        first = self.lockstep.start() if self.lockstep else self.s.start()
         if first.reason is not StopReason.ENTRY:
             return first
-        return self.s.continue_(check_first=True)
+        return self._continue(check_first=True)
+
+    def _to_end(self, iterations: int) -> Stop | Divergence:
+        """Run to the end ``iterations`` times (restarting between), like ``graph-dap run --repeat N``."""
+        s = self.s
+        times: list[float] = []
+        first: dict[str, Any] | None = None
+        identical = True
+        stop: Stop | Divergence = Stop(StopReason.END, None)
+        for i in range(iterations):
+            started = time.perf_counter()
+            if i:
+                restarted = self._restart()
+                if restarted.reason is not StopReason.ENTRY:
+                    stop = restarted
+                    break
+            stop = self._continue()
+            times.append((time.perf_counter() - started) * 1000.0)
+            if not isinstance(stop, Stop) or stop.reason is not StopReason.END or stop.node is not None:
+                break
+            outputs = s.outputs()
+            if first is None:
+                first = {k: _copy(v) for k, v in outputs.items()}
+            elif identical:
+                identical = all(_same(outputs.get(k), v) for k, v in first.items())
+        if iterations > 1:
+            completed = isinstance(stop, Stop) and stop.reason is StopReason.END and stop.node is None
+            self._repeat = {
+                "requested": iterations,
+                "runs": len(times),
+                "times_ms": [round(t, 3) for t in times],
+                "median_ms": round(statistics.median(times), 3) if times else None,
+                "outputs_identical": identical if len(times) > 1 and completed else None,
+            }
+        return stop
 
     def rpc_where(self) -> dict[str, Any]:
         """The current position, as a pause stop (after a run failed)."""
@@ -369,7 +500,11 @@ class WorkerService:
         return [{"id": b.id, "verified": b.verified, "message": b.message, "nodes": list(b.node_ids)} for b in bps]
 
     def rpc_set_break_on(self, filters: list[str], inf_exclude: list[str] | None = None) -> None:
-        self.s.set_break_on(filters)
+        """The session's filters (nan, inf, error), and ``mismatch``: stop at a divergence from the reference."""
+        if "mismatch" in filters and self.lockstep is None:
+            raise GraphDapError("the mismatch filter needs a reference: give the launch argument 'reference'")
+        self._mismatch = "mismatch" in filters
+        self.s.set_break_on([f for f in filters if f != "mismatch"])
         self.s.inf_exclude = tuple(inf_exclude or ())
 
     def rpc_data_targets(self, name: str) -> dict[str, Any]:
@@ -534,11 +669,54 @@ class WorkerService:
     def rpc_outputs(self) -> list[dict[str, Any]]:
         return [summary_wire(name, v) for name, v in self.s.outputs().items()]
 
+    def rpc_tensor_view(self, name: str, index: list[int] | None = None, max_size: int = 256) -> dict[str, Any]:
+        """A 2-D slice of a value (or of what an expression gives), downsampled here, with its statistics."""
+        s = self.s
+        text = name.strip()
+        plain = text[1:-1] if len(text) > 1 and text[0] == text[-1] == "`" else text
+        if s.graph.has_value(plain):
+            value = s.value(plain)  # raises "not computed yet" with the producer's name
+        else:
+            try:
+                value = s.evaluate(text)
+            except ExpressionError as e:
+                unknown = re.match(r"unknown value '(.*)'$", str(e))
+                if unknown or _NAME_LIKE.match(text):
+                    raise GraphDapError(f"no value named '{unknown[1] if unknown else plain}' (not computed yet?)") from None
+                raise
+        return tensor_view(name, value, index, max_size)
+
+    def rpc_compare_table(self) -> dict[str, Any]:
+        """The comparison with the reference so far, as ``graph-dap compare --json`` prints it."""
+        if self.lockstep is None:
+            raise GraphDapError("there is no reference to compare with: give the launch argument 'reference'")
+        return self.lockstep.to_dict()
+
+    def rpc_profile(self, repeat: int = 3) -> dict[str, Any]:
+        """The model run whole ``repeat`` times under onnxruntime's profiler, as ``graph-dap profile --json``."""
+        from .profile import profile_model
+
+        s = self.s
+        return profile_model(s.graph, s.inputs, repeat=repeat, providers=s.runner.providers).to_dict()
+
     def rpc_shutdown(self) -> None:
-        return None
+        self.close()
 
 
 # -- serving ------------------------------------------------------------------------------
+
+
+def _copy(v: Any) -> Any:
+    return [np.array(x, copy=True) for x in v] if isinstance(v, list) else np.array(v, copy=True)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list) or isinstance(b, list):
+        return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if a is None:
+        return False
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
 def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: Callable[[], None] | None = None) -> None:
@@ -577,6 +755,7 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
             print(f"graph-dap worker: bad input from the client: {e}", file=sys.stderr)
         service.pause()
         if on_eof is not None:
+            service.close()
             on_eof()
         inbox.put(None)
 
@@ -587,6 +766,7 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
             send(reply)
             break
         send(reply)
+    service.close()
 
 
 def _serve_stdio() -> int:

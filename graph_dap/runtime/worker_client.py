@@ -123,11 +123,11 @@ class GraphInfo:
 class StopInfo:
     """Why and where the run stopped.
 
-    ``node`` is what the stop is about (for nan/inf the node that produced it, which
-    has run); ``pc`` is the node to run next (None at the end).
+    ``node`` is what the stop is about (for nan/inf/mismatch the node that produced it,
+    which has run); ``pc`` is the node to run next (None at the end).
     """
 
-    reason: str  # entry, breakpoint, nan, inf, error, step, pause, goto, end
+    reason: str  # entry, breakpoint, nan, inf, error, mismatch, step, pause, goto, end
     node: str | None
     pc: str | None
     last_node: str | None
@@ -322,8 +322,11 @@ class WorkerClient:
     async def start(self) -> StopInfo:
         return StopInfo.from_wire(await self.call("start"))
 
-    async def run(self, command: str, target: str | None = None) -> StopInfo:
-        return StopInfo.from_wire(await self.call("run", command=command, target=target))
+    async def run(self, command: str, target: str | None = None, iterations: int = 1) -> StopInfo:
+        args: dict[str, Any] = {"command": command, "target": target}
+        if iterations != 1:
+            args["iterations"] = iterations
+        return StopInfo.from_wire(await self.call("run", **args))
 
     async def pause(self) -> bool:
         return bool((await self.call("pause"))["paused"])

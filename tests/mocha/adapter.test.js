@@ -36,7 +36,7 @@ describe('graph-dap adapter (debugadapter-testsupport)', function () {
     assert.strictEqual(response.body.supportsConfigurationDoneRequest, true);
     assert.strictEqual(response.body.supportsStepBack, true);
     const filters = response.body.exceptionBreakpointFilters.map((f) => f.filter);
-    assert.deepStrictEqual(filters, ['nan', 'inf', 'error']);
+    assert.deepStrictEqual(filters, ['nan', 'inf', 'error', 'mismatch']);
   });
 
   it('fails a launch with a missing model and says so', async function () {

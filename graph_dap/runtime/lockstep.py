@@ -1,0 +1,261 @@
+"""A comparison that follows a debug session: each node that runs is compared with a reference as it runs.
+
+:class:`Lockstep` owns a :class:`~graph_dap.runtime.compare.Comparison` and drives a
+:class:`~graph_dap.runtime.session.DebugSession` forward one node per ``continue_``
+call (the fast engine's segments would hide the values inside them), observing every
+node that ran, constants included. A continue can then stop at a :class:`Divergence`:
+a node whose outputs break the tolerance while its inputs are within it. Breakpoints,
+the NaN/Inf filters and pauses behave as in a plain continue.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .compare import (
+    Comparison,
+    DumpSource,
+    ModelSource,
+    OptimizedSource,
+    Reference,
+    Row,
+    Source,
+    Tolerance,
+    Verdict,
+    make_source,
+    parse_reference,
+)
+from .dump import model_hash
+from .graph import Graph, Node
+from .session import DebugSession, Stop, StopReason
+
+__all__ = ["Divergence", "Lockstep", "ReferenceSpec"]
+
+_FAULTS = (StopReason.NAN, StopReason.INF, StopReason.ERROR)
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceSpec:
+    """What to compare against and how strictly, as a launch gives it."""
+
+    reference: Reference
+    tolerance: Tolerance
+    base_dir: Path
+
+    @classmethod
+    def make(
+        cls,
+        reference: str | Mapping[str, Any],
+        atol: float | None = None,
+        rtol: float | None = None,
+        fail_if: list[str] | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
+    ) -> ReferenceSpec:
+        """Parse a reference (``run.npz``, ``provider:NAME``, ``opt_level:LEVEL``, ``model:OTHER.onnx``) and a tolerance."""
+        return cls(parse_reference(reference), Tolerance.make(atol, rtol, fail_if or ()), Path(base_dir or Path.cwd()))
+
+    def open_dump(self, graph: Graph, inputs: Any) -> tuple[DumpSource | None, Any, list[str]]:
+        """For a dump reference: the dump, the inputs to run with (the dump's when none are given), notes."""
+        if self.reference.kind != "dump":
+            return None, inputs, []
+        source = DumpSource(self.base_dir / self.reference.target)
+        notes: list[str] = []
+        if inputs is None:
+            inputs = source.dump.inputs_for(graph) or None
+            if inputs:
+                notes.append(f"inputs: the dump's ({', '.join(inputs)})")
+        if source.dump.note:
+            notes.append(source.dump.note)
+        made_from = source.dump.meta.get("model", {}).get("hash")
+        if made_from and made_from != model_hash(graph):
+            notes.append("the dump was made from another model file (its hash differs): values are matched by name")
+        return source, inputs, notes
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """A stop after ``node`` ran: its outputs break the tolerance, its compared inputs are within it."""
+
+    verdict: Verdict
+    reference: str
+    rule: str
+
+    @property
+    def node(self) -> Node:
+        return self.verdict.node
+
+    @property
+    def failing(self) -> list[Row]:
+        return [r for r in self.verdict.rows if not r.passed]
+
+    @property
+    def value(self) -> str | None:
+        rows = self.failing
+        return rows[0].value if rows else None
+
+    @property
+    def message(self) -> str:
+        return self.verdict.message
+
+    def details(self) -> dict[str, str]:
+        out = {"reference": self.reference, "tolerance": self.rule}
+        for r in self.failing:
+            out[f"'{r.value}'"] = f"{r.describe()} ({r.mismatches} elements out of tolerance)"
+        return out
+
+
+class Lockstep:
+    """The comparison of one session's run with a reference, kept as the session moves."""
+
+    def __init__(
+        self, session: DebugSession, spec: ReferenceSpec, dump: DumpSource | None = None, notes: Sequence[str] = ()
+    ) -> None:
+        self.session = session
+        graph = session.graph
+        providers = list(session.runner.providers)
+        source: Source = (
+            dump
+            if dump is not None
+            else make_source(graph, session.inputs, spec.reference, base_dir=spec.base_dir, providers=providers)
+        )
+        self.source = source
+        try:
+            self.comparison = Comparison(
+                graph, source, spec.tolerance, run_label=f"{_label(graph)} node by node on {', '.join(providers)}"
+            )
+            self.comparison.notes.extend(notes)
+            if isinstance(source, ModelSource):
+                self.comparison.notes.append(
+                    f"values matched by name: {len(source.wanted)} of this model's values have a counterpart in "
+                    f"{_label(source.graph)}"
+                )
+            if isinstance(source, OptimizedSource):
+                self.comparison.notes.append(
+                    "onnxruntime fuses nodes when it optimizes: values it fused away have no counterpart, so they are not compared"
+                )
+            self.comparison.check_inputs(session.inputs)
+        except BaseException:
+            source.close()
+            raise
+        self._positions = {n.id: i for i, n in enumerate(session.sequence)}
+        self._constants_seen = False
+
+    # -- observing ---------------------------------------------------------------------
+
+    def observe(self, node: Node) -> Verdict:
+        """Compare the outputs ``node`` has now with the reference's."""
+        s = self.session
+        return self.comparison.observe(node, {o: s.value(o) for o in node.outputs if o and s.has_value(o)})
+
+    def _observe_constants(self) -> Stop | None:
+        """Once per timeline: start the session (computing the constants) and observe them."""
+        if self._constants_seen:
+            return None
+        s = self.session
+        first = s.start()
+        if first.reason is StopReason.ERROR:
+            return first
+        if s.skip_constants:
+            for node in s.graph.nodes:
+                if node.is_static:
+                    self.observe(node)
+        self._constants_seen = True
+        return None
+
+    def start(self) -> Stop:
+        """The session's ``start``, with its constants observed."""
+        return self._observe_constants() or self.session.start()
+
+    def reset(self) -> None:
+        """A restarted run: forget every observation."""
+        self.comparison.reset()
+        self.comparison.check_inputs(self.session.inputs)
+        self.comparison.notes[:] = list(dict.fromkeys(self.comparison.notes))
+        self._constants_seen = False
+
+    def close(self) -> None:
+        self.source.close()
+
+    def _divergence(self, verdict: Verdict) -> Divergence:
+        return Divergence(verdict, self.source.label, self.comparison.tolerance.describe())
+
+    # -- moving ------------------------------------------------------------------------
+
+    def step(self, stop_on_mismatch: bool = True) -> Stop | Divergence:
+        """The session's ``step``, then the node that ran observed."""
+        early = self._observe_constants()
+        if early is not None:
+            return early
+        s = self.session
+        node = s.pc
+        stop = s.step()
+        if node is not None and s.pc is not node:
+            verdict = self.observe(node)
+            if stop_on_mismatch and verdict.origin and stop.reason not in _FAULTS:
+                return self._divergence(verdict)
+        return stop
+
+    def continue_(
+        self,
+        *,
+        check_first: bool = False,
+        until: str | None = None,
+        stop_on_mismatch: bool = True,
+        paused: Callable[[], bool] = lambda: False,
+    ) -> Stop | Divergence:
+        """Like ``DebugSession.continue_``, one node at a time; also stops at a divergence."""
+        early = self._observe_constants()
+        if early is not None:
+            return early
+        s = self.session
+        seq = s.sequence
+        check = check_first
+        while True:
+            node = s.pc
+            if node is None:
+                return s.continue_(check_first=check)
+            if check and until is not None and node.id == until:
+                return Stop(StopReason.BREAKPOINT, node, f"reached {node.label}")
+            pos = self._positions[node.id]
+            after = seq[pos + 1].id if pos + 1 < len(seq) else None
+            stop = s.continue_(until=after, check_first=check) if after else s.continue_(check_first=check)
+            if s.pc is not node:  # it ran
+                verdict = self.observe(node)
+                if stop_on_mismatch and verdict.origin and stop.reason not in _FAULTS:
+                    return self._divergence(verdict)
+            reached = stop.reason is StopReason.BREAKPOINT and not stop.breakpoint_ids and stop.node is not None
+            if not (reached and after is not None and stop.node is not None and stop.node.id == after):
+                return stop
+            if paused():
+                return Stop(StopReason.PAUSE, s.pc, "paused")
+            check = True
+
+    # -- reporting ---------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The table, as ``graph-dap compare --json`` prints it."""
+        return self.comparison.to_dict()
+
+    def summary(self) -> list[str]:
+        """A few lines for the end of a run."""
+        c = self.comparison
+        rows = c.rows
+        lines = [
+            f"compared {len(rows)} values with {self.source.label}: {c.failed} not within tolerance ({c.tolerance.describe()})"
+        ]
+        first = c.first_divergence
+        if first is not None:
+            lines.append(f"first divergence: {first.node.label}, value '{first.value}': {first.describe(c.metrics)}")
+        elif c.failed:
+            lines.append("first divergence: none found among the compared values (every failing node reads a failing input)")
+        lines += [f"note: {n}" for n in c.notes]
+        return lines
+
+
+def _label(graph: Graph) -> str:
+    """How a model is named in labels (as ``graph-dap compare`` names it): its file name, or its graph name."""
+    return graph.path.name if graph.path else f"model '{graph.name}'"
