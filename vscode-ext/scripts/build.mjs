@@ -1,0 +1,38 @@
+// Builds the extension with esbuild: dist/extension.js (the extension, vscode external) and
+// dist/webview.js (the tensor viewer's page). With --tests: the unit tests and the pure modules
+// they cover, one file each, into out/ (node --test runs them). With --watch: rebuilds on change.
+import * as esbuild from 'esbuild';
+import { readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const args = new Set(process.argv.slice(2));
+const common = { bundle: true, sourcemap: true, logLevel: 'warning', absWorkingDir: root };
+
+const builds = args.has('--tests')
+	? [
+			{
+				...common,
+				entryPoints: readdirSync(join(root, 'src', 'test'))
+					.filter((f) => f.endsWith('.test.ts'))
+					.map((f) => `src/test/${f}`),
+				outdir: 'out/test',
+				platform: 'node',
+				format: 'cjs',
+				target: 'node20',
+				external: ['vscode', 'vscode-textmate', 'vscode-oniguruma'],
+			},
+		]
+	: [
+			{ ...common, entryPoints: ['src/extension.ts'], outfile: 'dist/extension.js', platform: 'node', format: 'cjs', target: 'node20', external: ['vscode'] },
+			{ ...common, entryPoints: ['src/webview/main.ts'], outfile: 'dist/webview.js', platform: 'browser', format: 'iife', target: 'es2022' },
+		];
+
+if (args.has('--watch')) {
+	for (const b of builds) {
+		await (await esbuild.context(b)).watch();
+	}
+} else {
+	await Promise.all(builds.map((b) => esbuild.build(b)));
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The VS Code extension's whole test, for .ci/run: installs what it needs (idempotent), then
+# type check and build, unit tests, the .vsix, and the end-to-end test in code-server.
+# Usage: bash vscode-ext/scripts/ci.sh [--no-e2e]
+# The Python side (graph_dap importable by python3, or by $GRAPH_DAP_PYTHON) must be set up first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-e2e.sh >/dev/null
+npm test
+npm run --silent package >/dev/null   # type check, bundle, dist/graph-dap.vsix
+if [ "${1:-}" != "--no-e2e" ]; then
+  node scripts/e2e.mjs --no-setup --no-build
+fi

@@ -1,0 +1,567 @@
+#!/usr/bin/env node
+// The extension end to end in a real VS Code: code-server with the built .vsix, driven in
+// Debian's Chromium by playwright-core. Installs what it needs first (scripts/setup-e2e.sh,
+// idempotent). The scenario: open the example model (its listing shows), set a gutter
+// breakpoint, F5 without a launch.json, paused at the node, the call stack and a tensor in
+// Variables, step, open the tensor viewer, step again (the viewer follows), continue to the end;
+// then "Run ONNX Model" from the explorer and a "debugServer" launch against
+// `python -m graph_dap.adapter --port 0`. Then the DAP traffic that VS Code really sent and received (the extension's tracker writes it
+// to an output channel, which lands on disk) is checked.
+//
+// Screenshots go to e2e-artifacts/. Exit status 0 when every check passed, 1 otherwise.
+// Options: --no-setup, --no-build, --keep (keep the temp folder), --until=listing|breakpoint
+// (stop early: for a machine without the adapter).
+// Environment: GRAPH_DAP_PYTHON (default python3), GRAPH_DAP_E2E_CACHE (see setup-e2e.sh).
+
+import { spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = join(dirname(fileURLToPath(import.meta.url)), '..');
+const repo = join(here, '..');
+const artifacts = join(here, 'e2e-artifacts');
+const opts = new Set(process.argv.slice(2).filter((a) => !a.startsWith('--until=')));
+const until = (process.argv.find((a) => a.startsWith('--until=')) ?? '--until=end').slice(8);
+// The interpreter by its absolute path (code-server's PATH may differ).
+const python = spawnSync(process.env.GRAPH_DAP_PYTHON || 'python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' }).stdout?.trim() || 'python3';
+const exampleModel = join(repo, 'examples', 'nan_demo.onnx');
+const t0 = Date.now();
+
+const log = (...a) => console.log(`[e2e ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s]`, ...a);
+class Failure extends Error {}
+const fail = (msg) => {
+	throw new Failure(msg);
+};
+const checks = { passed: 0, failed: 0 };
+function check(ok, what) {
+	if (ok) {
+		checks.passed++;
+		log(`ok   ${what}`);
+	} else {
+		checks.failed++;
+		log(`FAIL ${what}`);
+	}
+	return ok;
+}
+function run(cmd, args, options = {}) {
+	const r = spawnSync(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', ...options });
+	if (r.status !== 0) {
+		fail(`${cmd} ${args.join(' ')} failed (exit ${r.status}${r.error ? `, ${r.error.message}` : ''})`);
+	}
+	return r.stdout;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until_(what, fn, timeoutMs = 30000, everyMs = 250) {
+	const end = Date.now() + timeoutMs;
+	let last;
+	while (Date.now() < end) {
+		try {
+			last = await fn();
+			if (last) return last;
+		} catch (e) {
+			last = e;
+		}
+		await sleep(everyMs);
+	}
+	fail(`timed out after ${timeoutMs / 1000}s waiting for ${what}${last instanceof Error ? ` (${last.message.split('\n')[0]})` : ''}`);
+}
+function freePort() {
+	return new Promise((resolve, reject) => {
+		const s = createServer();
+		s.once('error', reject);
+		s.listen(0, '127.0.0.1', () => {
+			const { port } = s.address();
+			s.close(() => resolve(port));
+		});
+	});
+}
+
+// --- setup ------------------------------------------------------------------------------
+function setup() {
+	if (!opts.has('--no-setup')) {
+		log('setup (scripts/setup-e2e.sh; skips what is done)');
+		run('bash', [join(here, 'scripts', 'setup-e2e.sh')]);
+	}
+	const cache = process.env.GRAPH_DAP_E2E_CACHE || join(process.env.HOME || tmpdir(), '.cache', 'graph-dap-e2e');
+	const env = {};
+	for (const line of readFileSync(join(cache, 'env.sh'), 'utf8').split('\n')) {
+		const m = /^export (\w+)="(.*)"$/.exec(line);
+		if (m) env[m[1]] = m[2];
+	}
+	if (!env.GRAPH_DAP_CODE_SERVER || !existsSync(env.GRAPH_DAP_CODE_SERVER)) fail(`code-server is not installed in ${cache}: run scripts/setup-e2e.sh`);
+	if (!opts.has('--no-build')) {
+		log('build and package the extension');
+		run('npm', ['run', '--silent', 'package'], { cwd: here, stdio: ['ignore', 'ignore', 'inherit'] });
+	}
+	const vsix = join(here, 'dist', 'graph-dap.vsix');
+	if (!existsSync(vsix)) fail(`${vsix} is missing: run npm run package`);
+	const probe = spawnSync(python, ['-c', 'import importlib.util as u, sys; sys.exit(0 if u.find_spec("graph_dap") else 3)']);
+	if (probe.status !== 0) fail(`graph_dap is not importable by ${python}: pip install -e ${repo} (or set GRAPH_DAP_PYTHON)`);
+	const adapter = spawnSync(python, ['-c', 'import importlib.util as u, sys; sys.exit(0 if u.find_spec("graph_dap.adapter.__main__") else 3)']);
+	const hasAdapter = adapter.status === 0;
+	if (!hasAdapter && until === 'end') fail(`${python} has graph_dap but no graph_dap/adapter/__main__.py yet: the adapter is needed (or run with --until=breakpoint)`);
+	if (!existsSync(exampleModel)) fail(`the example model ${exampleModel} is missing (examples/make_example.py builds it)`);
+	return { codeServer: env.GRAPH_DAP_CODE_SERVER, nodeBin: env.GRAPH_DAP_NODE24_BIN, vsix };
+}
+
+// --- code-server ------------------------------------------------------------------------
+function quietSettings(extra) {
+	return {
+		'workbench.startupEditor': 'none',
+		'workbench.secondarySideBar.defaultVisibility': 'hidden',
+		'chat.disableAIFeatures': true,
+		'workbench.tips.enabled': false,
+		'telemetry.telemetryLevel': 'off',
+		'extensions.autoCheckUpdates': false,
+		'extensions.autoUpdate': false,
+		'update.mode': 'none',
+		'security.workspace.trust.enabled': false,
+		'window.restoreWindows': 'none',
+		'workbench.enableExperiments': false,
+		'debug.openDebug': 'openOnDebugBreak',
+		...extra,
+	};
+}
+
+async function startCodeServer(tools, tmp, ws) {
+	const dirs = { data: join(tmp, 'data'), ext: join(tmp, 'extensions'), xdg: join(tmp, 'xdg') };
+	Object.values(dirs).forEach((d) => mkdirSync(d, { recursive: true }));
+	mkdirSync(join(dirs.data, 'User'), { recursive: true });
+	writeFileSync(join(dirs.data, 'User', 'settings.json'), JSON.stringify(quietSettings({ 'graphDap.python': python, 'graphDap.trace': true }), null, 2));
+	const port = await freePort();
+	const cfg = join(tmp, 'code-server.yaml');
+	writeFileSync(cfg, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
+	const env = {
+		...process.env,
+		PATH: `${tools.nodeBin}:${process.env.PATH}`,
+		XDG_CONFIG_HOME: join(dirs.xdg, 'config'),
+		XDG_DATA_HOME: join(dirs.xdg, 'data'),
+		XDG_CACHE_HOME: join(dirs.xdg, 'cache'),
+	};
+	const common = ['--config', cfg, '--user-data-dir', dirs.data, '--extensions-dir', dirs.ext];
+	log('install the .vsix into code-server');
+	run(tools.codeServer, [...common, '--install-extension', tools.vsix], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+	const out = join(artifacts, 'code-server.log');
+	const fd = openSync(out, 'w');
+	// detached: its own session and process group (setsid), killed whole at the end.
+	const child = spawn(
+		tools.codeServer,
+		[
+			...common,
+			'--bind-addr',
+			`127.0.0.1:${port}`,
+			'--auth',
+			'none',
+			'--disable-telemetry',
+			'--disable-update-check',
+			'--disable-workspace-trust',
+			'--reconnection-grace-time',
+			'5',
+			ws,
+		],
+		{ env, detached: true, stdio: ['ignore', fd, fd] },
+	);
+	const server = { child, port, dirs, exited: false };
+	child.on('exit', () => (server.exited = true));
+	await until_('code-server /healthz', async () => {
+		if (server.exited) fail(`code-server exited; see ${out}`);
+		const r = await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined);
+		return r?.ok;
+	}, 60000);
+	log(`code-server is up on port ${port}`);
+	return server;
+}
+
+async function stopProcessGroup(child) {
+	if (!child || child.exitCode !== null) return;
+	try {
+		process.kill(-child.pid, 'SIGTERM');
+	} catch {
+		return;
+	}
+	for (let i = 0; i < 20 && child.exitCode === null; i++) await sleep(100);
+	try {
+		process.kill(-child.pid, 'SIGKILL');
+	} catch {
+		// already gone
+	}
+}
+
+// --- the DAP log ------------------------------------------------------------------------
+function findFiles(dir, test, out = []) {
+	if (!existsSync(dir)) return out;
+	for (const name of readdirSync(dir)) {
+		const p = join(dir, name);
+		if (statSync(p).isDirectory()) findFiles(p, test, out);
+		else if (test(p)) out.push(p);
+	}
+	return out;
+}
+
+function readDapLog(dataDir) {
+	const files = findFiles(join(dataDir, 'logs'), (p) => /output_logging_/.test(p) && /graph-dap DAP/.test(p));
+	const messages = [];
+	for (const f of files) {
+		for (const line of readFileSync(f, 'utf8').split('\n')) {
+			const m = /\[([^\]]+)\] (-->|<--) (\{.*\})\s*$/.exec(line);
+			if (m) messages.push({ session: m[1], dir: m[2], msg: JSON.parse(m[3]) });
+		}
+	}
+	return { files, messages };
+}
+
+// --- the scenario -----------------------------------------------------------------------
+async function scenario(page, ws, server) {
+	let n = 0;
+	const shot = async (name) => {
+		const file = join(artifacts, `${String(++n).padStart(2, '0')}-${name}.png`);
+		await page.screenshot({ path: file });
+		log(`screenshot ${file}`);
+	};
+	const visible = (selector, options = {}) => page.locator(selector, options).first().waitFor({ state: 'visible', timeout: options.timeout ?? 30000 });
+	const text = async (selector) => (await page.locator(selector).allInnerTexts()).join('\n');
+	const model = join(ws, 'nan_demo.onnx');
+	const listing = join(ws, 'nan_demo.onnxtxt');
+
+	await page.goto(`http://127.0.0.1:${server.port}/?folder=${encodeURIComponent(ws)}`);
+	await visible('.monaco-workbench .explorer-folders-view', { timeout: 60000 });
+	log('the workbench is ready');
+	await sleep(1000);
+
+	// 1. Open the model: its listing shows, read-only, coloured.
+	await page.keyboard.press('Control+P');
+	await visible('.quick-input-widget input');
+	await page.keyboard.type('nan_demo.onnx');
+	await visible('.quick-input-list .monaco-list-row', { hasText: 'nan_demo.onnx' });
+	await sleep(300);
+	await page.keyboard.press('Enter');
+	await visible('.tabs-container .tab.active', { hasText: 'nan_demo.onnxtxt', timeout: 60000 });
+	await visible('.editor-instance .view-lines', { hasText: '# graph-dap listing of nan_demo.onnx' });
+	check(existsSync(listing), 'opening nan_demo.onnx wrote nan_demo.onnxtxt beside it and showed it');
+	const listingText = readFileSync(listing, 'utf8');
+	const expected = spawnSync(python, ['-m', 'graph_dap', 'listing', model], { encoding: 'utf8' }).stdout;
+	check(listingText === expected, 'the listing file is what `python -m graph_dap listing` prints');
+	const classes = await page.locator('.editor-instance .view-lines span[class^="mtk"]').evaluateAll((els) => [...new Set(els.map((e) => e.className))]);
+	check(classes.length >= 5, `the listing is coloured (${classes.length} token colours)`);
+	check(/onnx graph listing/i.test(await text('.statusbar-item[id="status.editor.mode"]')), 'the status bar shows the language "ONNX Graph Listing"');
+	// Read-only: typing changes nothing.
+	await page.locator('.editor-instance .view-lines').first().click();
+	await page.keyboard.press('Control+Home');
+	await page.keyboard.type('zz');
+	await page.keyboard.press('Control+S');
+	await sleep(500);
+	check(readFileSync(listing, 'utf8') === listingText && !(await text('.editor-instance .view-lines')).startsWith('zz'), 'the listing is read-only');
+	await shot('listing');
+	if (until === 'listing') return;
+
+	// 2. A gutter breakpoint on the Sqrt node (norm/std), before any session.
+	const lines = listingText.split('\n');
+	const bpLine = lines.findIndex((l) => /#\s*norm\/std\b/.test(l)) + 1;
+	if (bpLine < 1) fail('no line for node norm/std in the listing');
+	await page.keyboard.press('Control+G');
+	await visible('.quick-input-widget input');
+	await page.keyboard.type(String(bpLine));
+	await page.keyboard.press('Enter');
+	await sleep(300);
+	await page.keyboard.press('F9');
+	await visible('.editor-instance .codicon-debug-breakpoint');
+	check(true, `a gutter breakpoint on line ${bpLine} (norm/std)`);
+	await shot('breakpoint');
+
+	// 2b. An interpreter without graph_dap: F5 says so, and how to install it.
+	const settingsFile = join(server.dirs.data, 'User', 'settings.json');
+	const settings = readFileSync(settingsFile, 'utf8');
+	writeFileSync(settingsFile, JSON.stringify({ ...JSON.parse(settings), 'graphDap.python': '/nonexistent/bin/python3' }, null, 2));
+	await sleep(1500);
+	await page.locator('.editor-instance .view-lines').first().click();
+	await page.keyboard.press('F5');
+	const toast = page.locator('.notification-toast', { hasText: '/nonexistent/bin/python3' }).first();
+	await toast.waitFor({ state: 'visible', timeout: 30000 });
+	check(/was not found/.test(await toast.innerText()), 'F5 with a missing interpreter: a clear message naming it');
+	await sleep(500);
+	await shot('no-interpreter');
+	await toast.locator('.codicon-notifications-clear').first().click().catch(() => undefined);
+	writeFileSync(settingsFile, settings);
+	await sleep(1500);
+	check(!(await page.locator('.debug-toolbar').isVisible()), 'and no session started');
+	if (until === 'breakpoint') return;
+
+	// 3. F5, no launch.json: paused at the breakpoint.
+	await page.keyboard.press('F5');
+	const picker = page.locator('.quick-input-widget .monaco-list-row', { hasText: 'ONNX Graph' }).first();
+	const first = await Promise.race([
+		page.locator('.debug-toolbar').first().waitFor({ state: 'visible', timeout: 60000 }).then(() => 'toolbar'),
+		picker.waitFor({ state: 'visible', timeout: 60000 }).then(() => 'picker'),
+	]);
+	check(first === 'toolbar', 'F5 started a session without asking which debugger');
+	if (first === 'picker') await picker.click();
+	await visible('.debug-toolbar', { timeout: 60000 });
+	await visible('.debug-call-stack .monaco-list-row', { hasText: 'norm/std', timeout: 60000 });
+	check(true, 'paused: the call stack shows norm/std');
+	await visible('.editor-instance .debug-top-stack-frame-line');
+	const expandScopes = async () => {
+		for (const row of await page.locator('.debug-variables .monaco-list-row[aria-expanded="false"]').all()) {
+			const label = await row.innerText({ timeout: 1000 }).catch(() => '');
+			if (/^(Inputs|Last outputs)/.test(label)) await row.click({ timeout: 1000 }).catch(() => undefined);
+		}
+	};
+	await until_('a tensor with its shape and statistics in Variables', async () => {
+		await expandScopes();
+		return /float32\[[\d,\s]+\].*min=.*max=/.test(await text('.debug-variables .monaco-list-row'));
+	});
+	check(true, 'Variables show a tensor with its shape and statistics');
+	await shot('paused-at-breakpoint');
+
+	// 4. Step once.
+	const stepOver = page.locator('.debug-toolbar .codicon-debug-step-over').first();
+	await stepOver.click();
+	await visible('.debug-call-stack .monaco-list-row', { hasText: 'norm/scale', timeout: 30000 });
+	check(true, 'a step: the call stack shows norm/scale');
+	await shot('after-step');
+
+	// 5. The tensor viewer, from the Variables view's context menu on norm_std (it holds NaN).
+	// A failure here is recorded and the scenario goes on, so that the steps after it are tried.
+	await viewerSteps(page, server, shot, expandScopes, stepOver).catch(async (e) => {
+		if (!(e instanceof Failure)) throw e;
+		check(false, e.message);
+		await shot('viewer-failure');
+	});
+
+	// 7. Continue to the end (a NaN/Inf stop on the way is continued too).
+	await continueToEnd(page);
+	check(true, 'continued to the end: the session is over');
+	check(!existsSync(join(ws, '.vscode', 'launch.json')), 'no launch.json was written');
+	await sleep(500);
+	await shot('ended');
+
+	await runFromExplorer(page, server, shot);
+	await debugServerVariant(page, server, ws, shot);
+}
+
+async function continueToEnd(page) {
+	for (let i = 0; i < 10 && (await page.locator('.debug-toolbar').isVisible()); i++) {
+		const cont = page.locator('.debug-toolbar .codicon-debug-continue').first();
+		if (await cont.isVisible()) await cont.click().catch(() => undefined);
+		await sleep(1500);
+	}
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
+}
+
+async function viewerSteps(page, server, shot, expandScopes, stepOver) {
+	const tensorViews = () => readDapLog(server.dirs.data).messages.filter((m) => m.dir === '-->' && m.msg.command === 'graphDap/tensorView').length;
+	// Step to pool: "Last outputs" is then norm_out, float32[1,8,32,32], NaN in 5 of its 8 channels.
+	await stepOver.click();
+	await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'pool' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	const row = await until_('norm_out in Variables', async () => {
+		await expandScopes();
+		const r = page.locator('.debug-variables .monaco-list-row', { hasText: /^norm_out/ }).first();
+		return (await r.count()) ? r : undefined;
+	});
+	// The bottom panel off, so that the viewer has room.
+	if (await page.locator('.part.panel').isVisible()) await page.keyboard.press('Control+J');
+	await row.click({ button: 'right' });
+	const item = page.locator('.context-view .action-menu-item', { hasText: 'View Tensor' }).first();
+	await item.waitFor({ state: 'visible', timeout: 10000 });
+	check(true, 'the Variables context menu has "View Tensor" on a tensor');
+	await sleep(300);
+	await item.hover();
+	await item.click();
+	await sleep(300);
+	if (await item.isVisible()) await page.keyboard.press('Enter');
+	const webview = page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+	await until_('the tensor viewer', async () => (await webview.locator('#stats td[data-stat="NaN"]').count()) > 0, 30000).catch(async (e) => {
+		const status = await webview.locator('#status').innerText({ timeout: 1000 }).catch(() => '(no viewer)');
+		fail(`${e.message}; the viewer says: ${status}`);
+	});
+	const stats = Object.fromEntries(
+		await webview.locator('#stats tr').evaluateAll((trs) => trs.map((tr) => [tr.querySelector('th').textContent, tr.querySelector('td').textContent])),
+	);
+	log('viewer stats', JSON.stringify(stats));
+	check(stats.NaN === '5120', `the viewer counts the NaN in norm_out (NaN: ${stats.NaN}, 5 channels of 32x32)`);
+	check(['min', 'max', 'mean', '+Inf', '-Inf'].every((k) => k in stats) && stats.shape === '[1, 8, 32, 32]', 'the viewer shows the shape, min, max, mean and the Inf counts');
+	const heatmap = async () => webview.locator('#heatmap').evaluate((c) => {
+		const px = c.getContext('2d').getImageData(Math.floor(c.width / 2), Math.floor(c.height / 2), 1, 1).data;
+		return { w: c.width, h: c.height, rows: Number(c.dataset.rows), cols: Number(c.dataset.cols), centre: [px[0], px[1], px[2]] };
+	});
+	let heat = await heatmap();
+	check(heat.rows === 32 && heat.cols === 32 && heat.w >= 32, `the heatmap is drawn (${heat.rows}x${heat.cols} cells on ${heat.w}x${heat.h} px)`);
+	check(heat.centre.join() === '255,0,255', `channel 0 is all NaN: its cells are in the NaN colour (${heat.centre})`);
+	check((await webview.locator('#indices input').count()) === 2, 'a 4-D tensor: batch and channel pickers');
+	check(Number(await webview.locator('#histogram').getAttribute('data-bins')) > 0, 'a histogram of the finite values');
+	await shot('tensor-viewer-nan-channel');
+
+	// Pick channel 1 (no NaN): a real heatmap.
+	const channel = webview.locator('#indices input').nth(1);
+	await channel.fill('1');
+	await channel.press('Enter');
+	await until_('the slice [0, 1]', async () => /\[0, 1, :, :\]/.test(await webview.locator('#subtitle').innerText()), 15000);
+	heat = await until_('channel 1 drawn', async () => {
+		const h = await heatmap();
+		return h.centre.join() !== '255,0,255' ? h : undefined;
+	}, 15000);
+	check(true, `channel 1 picked: slice [0, 1, :, :] drawn on the colour scale (centre ${heat.centre})`);
+	await shot('tensor-viewer-channel-1');
+
+	// 6. Step again: the viewer asks again (it follows the session).
+	const before = tensorViews();
+	await stepOver.click();
+	await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'gap' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	await until_('a tensorView request after the step', async () => tensorViews() > before, 15000);
+	check(true, 'after a step the viewer asked the adapter again');
+	await shot('viewer-after-step');
+}
+
+async function runFromExplorer(page, server, shot) {
+	// 8. The explorer's context menu on the model: "Run ONNX Model" (noDebug) runs it through.
+	const launches = () => readDapLog(server.dirs.data).messages.filter((m) => m.dir === '-->' && m.msg.command === 'launch').length;
+	const launchesBefore = launches();
+	await page.keyboard.press('Control+Shift+E');
+	const file = page.locator('.explorer-folders-view .monaco-list-row .label-name', { hasText: /^nan_demo\.onnx$/ }).first();
+	await file.waitFor({ state: 'visible', timeout: 10000 });
+	await file.click({ button: 'right' });
+	const runItem = page.locator('.context-view .action-menu-item', { hasText: 'Run ONNX Model' }).first();
+	await runItem.waitFor({ state: 'visible', timeout: 10000 });
+	check(await page.locator('.context-view .action-menu-item', { hasText: 'Debug ONNX Model' }).first().isVisible(), 'the explorer context menu on a .onnx has "Debug ONNX Model" and "Run ONNX Model"');
+	await shot('explorer-menu');
+	await sleep(300);
+	await runItem.hover();
+	await runItem.click();
+	await sleep(300);
+	if (await runItem.isVisible()) await page.keyboard.press('Enter');
+	await until_('the noDebug run to end', async () => {
+		const { messages } = readDapLog(server.dirs.data);
+		const launchesNow = messages.filter((m) => m.dir === '-->' && m.msg.command === 'launch');
+		const last = launchesNow[launchesNow.length - 1];
+		if (launchesNow.length <= launchesBefore || !last.msg.arguments.noDebug) return false;
+		const after = messages.slice(messages.indexOf(last));
+		return after.some((m) => m.dir === '<--' && m.msg.event === 'terminated') ? after : false;
+	}, 60000).then((after) => check(!after.some((m) => m.dir === '<--' && m.msg.event === 'stopped'), 'Run ONNX Model ran to the end without stopping, breakpoint and all'));
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
+}
+
+async function debugServerVariant(page, server, ws, shot) {
+	// 9. "debugServer" in launch.json: VS Code connects to a running adapter (graph-dap adapter --port).
+	const adapter = spawn(python, ['-m', 'graph_dap.adapter', '--port', '0'], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+	try {
+		const port = await new Promise((resolve, reject) => {
+			let out = '';
+			adapter.stdout.on('data', (d) => {
+				out += d;
+				const m = /listening on [^:\s]+:(\d+)/.exec(out);
+				if (m) resolve(Number(m[1]));
+			});
+			adapter.on('exit', (code) => reject(new Failure(`graph-dap adapter --port 0 exited (${code}) before listening`)));
+			setTimeout(() => reject(new Failure('graph-dap adapter --port 0 printed no port in 30s')), 30000);
+		});
+		mkdirSync(join(ws, '.vscode'), { recursive: true });
+		const config = { type: 'graph-dap', request: 'launch', name: 'ONNX over TCP', model: '${workspaceFolder}/nan_demo.onnx', stopOnEntry: true, debugServer: port };
+		writeFileSync(join(ws, '.vscode', 'launch.json'), JSON.stringify({ version: '0.2.0', configurations: [config] }, null, 2));
+		await sleep(1500);
+		await page.locator('.editor-instance .view-lines').first().click();
+		await page.keyboard.press('F5');
+		await page.locator('.debug-toolbar').first().waitFor({ state: 'visible', timeout: 60000 });
+		await page.keyboard.press('Control+Shift+D');
+		await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'stem/conv' }).first().waitFor({ state: 'visible', timeout: 60000 });
+		const launch = readDapLog(server.dirs.data).messages.filter((m) => m.dir === '-->' && m.msg.command === 'launch').pop();
+		check(launch?.msg.arguments.debugServer === port, `debugServer ${port}: connected to the running adapter, stopped on entry at stem/conv`);
+		await shot('debug-server');
+		await page.locator('.debug-toolbar .codicon-debug-stop, .debug-toolbar .codicon-debug-disconnect').first().click();
+		await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
+	} finally {
+		try {
+			process.kill(-adapter.pid, 'SIGKILL');
+		} catch {
+			// gone already
+		}
+	}
+}
+
+function checkDapLog(server, ws) {
+	const model = join(ws, 'nan_demo.onnx');
+	const listing = join(ws, 'nan_demo.onnxtxt');
+	const { files, messages } = readDapLog(server.dirs.data);
+	if (!check(files.length > 0 && messages.length > 0, `the DAP log is on disk (${files.length} file, ${messages.length} messages)`)) return;
+	// The F5 session's messages (the first session; later ones are the noDebug and TCP runs).
+	const f5 = messages.find((m) => m.dir === '-->' && m.msg.command === 'launch')?.session;
+	const requests = messages.filter((m) => m.session === f5 && m.dir === '-->' && m.msg.type === 'request').map((m) => m.msg);
+	const fromAdapter = messages.filter((m) => m.session === f5 && m.dir === '<--').map((m) => m.msg);
+	const response = (req) => fromAdapter.find((m) => m.type === 'response' && m.request_seq === req.seq);
+	const launch = requests.find((r) => r.command === 'launch');
+	check(launch && launch.arguments.model === model && launch.arguments.type === 'graph-dap', 'launch: the F5 configuration names the model (filled without a launch.json)');
+	const setBps = requests.filter((r) => r.command === 'setBreakpoints' && r.arguments.source?.path === listing);
+	const firstBp = setBps[0];
+	const configDone = requests.find((r) => r.command === 'configurationDone');
+	check(firstBp && firstBp.arguments.breakpoints?.length === 1 && (!configDone || firstBp.seq < configDone.seq), 'setBreakpoints on the listing file before configurationDone (set before the session)');
+	const bpResp = firstBp && response(firstBp);
+	check(bpResp?.success && bpResp.body.breakpoints[0].verified === true, `the adapter verified it (${JSON.stringify(bpResp?.body?.breakpoints?.[0])})`);
+	const stopped = fromAdapter.filter((m) => m.type === 'event' && m.event === 'stopped');
+	check(stopped[0]?.body?.reason === 'breakpoint', `the first stop is the breakpoint (${stopped[0]?.body?.reason})`);
+	const st = requests.find((r) => r.command === 'stackTrace');
+	const frame = st && response(st)?.body?.stackFrames?.[0];
+	check(frame && frame.name.startsWith('norm/std') && frame.source?.path === listing, `the top frame is norm/std in the listing file (${frame?.name}, ${frame?.source?.path}:${frame?.line})`);
+	check(frame && !(frame.source?.sourceReference > 0), `the frame's source is the file itself, no sourceReference (got ${frame?.source?.sourceReference})`);
+	const tv = requests.filter((r) => r.command === 'graphDap/tensorView');
+	const tvOk = tv.map(response).filter((r) => r?.success);
+	check(tv.length >= 2 && tvOk.length >= 1, `graphDap/tensorView requests: ${tv.length}, successful: ${tvOk.length}`);
+	const body = tvOk[0]?.body;
+	if (body) {
+		const cells = (body.data ?? []).reduce((a, r) => a + (Array.isArray(r) ? r.length : 1), 0);
+		check(body.name === 'norm_out' && Array.isArray(body.shape) && Array.isArray(body.histogram?.counts), 'the tensorView body has name, shape and histogram');
+		check(cells <= 256 * 256, `nothing large crossed the wire (${cells} cells)`);
+	}
+	check(fromAdapter.some((m) => m.type === 'event' && m.event === 'terminated'), 'the adapter sent terminated');
+}
+
+// --- main -------------------------------------------------------------------------------
+async function main() {
+	rmSync(artifacts, { recursive: true, force: true });
+	mkdirSync(artifacts, { recursive: true });
+	const tools = setup();
+	const tmp = mkdtempSync(join(tmpdir(), 'graph-dap-e2e-'));
+	const ws = join(tmp, 'workspace');
+	mkdirSync(ws);
+	copyFileSync(exampleModel, join(ws, 'nan_demo.onnx'));
+	let server;
+	let context;
+	try {
+		server = await startCodeServer(tools, tmp, ws);
+		const { chromium } = await import('playwright-core');
+		const home = join(tmp, 'home');
+		mkdirSync(home);
+		context = await chromium.launchPersistentContext(join(tmp, 'chromium'), {
+			executablePath: '/usr/bin/chromium',
+			headless: true,
+			viewport: { width: 1440, height: 900 },
+			env: { ...process.env, HOME: home, XDG_CONFIG_HOME: join(home, '.config'), XDG_CACHE_HOME: join(home, '.cache') },
+			args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+		});
+		const page = context.pages()[0] ?? (await context.newPage());
+		page.setDefaultTimeout(30000);
+		try {
+			await scenario(page, ws, server);
+		} catch (e) {
+			await page.screenshot({ path: join(artifacts, 'failure.png') }).catch(() => undefined);
+			throw e;
+		}
+		if (until === 'end') {
+			await sleep(1500);
+			checkDapLog(server, ws);
+		}
+	} catch (e) {
+		if (!(e instanceof Failure)) console.error(e);
+		check(false, e.message.split('\n')[0]);
+	} finally {
+		await context?.close().catch(() => undefined);
+		await stopProcessGroup(server?.child);
+		for (const f of server ? readDapLog(server.dirs.data).files : []) copyFileSync(f, join(artifacts, 'dap-traffic.log'));
+		if (!opts.has('--keep')) rmSync(tmp, { recursive: true, force: true });
+		else log(`kept ${tmp}`);
+	}
+	console.log(`e2e: ${checks.passed} passed, ${checks.failed} failed`);
+	process.exit(checks.failed === 0 && checks.passed > 0 ? 0 : 1);
+}
+
+main();

@@ -1,0 +1,167 @@
+/**
+ * Launch configuration resolution for the `graph-dap` debugger, independent of VS Code's API
+ * so that it can be unit-tested: the extension passes in what it knows about the editor.
+ */
+
+/** The debug type this extension contributes. */
+export const DEBUG_TYPE = 'graph-dap';
+
+/** File extension of a model and of its graph listing. */
+export const MODEL_EXT = '.onnx';
+export const LISTING_EXT = '.onnxtxt';
+
+/** The launch attributes the adapter understands (see package.json `configurationAttributes`). */
+export interface GraphDapConfiguration {
+	type: string;
+	request: string;
+	name: string;
+	model?: string;
+	/** A .npz, .npy or test-data folder; or input name -> .npy path. */
+	inputs?: string | Record<string, string>;
+	dims?: Record<string, number>;
+	stopOnEntry?: boolean;
+	providers?: string[];
+	skipConstants?: boolean;
+	memoryBudgetMB?: number;
+	worker?: string;
+	token?: string;
+	cwd?: string;
+	python?: string;
+	debugServer?: number;
+	/** Where the listing is when it is not `<model>.onnxtxt` beside the model. */
+	listingPath?: string;
+	noDebug?: boolean;
+	[key: string]: unknown;
+}
+
+/** What the extension knows about the user's context when F5 is pressed. */
+export interface EditorContext {
+	/** Path of the active editor's file (a model, its listing, or anything else), if any. */
+	activeFile?: string;
+}
+
+/** The outcome of resolving a configuration: go on with it, or stop with a message. */
+export type Resolution =
+	| { kind: 'ok'; config: GraphDapConfiguration }
+	| { kind: 'error'; message: string };
+
+/** `model.onnxtxt` -> `model.onnx`; any other path is returned as it is. */
+export function modelPathFor(file: string): string {
+	return file.endsWith(LISTING_EXT) ? file.slice(0, -LISTING_EXT.length) + MODEL_EXT : file;
+}
+
+/** `model.onnx` -> `model.onnxtxt` (the listing beside the model, the file the adapter reports). */
+export function listingPathFor(model: string): string {
+	return (model.endsWith(MODEL_EXT) ? model.slice(0, -MODEL_EXT.length) : model) + LISTING_EXT;
+}
+
+/** Whether a path names a model or a model's listing. */
+export function isModelOrListing(file: string | undefined): file is string {
+	return !!file && (file.endsWith(MODEL_EXT) || file.endsWith(LISTING_EXT));
+}
+
+function baseName(file: string): string {
+	const parts = file.split(/[\\/]/);
+	return parts[parts.length - 1];
+}
+
+/** A configuration for the model at `model`, as F5 or the explorer's commands make it. */
+export function configurationForModel(model: string, noDebug = false): GraphDapConfiguration {
+	const config: GraphDapConfiguration = {
+		type: DEBUG_TYPE,
+		request: 'launch',
+		name: `${noDebug ? 'Run' : 'Debug'} ${baseName(model)}`,
+		model,
+	};
+	if (noDebug) {
+		config.noDebug = true;
+	}
+	return config;
+}
+
+/**
+ * First step (before variable substitution), like mock-debug's `resolveDebugConfiguration`:
+ * an empty configuration (F5 without a launch.json) becomes one for the model or listing
+ * in the active editor.
+ */
+export function resolveConfiguration(raw: Partial<GraphDapConfiguration>, ctx: EditorContext): Resolution {
+	const empty = !raw.type && !raw.request && !raw.name;
+	if (empty) {
+		if (!isModelOrListing(ctx.activeFile)) {
+			return {
+				kind: 'error',
+				message: 'Open an ONNX model (.onnx) or its graph listing (.onnxtxt) to debug it, or add a "graph-dap" configuration to launch.json.',
+			};
+		}
+		return { kind: 'ok', config: configurationForModel(modelPathFor(ctx.activeFile), !!raw.noDebug) };
+	}
+	const config = { ...raw, type: raw.type ?? DEBUG_TYPE, request: raw.request ?? 'launch', name: raw.name ?? 'Debug ONNX model' } as GraphDapConfiguration;
+	if (config.request !== 'launch') {
+		return { kind: 'error', message: `graph-dap supports only "request": "launch", not "${config.request}".` };
+	}
+	if (config.model === undefined || config.model === '') {
+		if (isModelOrListing(ctx.activeFile)) {
+			config.model = modelPathFor(ctx.activeFile);
+		} else {
+			return { kind: 'error', message: 'The launch configuration has no "model": set it to the path of an .onnx file.' };
+		}
+	}
+	return { kind: 'ok', config };
+}
+
+/**
+ * Second step (after variable substitution): `${file}` on a listing names the model, and the
+ * attributes have the types the adapter expects. Returns the first problem found, in words.
+ */
+export function finishConfiguration(config: GraphDapConfiguration): Resolution {
+	const out: GraphDapConfiguration = { ...config };
+	if (typeof out.model !== 'string' || out.model === '') {
+		return { kind: 'error', message: 'The launch configuration has no "model": set it to the path of an .onnx file.' };
+	}
+	out.model = modelPathFor(out.model);
+	if (typeof out.providers === 'string') {
+		out.providers = [out.providers];
+	}
+	if (typeof out.debugServer === 'string' && /^\d+$/.test(out.debugServer)) {
+		out.debugServer = Number(out.debugServer);
+	}
+	const problem = checkTypes(out);
+	return problem ? { kind: 'error', message: problem } : { kind: 'ok', config: out };
+}
+
+function checkTypes(c: GraphDapConfiguration): string | undefined {
+	const want = (key: string, ok: boolean, what: string) => (ok ? undefined : `"${key}" must be ${what}, got ${JSON.stringify(c[key])}.`);
+	const isInt = (v: unknown) => typeof v === 'number' && Number.isInteger(v);
+	const has = (key: string) => c[key] !== undefined;
+	return (
+		(has('inputs') ? want('inputs', typeof c.inputs === 'string' || (isPlainObject(c.inputs) && Object.values(c.inputs).every((v) => typeof v === 'string')), 'a path (.npz, .npy or a test-data folder) or an object of input names to .npy paths') : undefined) ??
+		(has('dims') ? want('dims', isPlainObject(c.dims) && Object.values(c.dims!).every((v) => isInt(v) && v >= 0), 'an object of dimension names to non-negative integers') : undefined) ??
+		(has('stopOnEntry') ? want('stopOnEntry', typeof c.stopOnEntry === 'boolean', 'true or false') : undefined) ??
+		(has('providers') ? want('providers', Array.isArray(c.providers) && c.providers.every((p) => typeof p === 'string'), 'a list of execution provider names') : undefined) ??
+		(has('skipConstants') ? want('skipConstants', typeof c.skipConstants === 'boolean', 'true or false') : undefined) ??
+		(has('memoryBudgetMB') ? want('memoryBudgetMB', typeof c.memoryBudgetMB === 'number' && c.memoryBudgetMB > 0, 'a positive number') : undefined) ??
+		(has('worker') ? want('worker', typeof c.worker === 'string' && /^.+:\d+$/.test(c.worker), '"HOST:PORT"') : undefined) ??
+		(has('token') ? want('token', typeof c.token === 'string', 'a string') : undefined) ??
+		(has('cwd') ? want('cwd', typeof c.cwd === 'string', 'a folder path') : undefined) ??
+		(has('python') ? want('python', typeof c.python === 'string', "a Python interpreter's path") : undefined) ??
+		(has('listingPath') ? want('listingPath', typeof c.listingPath === 'string' && c.listingPath.endsWith(LISTING_EXT), `a path ending in ${LISTING_EXT}`) : undefined) ??
+		(has('debugServer') ? want('debugServer', isInt(c.debugServer) && c.debugServer! > 0 && c.debugServer! < 65536, 'a port number') : undefined)
+	);
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+	return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** How VS Code should reach the adapter for a resolved configuration. */
+export type AdapterDescriptor =
+	| { kind: 'server'; port: number; host: string }
+	| { kind: 'executable'; command: string; args: string[] };
+
+/** The adapter for `config`: a running server when `debugServer` is set, else `python -m graph_dap.adapter`. */
+export function describeAdapter(config: Pick<GraphDapConfiguration, 'debugServer'>, python: string): AdapterDescriptor {
+	if (typeof config.debugServer === 'number') {
+		return { kind: 'server', port: config.debugServer, host: '127.0.0.1' };
+	}
+	return { kind: 'executable', command: python, args: ['-m', 'graph_dap.adapter'] };
+}

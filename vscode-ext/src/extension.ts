@@ -1,0 +1,266 @@
+/**
+ * graph-dap's VS Code extension: the debugger type `graph-dap` ("ONNX Graph"), F5 on a model or
+ * its listing, the listing as the default editor of `.onnx` files, and the tensor viewer.
+ * Shaped after microsoft/vscode-mock-debug's extension.
+ */
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import {
+	DEBUG_TYPE,
+	GraphDapConfiguration,
+	LISTING_EXT,
+	MODEL_EXT,
+	configurationForModel,
+	describeAdapter,
+	finishConfiguration,
+	modelPathFor,
+	resolveConfiguration,
+} from './configuration';
+import { Interpreter, PythonExtensionApi, RunResult, checkGraphDap, chooseInterpreter, expandSetting } from './interpreter';
+import { LANGUAGE_ID, ListingFiles, ListingLanguageFeatures, ModelEditorProvider } from './listing';
+import { TensorViews } from './tensorView';
+import { VariablesContext, tensorNameFromContext } from './variablesContext';
+import { ProtocolTracker, registerTracker } from './tracker';
+
+export function activate(context: vscode.ExtensionContext): void {
+	const tracker = new ProtocolTracker(() => vscode.workspace.getConfiguration('graphDap').get<boolean>('trace', false));
+	const listings = new ListingFiles(context.globalStorageUri.fsPath);
+	const tensors = new TensorViews(context.extensionUri, tracker.onDidStop);
+	const interpreter = new InterpreterService();
+	const listingFeatures = new ListingLanguageFeatures();
+	const python = async (resource?: vscode.Uri) => (await interpreter.get(resource)).command;
+
+	context.subscriptions.push(
+		tracker,
+		registerTracker(tracker),
+		tensors,
+		vscode.languages.registerDocumentSymbolProvider(LANGUAGE_ID, listingFeatures),
+		vscode.languages.registerEvaluatableExpressionProvider(LANGUAGE_ID, listingFeatures),
+		vscode.window.registerCustomEditorProvider(ModelEditorProvider.viewType, new ModelEditorProvider(python, listings), {
+			supportsMultipleEditorsPerDocument: true,
+		}),
+		vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, new ConfigurationProvider(interpreter, listings)),
+		vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, new DynamicConfigurations(), vscode.DebugConfigurationProviderTriggerKind.Dynamic),
+		vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new AdapterFactory(interpreter)),
+		vscode.commands.registerCommand('graphDap.debugModel', (uri?: vscode.Uri) => startModel(listings, uri, false)),
+		vscode.commands.registerCommand('graphDap.runModel', (uri?: vscode.Uri) => startModel(listings, uri, true)),
+		vscode.commands.registerCommand('graphDap.showListing', async (uri?: vscode.Uri) => {
+			const model = targetModel(listings, uri);
+			if (!model) {
+				void vscode.window.showErrorMessage('graph-dap: select an .onnx model to show its listing.');
+				return;
+			}
+			try {
+				await listings.show(await python(vscode.Uri.file(model)), model);
+			} catch (e) {
+				void vscode.window.showErrorMessage(`graph-dap could not list ${model}: ${(e as Error).message}`);
+			}
+		}),
+		vscode.commands.registerCommand('graphDap.viewTensor', (ctx?: VariablesContext) => viewTensor(tensors, ctx)),
+		// A listing served by sourceReference (no file) opens as a `debug:` document: colour it too.
+		vscode.workspace.onDidOpenTextDocument((doc) => {
+			if (doc.uri.scheme === 'debug' && doc.uri.path.endsWith(LISTING_EXT) && doc.languageId !== LANGUAGE_ID) {
+				void vscode.languages.setTextDocumentLanguage(doc, LANGUAGE_ID);
+			}
+		}),
+		vscode.workspace.onDidChangeConfiguration((e) => {
+			if (e.affectsConfiguration('graphDap.python') || e.affectsConfiguration('python')) {
+				interpreter.forget();
+			}
+		}),
+	);
+}
+
+export function deactivate(): void {
+	// Everything is disposed through context.subscriptions.
+}
+
+/** The interpreter for a resource, and a cache of the ones known to have graph_dap. */
+class InterpreterService {
+	private readonly verified = new Set<string>();
+
+	async get(resource?: vscode.Uri): Promise<Interpreter> {
+		const setting = vscode.workspace.getConfiguration('graphDap', resource).get<string>('python', '');
+		const folder = resource ? vscode.workspace.getWorkspaceFolder(resource) : vscode.workspace.workspaceFolders?.[0];
+		const expanded = expandSetting(setting, { home: process.env.HOME, workspaceFolder: folder?.uri.fsPath });
+		return chooseInterpreter(expanded, pythonExtensionApi, resource);
+	}
+
+	/** undefined when graph_dap is importable by the interpreter; else the message to show. */
+	async problem(interpreter: Interpreter): Promise<string | undefined> {
+		if (this.verified.has(interpreter.command)) {
+			return undefined;
+		}
+		const result = await checkGraphDap(interpreter, run);
+		if (result.ok) {
+			this.verified.add(interpreter.command);
+			return undefined;
+		}
+		return result.message;
+	}
+
+	forget(): void {
+		this.verified.clear();
+	}
+}
+
+async function pythonExtensionApi(): Promise<PythonExtensionApi | undefined> {
+	const ext = vscode.extensions.getExtension<PythonExtensionApi>('ms-python.python');
+	if (!ext) {
+		return undefined;
+	}
+	return ext.isActive ? ext.exports : ext.activate();
+}
+
+function run(command: string, args: string[]): Promise<RunResult> {
+	return new Promise((resolve) => {
+		execFile(command, args, { timeout: 30_000, windowsHide: true }, (error, stdout, stderr) => {
+			const e = error as (NodeJS.ErrnoException & { code?: number | string }) | null;
+			resolve({
+				code: e ? (typeof e.code === 'number' ? e.code : null) : 0,
+				stdout: String(stdout),
+				stderr: String(stderr),
+				errorCode: e && typeof e.code === 'string' ? e.code : undefined,
+			});
+		});
+	});
+}
+
+/** The file of the active editor: a text editor's document, or a custom editor's (a model). */
+function editorFile(): string | undefined {
+	const doc = vscode.window.activeTextEditor?.document;
+	if (doc && doc.uri.scheme === 'file') {
+		return doc.uri.fsPath;
+	}
+	const input = vscode.window.tabGroups.activeTabGroup.activeTab?.input;
+	if (input instanceof vscode.TabInputCustom || input instanceof vscode.TabInputText) {
+		return input.uri.fsPath;
+	}
+	return undefined;
+}
+
+/** The active editor's file; for a listing kept in the extension's storage, its model. */
+function activeFile(listings: ListingFiles): string | undefined {
+	const file = editorFile();
+	return file ? (listings.modelOf(file) ?? file) : undefined;
+}
+
+/** The model a command is about: its argument (from the explorer), else the active editor's. */
+function targetModel(listings: ListingFiles, uri?: vscode.Uri): string | undefined {
+	const file = uri instanceof vscode.Uri ? uri.fsPath : activeFile(listings);
+	if (!file || !(file.endsWith(MODEL_EXT) || file.endsWith(LISTING_EXT))) {
+		return undefined;
+	}
+	return modelPathFor(file);
+}
+
+async function startModel(listings: ListingFiles, uri: vscode.Uri | undefined, noDebug: boolean): Promise<void> {
+	const model = targetModel(listings, uri);
+	if (!model) {
+		void vscode.window.showErrorMessage(`graph-dap: select an .onnx model to ${noDebug ? 'run' : 'debug'}.`);
+		return;
+	}
+	const folder = vscode.workspace.getWorkspaceFolder(vscode.Uri.file(model));
+	await vscode.debug.startDebugging(folder, configurationForModel(model, noDebug), { noDebug });
+}
+
+class ConfigurationProvider implements vscode.DebugConfigurationProvider {
+	constructor(
+		private readonly interpreter: InterpreterService,
+		private readonly listings: ListingFiles,
+	) {}
+
+	/** F5 without a launch.json: a configuration for the model or listing in the active editor. */
+	resolveDebugConfiguration(_folder: vscode.WorkspaceFolder | undefined, config: vscode.DebugConfiguration): vscode.ProviderResult<vscode.DebugConfiguration> {
+		const r = resolveConfiguration(config as Partial<GraphDapConfiguration>, { activeFile: activeFile(this.listings) });
+		if (r.kind === 'error') {
+			void vscode.window.showErrorMessage(`graph-dap: ${r.message}`);
+			return undefined;
+		}
+		return r.config;
+	}
+
+	/** After substitution: check the attributes and that the adapter can start. */
+	async resolveDebugConfigurationWithSubstitutedVariables(
+		_folder: vscode.WorkspaceFolder | undefined,
+		config: vscode.DebugConfiguration,
+	): Promise<vscode.DebugConfiguration | undefined> {
+		const r = finishConfiguration(config as GraphDapConfiguration);
+		if (r.kind === 'error') {
+			void vscode.window.showErrorMessage(`graph-dap: ${r.message}`);
+			return undefined;
+		}
+		const moved = this.listings.movedListing(r.config.model!);
+		if (moved && r.config.listingPath === undefined) {
+			r.config.listingPath = moved;
+		}
+		if (r.config.debugServer === undefined) {
+			const interpreter = await this.interpreter.get(vscode.Uri.file(r.config.model!));
+			const problem = await this.interpreter.problem(interpreter);
+			if (problem) {
+				void vscode.window.showErrorMessage(problem, 'Open Settings').then((choice) => {
+					if (choice) {
+						void vscode.commands.executeCommand('workbench.action.openSettings', 'graphDap.python');
+					}
+				});
+				return undefined;
+			}
+		}
+		return r.config as vscode.DebugConfiguration;
+	}
+}
+
+/** The Run and Debug view's list: one configuration per model in the workspace. */
+class DynamicConfigurations implements vscode.DebugConfigurationProvider {
+	async provideDebugConfigurations(folder: vscode.WorkspaceFolder | undefined): Promise<vscode.DebugConfiguration[]> {
+		const pattern = folder ? new vscode.RelativePattern(folder, '**/*.onnx') : '**/*.onnx';
+		const models = await vscode.workspace.findFiles(pattern, '**/node_modules/**', 20);
+		return models.map((uri) => configurationForModel(uri.fsPath) as vscode.DebugConfiguration);
+	}
+}
+
+class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
+	constructor(private readonly interpreter: InterpreterService) {}
+
+	async createDebugAdapterDescriptor(session: vscode.DebugSession): Promise<vscode.DebugAdapterDescriptor> {
+		const config = session.configuration as GraphDapConfiguration;
+		const python = (await this.interpreter.get(config.model ? vscode.Uri.file(config.model) : undefined)).command;
+		const d = describeAdapter(config, python);
+		if (d.kind === 'server') {
+			return new vscode.DebugAdapterServer(d.port, d.host);
+		}
+		const cwd = session.workspaceFolder?.uri.fsPath ?? (config.model ? path.dirname(config.model) : undefined);
+		return new vscode.DebugAdapterExecutable(d.command, d.args, cwd ? { cwd } : undefined);
+	}
+}
+
+async function viewTensor(tensors: TensorViews, ctx?: VariablesContext): Promise<void> {
+	const session = vscode.debug.activeDebugSession;
+	if (!session || session.type !== DEBUG_TYPE) {
+		void vscode.window.showErrorMessage('graph-dap: the tensor viewer needs a running ONNX Graph debug session.');
+		return;
+	}
+	let name = ctx ? tensorNameFromContext(ctx) : undefined;
+	if (!name) {
+		name = await vscode.window.showInputBox({
+			title: 'View Tensor',
+			prompt: 'The name of a value (a tensor) of the model',
+			value: wordAtCursor(),
+			ignoreFocusOut: true,
+		});
+	}
+	if (name) {
+		tensors.show(name, session);
+	}
+}
+
+/** The value name under the cursor in a listing (names may hold `/ . : -`). */
+function wordAtCursor(): string | undefined {
+	const editor = vscode.window.activeTextEditor;
+	if (!editor || editor.document.languageId !== 'onnx-listing') {
+		return undefined;
+	}
+	const range = editor.document.getWordRangeAtPosition(editor.selection.active, /[A-Za-z0-9_/.:\-]+/);
+	return range ? editor.document.getText(range).replace(/:$/, '') : undefined;
+}

@@ -1,0 +1,64 @@
+// package.json's contributions: what the issue asks the extension to contribute.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+const pkg = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8'));
+const c = pkg.contributes;
+const dbg = c.debuggers[0];
+
+test('the debugger type graph-dap, labelled ONNX Graph, for the listing language', () => {
+	assert.equal(dbg.type, 'graph-dap');
+	assert.equal(dbg.label, 'ONNX Graph');
+	assert.deepEqual(dbg.languages, ['onnx-listing']);
+	assert.deepEqual(c.breakpoints, [{ language: 'onnx-listing' }]);
+	assert.ok(dbg.initialConfigurations.length > 0 && dbg.configurationSnippets.length > 0);
+});
+
+test('all launch attributes, model required', () => {
+	const launch = dbg.configurationAttributes.launch;
+	assert.deepEqual(launch.required, ['model']);
+	for (const key of ['model', 'inputs', 'dims', 'stopOnEntry', 'providers', 'skipConstants', 'memoryBudgetMB', 'worker', 'token', 'debugServer']) {
+		assert.ok(launch.properties[key], key);
+	}
+});
+
+test('snippets and initial configurations are valid configurations', () => {
+	for (const body of [...dbg.initialConfigurations, ...dbg.configurationSnippets.map((s: { body: unknown }) => s.body)]) {
+		assert.equal(body.type, 'graph-dap');
+		assert.equal(body.request, 'launch');
+		assert.ok(body.model);
+		for (const key of Object.keys(body)) {
+			assert.ok(['type', 'request', 'name'].includes(key) || dbg.configurationAttributes.launch.properties[key], `unknown attribute ${key}`);
+		}
+	}
+});
+
+test('every menu item names a contributed command', () => {
+	const commands = new Set(c.commands.map((x: { command: string }) => x.command));
+	for (const [menu, items] of Object.entries(c.menus) as [string, { command: string }[]][]) {
+		for (const item of items) {
+			assert.ok(commands.has(item.command), `${menu}: ${item.command}`);
+		}
+	}
+	const explorer = c.menus['explorer/context'].map((x: { command: string }) => x.command);
+	assert.ok(explorer.includes('graphDap.debugModel') && explorer.includes('graphDap.runModel'));
+	assert.deepEqual(
+		c.commands.filter((x: { command: string }) => ['graphDap.debugModel', 'graphDap.runModel', 'graphDap.viewTensor'].includes(x.command)).map((x: { title: string }) => x.title),
+		['Debug ONNX Model', 'Run ONNX Model', 'View Tensor'],
+	);
+	assert.ok(c.menus['debug/variables/context'].some((x: { command: string }) => x.command === 'graphDap.viewTensor'));
+});
+
+test('the listing language: .onnxtxt, a grammar, read-only by default', () => {
+	assert.deepEqual(c.languages[0].extensions, ['.onnxtxt']);
+	assert.equal(c.grammars[0].language, 'onnx-listing');
+	assert.deepEqual(c.configurationDefaults['files.readonlyInclude'], { '**/*.onnxtxt': true });
+	assert.equal(c.customEditors[0].selector[0].filenamePattern, '*.onnx');
+});
+
+test('the setting graphDap.python defaults to empty (the Python extension, else python3)', () => {
+	assert.equal(c.configuration.properties['graphDap.python'].default, '');
+	assert.equal(pkg.main, './dist/extension.js');
+});

@@ -1,0 +1,46 @@
+/**
+ * A DebugAdapterTracker for graph-dap sessions: writes the DAP traffic to the output channel
+ * "graph-dap DAP" (when `graphDap.trace` is on) and tells listeners when a session stops, so
+ * that the tensor viewer can follow the session.
+ */
+import * as vscode from 'vscode';
+import { DEBUG_TYPE } from './configuration';
+
+export class ProtocolTracker implements vscode.DebugAdapterTrackerFactory, vscode.Disposable {
+	private readonly channel = vscode.window.createOutputChannel('graph-dap DAP');
+	private readonly stopped = new vscode.EventEmitter<vscode.DebugSession>();
+	/** Fires after a graph-dap session reported `stopped` (a step, a breakpoint, ...). */
+	readonly onDidStop = this.stopped.event;
+
+	constructor(private readonly enabled: () => boolean) {}
+
+	createDebugAdapterTracker(session: vscode.DebugSession): vscode.DebugAdapterTracker {
+		const log = (direction: string, message: unknown) => {
+			if (this.enabled()) {
+				this.channel.appendLine(`${new Date().toISOString()} [${session.id}] ${direction} ${JSON.stringify(message)}`);
+			}
+		};
+		return {
+			onWillStartSession: () => log('start', { name: session.name, configuration: session.configuration }),
+			onWillReceiveMessage: (m) => log('-->', m),
+			onDidSendMessage: (m: { type?: string; event?: string }) => {
+				log('<--', m);
+				if (m.type === 'event' && m.event === 'stopped') {
+					// The adapter answers further requests only after VS Code has seen the event.
+					setTimeout(() => this.stopped.fire(session), 0);
+				}
+			},
+			onError: (e) => log('error', { message: e.message }),
+			onExit: (code, signal) => log('exit', { code, signal }),
+		};
+	}
+
+	dispose(): void {
+		this.channel.dispose();
+		this.stopped.dispose();
+	}
+}
+
+export function registerTracker(tracker: ProtocolTracker): vscode.Disposable {
+	return vscode.debug.registerDebugAdapterTrackerFactory(DEBUG_TYPE, tracker);
+}
