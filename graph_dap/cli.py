@@ -11,14 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import numpy as np
 
 from .runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
 
@@ -234,7 +231,10 @@ def _non_negative(text: str) -> float:
 # Subcommands with parsers of their own: the DAP server and the runtime worker.
 _DELEGATED = {
     "adapter": ("serve DAP on stdio, or over TCP with --port (see graph-dap adapter --help)", "graph_dap.adapter.__main__"),
-    "worker": ("run a runtime worker for an adapter, e.g. on a GPU box (see graph-dap worker --help)", "graph_dap.runtime.worker"),
+    "worker": (
+        "run a runtime worker for an adapter, e.g. on a GPU box (see graph-dap worker --help)",
+        "graph_dap.runtime.worker",
+    ),
 }
 
 
@@ -316,8 +316,9 @@ def _listing(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .runtime.inject import Injection, InjectionSpecError
+    from .runtime.repeat import Repeats, repeat_text
 
-    bar = _ProgressBar() if sys.stderr.isatty() and not args.json else None
+    bar = _ProgressBar.on_terminal(args.json)
     session = DebugSession(
         args.model,
         args.inputs,
@@ -339,20 +340,14 @@ def _run(args: argparse.Namespace) -> int:
             if not bp.verified:
                 raise _UsageError(f"graph-dap: --break {bp.spec.spec}: {bp.message}")
         injection.internal_ids = {bp.id for bp in bps[len(user) :]}
-        times: list[float] = []
-        first_outputs: dict[str, Any] | None = None
-        identical = True
+        repeats = Repeats(args.repeat)
         for i in range(args.repeat):
             started = time.perf_counter()
             stop = injection.run(restart=i > 0)
-            times.append((time.perf_counter() - started) * 1000.0)
-            if stop.reason is not StopReason.END or stop.node is not None:
+            completed = stop.reason is StopReason.END and stop.node is None
+            repeats.record((time.perf_counter() - started) * 1000.0, session.outputs() if completed else None)
+            if not completed:
                 break
-            outs = session.outputs()
-            if first_outputs is None:
-                first_outputs = {k: _copy(v) for k, v in outs.items()}
-            elif identical:
-                identical = all(_same(outs.get(k), v) for k, v in first_outputs.items())
     finally:
         injection.close()
     if bar:
@@ -361,13 +356,7 @@ def _run(args: argparse.Namespace) -> int:
     if injection.applied:
         report["injected"] = list(injection.applied)
     if args.repeat > 1:
-        report["repeat"] = {
-            "requested": args.repeat,
-            "runs": len(times),
-            "times_ms": [round(t, 3) for t in times],
-            "median_ms": round(statistics.median(times), 3),
-            "outputs_identical": identical if len(times) > 1 and report["status"] == "completed" else None,
-        }
+        report["repeat"] = repeats.to_dict(report["status"] == "completed")
     if args.json:
         print(json.dumps(report, default=_json_default))
     else:
@@ -375,31 +364,15 @@ def _run(args: argparse.Namespace) -> int:
         if injection.applied:
             text += "\ninjected: " + ", ".join(injection.applied)
         if args.repeat > 1:
-            r = report["repeat"]
-            text += f"\nran {r['runs']} of {r['requested']} times: median {r['median_ms']:.3f} ms (min {min(times):.3f}, max {max(times):.3f})"
-            if r["outputs_identical"] is not None:
-                text += "; outputs identical in every run" if r["outputs_identical"] else "; OUTPUTS DIFFER between runs"
+            text += "\n" + repeat_text(report["repeat"])
         print(text)
     return EXIT_COMPLETED if report["status"] == "completed" else EXIT_STOPPED
-
-
-def _copy(v: Any) -> Any:
-    return [np.array(x, copy=True) for x in v] if isinstance(v, list) else np.array(v, copy=True)
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, list) or isinstance(b, list):
-        return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if a is None:
-        return False
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
 def _dump(args: argparse.Namespace) -> int:
     from .runtime.dump import dump_model
 
-    bar = _ProgressBar() if sys.stderr.isatty() and not args.json else None
+    bar = _ProgressBar.on_terminal(args.json)
     result = dump_model(
         args.model,
         args.out,
@@ -454,7 +427,7 @@ def _compare(args: argparse.Namespace) -> int:
             f"graph-dap: both sides would run at optimization level '{opt_level}'; give the run another --opt-level"
         )
     tolerance = Tolerance.make(args.atol, args.rtol, args.fail_if)
-    bar = _ProgressBar() if sys.stderr.isatty() and not args.json else None
+    bar = _ProgressBar.on_terminal(args.json)
     result = compare_model(
         args.model,
         ref,
@@ -612,6 +585,11 @@ class _ProgressBar:
         self.width = width
         self._last = 0.0
         self._drawn = False
+
+    @classmethod
+    def on_terminal(cls, quiet: bool = False) -> _ProgressBar | None:
+        """A bar when stderr is a terminal and the output is not ``quiet`` (``--json``), else None."""
+        return cls() if sys.stderr.isatty() and not quiet else None
 
     def update(self, done: int, total: int) -> None:
         now = time.monotonic()

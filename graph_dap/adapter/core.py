@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from graph_dap.runtime.worker_client import GraphInfo, NodeInfo, StopInfo, WorkerClient
 
+from .access import TokenGate
 from .breakpoints import BreakpointBook
 from .listing import ListingSource
 from .protocol import Channel
@@ -60,8 +61,21 @@ WorkerFactory = Callable[[], Awaitable[WorkerClient]]
 class AdapterCore:
     """One DAP session's state; ends at ``disconnect`` or when the stream ends."""
 
-    def __init__(self, channel: Channel, spawn_worker: WorkerFactory = WorkerClient.spawn) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        spawn_worker: WorkerFactory = WorkerClient.spawn,
+        token: str | None = None,
+        turn: asyncio.Lock | None = None,
+    ) -> None:
+        """A session on ``channel``; ``token``: what its client must show (``adapterToken``) first.
+
+        ``turn``: a lock held while the session runs, from when its client is admitted (one at a time).
+        """
         self.channel = channel
+        self.gate = TokenGate(token)
+        self._turn = turn
+        self._has_turn = False
         self._spawn_worker = spawn_worker
         self._spawning: asyncio.Future[WorkerClient] | None = None
         self.worker: WorkerClient | None = None
@@ -115,10 +129,15 @@ class AdapterCore:
             raise CantHandle(f"the runtime worker is gone: {self.worker.dead}")
         return self.worker
 
-    def _need_stopped(self) -> WorkerClient:
+    def _need_idle(self) -> WorkerClient:
+        """The worker, for a request that needs a model loaded and not running."""
         worker = self._need_worker()
         if self.state == "running":
             raise CantHandle("the model is running: pause it first")
+        return worker
+
+    def _need_stopped(self) -> WorkerClient:
+        worker = self._need_idle()
         if self.state != "stopped" or self.stop is None:
             raise CantHandle("the model is not stopped" + (" (the run has ended)" if self.state == "ended" else ""))
         return worker

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_dap.runtime.worker_client import WorkerClient
-
 from .core import AdapterCore
 from .requests import CantHandle, InvalidRequest, Request, items_of
 
@@ -60,9 +58,3 @@ class CustomRequests(AdapterCore):
         finally:
             self._progress_end(progress)
         return profile
-
-    def _need_idle(self) -> WorkerClient:
-        worker = self._need_worker()
-        if self.state == "running":
-            raise CantHandle("the model is running: pause it first")
-        return worker

@@ -17,14 +17,16 @@ from collections.abc import Callable
 from typing import Any
 
 from graph_dap.runtime.errors import GraphDapError
+from graph_dap.runtime.repeat import repeat_text
 from graph_dap.runtime.worker_client import StopInfo, WorkerClient, WorkerDied
 
+from .access import AUTH_TIMEOUT, TOKEN_KEY, WrongToken
 from .breakpoint_handlers import BreakpointRequests
 from .core import EXCEPTION_FILTERS, EXCEPTION_NAMES, PROGRESS_DELAY, RESUMABLE, THREAD_ID
 from .custom_handlers import CUSTOM_REQUESTS, CustomRequests
 from .inspect_handlers import InspectionRequests
 from .listing import ListingSource, ensure_listing, holds
-from .protocol import Channel, FramingError, Malformed, SocketStream, StdioStream, set_nodelay
+from .protocol import Channel, FramingError, Malformed, Message, SocketStream, StdioStream
 from .requests import CantHandle, InvalidRequest, Request, RequestError, UserError, checked, items_of
 
 CAPABILITIES: dict[str, Any] = {
@@ -61,10 +63,13 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
 
     async def serve(self) -> None:
         """Read and answer requests until ``disconnect`` or the end of the stream."""
+        deadline = asyncio.get_running_loop().time() + AUTH_TIMEOUT
         try:
+            if self.gate.open:
+                await self._take_turn()
             while not self._done:
                 try:
-                    message = await self.channel.receive()
+                    message = await self._receive(deadline)
                 except FramingError as error:
                     print(f"graph-dap: closing the connection: {error}", file=sys.stderr)
                     self._output(f"graph-dap: closing the connection: {error}\n", "stderr")
@@ -79,6 +84,24 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
         finally:
             await self._shutdown()
             await self.channel.close()
+            if self._has_turn and self._turn is not None:
+                self._turn.release()
+
+    async def _receive(self, deadline: float) -> Message | Malformed | None:
+        """The next message; a client that has not shown the token by ``deadline`` gets None (closed)."""
+        if self.gate.open:
+            return await self.channel.receive()
+        try:
+            return await asyncio.wait_for(self.channel.receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+        except asyncio.TimeoutError:
+            print(f"graph-dap: closing a connection that showed no {TOKEN_KEY} in {AUTH_TIMEOUT:.0f} s", file=sys.stderr)
+            return None
+
+    async def _take_turn(self) -> None:
+        """Wait for the sessions before this one to end (TCP clients are served one after another)."""
+        if self._turn is not None and not self._has_turn:
+            await self._turn.acquire()
+            self._has_turn = True
 
     def _malformed(self, message: Malformed) -> None:
         if message.seq is not None:
@@ -93,11 +116,16 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
         handler = getattr(type(self), custom if custom else f"{request.command}_request", None)
         self._after = []
         try:
+            if not self.gate.open:
+                self.gate.admit(request)
+                if self.gate.open:
+                    await self._take_turn()
             if handler is None:
                 raise InvalidRequest(f"unknown command '{request.command}'")
             body = await handler(self, request)
         except RequestError as error:
             self.channel.error(request.seq, request.command, str(error), show=error.show_user)
+            self._done = self._done or isinstance(error, WrongToken)
             return
         except WorkerDied as error:
             self.channel.error(request.seq, request.command, f"the runtime worker is gone: {error}")
@@ -120,8 +148,10 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
             raise InvalidRequest("already initialized")
         self.client = dict(request.arguments)
         self.client.setdefault("adapterID", request.arg("adapterID", str, "graph-dap"))
-        # Start the local worker now: importing onnxruntime overlaps the client's setup.
-        self._spawning = asyncio.ensure_future(self._spawn_worker())
+        # Start the local worker now: importing onnxruntime overlaps the client's setup
+        # (not for a client yet to show the token: it starts nothing).
+        if self.gate.open:
+            self._spawning = asyncio.ensure_future(self._spawn_worker())
         return dict(CAPABILITIES)
 
     async def launch_request(self, request: Request) -> None:
@@ -390,14 +420,7 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
                 self._output(f"graph-dap: cannot read the outputs: {error}\n", "stderr")
         repeat = stop.details.get("repeat")
         if isinstance(repeat, dict) and repeat.get("times_ms"):
-            times = repeat["times_ms"]
-            text = (
-                f"ran {repeat['runs']} of {repeat['requested']} times: median {repeat['median_ms']:.3f} ms "
-                f"(min {min(times):.3f}, max {max(times):.3f})"
-            )
-            if repeat.get("outputs_identical") is not None:
-                text += "; outputs identical in every run" if repeat["outputs_identical"] else "; OUTPUTS DIFFER between runs"
-            self._output(text + "\n")
+            self._output(repeat_text(repeat) + "\n")
         comparison = stop.details.get("comparison")
         if isinstance(comparison, list) and comparison:
             self._output("".join(f"{line}\n" for line in comparison))
@@ -560,14 +583,16 @@ def serve_stdio() -> None:
     asyncio.run(serve_stdio_async())
 
 
-async def serve_tcp_async(host: str, port: int, ready: Callable[[int], None] | None = None) -> None:
-    """Serve clients over TCP, one session after another."""
+async def serve_tcp_async(host: str, port: int, ready: Callable[[int], None] | None = None, token: str | None = None) -> None:
+    """Serve clients over TCP, one session after another; with ``token``, only clients that show it.
+
+    A client yet to show the token waits for no one: it is answered (``initialize``) or
+    refused while another session runs, and takes its turn once admitted.
+    """
     turn = asyncio.Lock()
 
     async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        set_nodelay(writer.get_extra_info("socket"))
-        async with turn:
-            await DebugAdapter(Channel(SocketStream(reader, writer))).serve()
+        await DebugAdapter(Channel(SocketStream(reader, writer)), token=token, turn=turn).serve()
 
     server = await asyncio.start_server(session, host, port)
     if ready is not None:
@@ -576,16 +601,17 @@ async def serve_tcp_async(host: str, port: int, ready: Callable[[int], None] | N
         await server.serve_forever()
 
 
-def serve_tcp(host: str = "127.0.0.1", port: int = 0) -> None:
+def serve_tcp(host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
     """``graph-dap adapter --port N``: serve DAP clients on ``host:port`` one after another.
 
-    ``port`` 0 picks a free port; the port is printed on stdout either way.
+    ``port`` 0 picks a free port; the port is printed on stdout either way. With ``token``,
+    a client must give it as the launch argument ``adapterToken`` (see :mod:`.access`).
     """
 
     def ready(bound: int) -> None:
         print(f"graph-dap adapter listening on {host}:{bound}", flush=True)
 
     try:
-        asyncio.run(serve_tcp_async(host, port, ready))
+        asyncio.run(serve_tcp_async(host, port, ready, token))
     except KeyboardInterrupt:
         pass

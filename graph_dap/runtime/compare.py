@@ -74,8 +74,11 @@ __all__ = [
     "Verdict",
     "compare_arrays",
     "compare_model",
+    "dump_reference",
     "make_source",
     "parse_reference",
+    "run_label",
+    "source_notes",
 ]
 
 _log_ = _log.get_logger(__name__)
@@ -330,6 +333,47 @@ class CompareResult:
         return d
 
 
+def dump_reference(
+    graph: Graph, path: str | os.PathLike[str], inputs: InputsArg = None
+) -> tuple[DumpSource, InputsArg, list[str]]:
+    """A dump as the reference: its source, the inputs to run with (the dump's when none are given), and notes.
+
+    The notes say whose inputs the run uses and whether the dump came from another model file.
+    """
+    source = DumpSource(Path(path))
+    notes: list[str] = []
+    if inputs is None:
+        inputs = source.dump.inputs_for(graph) or None
+        if inputs:
+            notes.append(f"inputs: the dump's ({', '.join(inputs)})")
+    if source.dump.note:
+        notes.append(source.dump.note)
+    made_from = source.dump.meta.get("model", {}).get("hash")
+    if made_from and made_from != model_hash(graph):
+        notes.append("the dump was made from another model file (its hash differs): values are matched by name")
+    return source, inputs, notes
+
+
+def source_notes(reference: Source, run: Source | None = None) -> list[str]:
+    """What limits the comparison: values matched by name across two models, values an optimizer fused away."""
+    notes: list[str] = []
+    if isinstance(reference, ModelSource):
+        notes.append(
+            f"values matched by name: {len(reference.wanted)} of this model's values have a counterpart in "
+            f"{model_label(reference.graph)}"
+        )
+    if isinstance(run, OptimizedSource) or isinstance(reference, OptimizedSource):
+        notes.append(
+            "onnxruntime fuses nodes when it optimizes: values it fused away have no counterpart, so they are not compared"
+        )
+    return notes
+
+
+def run_label(graph: Graph, providers: Sequence[str]) -> str:
+    """How the table names a run of ``graph`` node by node on ``providers`` (as :class:`RunnerSource` names itself)."""
+    return f"{model_label(graph)} node by node on {', '.join(providers)}"
+
+
 def compare_model(
     model: str | os.PathLike[str] | onnx.ModelProto | Graph,
     reference: Reference | str | Mapping[str, Any],
@@ -357,16 +401,7 @@ def compare_model(
     notes: list[str] = []
     dump_source: DumpSource | None = None
     if ref.kind == "dump":
-        dump_source = DumpSource(Path(base_dir or Path.cwd()) / ref.target)
-        if inputs is None:
-            inputs = dump_source.dump.inputs_for(graph) or None
-            if inputs:
-                notes.append(f"inputs: the dump's ({', '.join(inputs)})")
-        if dump_source.dump.note:
-            notes.append(dump_source.dump.note)
-        made_from = dump_source.dump.meta.get("model", {}).get("hash")
-        if made_from and made_from != model_hash(graph):
-            notes.append("the dump was made from another model file (its hash differs): values are matched by name")
+        dump_source, inputs, notes = dump_reference(graph, Path(base_dir or Path.cwd()) / ref.target, inputs)
     feeds = resolve_inputs(graph, inputs, dims)
     source: Source = (
         dump_source if dump_source is not None else make_source(graph, feeds, ref, base_dir=base_dir, providers=providers)
@@ -378,14 +413,7 @@ def compare_model(
         primary = OptimizedSource(graph, feeds, opt_level, providers)
     comparison = Comparison(graph, source, tolerance, metrics, run_label=primary.label)
     comparison.check_inputs(feeds)
-    if isinstance(source, ModelSource):
-        notes.append(
-            f"values matched by name: {len(source.wanted)} of this model's values have a counterpart in {model_label(source.graph)}"
-        )
-    if isinstance(primary, OptimizedSource) or isinstance(source, OptimizedSource):
-        notes.append(
-            "onnxruntime fuses nodes when it optimizes: values it fused away have no counterpart, so they are not compared"
-        )
+    notes += source_notes(source, primary)
     run_names = primary.value_names()
     if not run_names & source.value_names():
         raise CompareError(f"the run and the reference share no value name ({primary.label} vs {source.label})")

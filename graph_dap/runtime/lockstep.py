@@ -19,17 +19,17 @@ from typing import Any
 from .compare import (
     Comparison,
     DumpSource,
-    ModelSource,
-    OptimizedSource,
     Reference,
     Row,
     Source,
     Tolerance,
     Verdict,
+    dump_reference,
     make_source,
     parse_reference,
+    run_label,
+    source_notes,
 )
-from .dump import model_hash
 from .graph import Graph, Node
 from .session import DebugSession, Stop, StopReason
 
@@ -62,18 +62,7 @@ class ReferenceSpec:
         """For a dump reference: the dump, the inputs to run with (the dump's when none are given), notes."""
         if self.reference.kind != "dump":
             return None, inputs, []
-        source = DumpSource(self.base_dir / self.reference.target)
-        notes: list[str] = []
-        if inputs is None:
-            inputs = source.dump.inputs_for(graph) or None
-            if inputs:
-                notes.append(f"inputs: the dump's ({', '.join(inputs)})")
-        if source.dump.note:
-            notes.append(source.dump.note)
-        made_from = source.dump.meta.get("model", {}).get("hash")
-        if made_from and made_from != model_hash(graph):
-            notes.append("the dump was made from another model file (its hash differs): values are matched by name")
-        return source, inputs, notes
+        return dump_reference(graph, self.base_dir / self.reference.target, inputs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,19 +113,8 @@ class Lockstep:
         )
         self.source = source
         try:
-            self.comparison = Comparison(
-                graph, source, spec.tolerance, run_label=f"{_label(graph)} node by node on {', '.join(providers)}"
-            )
-            self.comparison.notes.extend(notes)
-            if isinstance(source, ModelSource):
-                self.comparison.notes.append(
-                    f"values matched by name: {len(source.wanted)} of this model's values have a counterpart in "
-                    f"{_label(source.graph)}"
-                )
-            if isinstance(source, OptimizedSource):
-                self.comparison.notes.append(
-                    "onnxruntime fuses nodes when it optimizes: values it fused away have no counterpart, so they are not compared"
-                )
+            self.comparison = Comparison(graph, source, spec.tolerance, run_label=run_label(graph, providers))
+            self.comparison.notes += [*notes, *source_notes(source)]
             self.comparison.check_inputs(session.inputs)
         except BaseException:
             source.close()
@@ -180,8 +158,15 @@ class Lockstep:
     def close(self) -> None:
         self.source.close()
 
-    def _divergence(self, verdict: Verdict) -> Divergence:
-        return Divergence(verdict, self.source.label, self.comparison.tolerance.describe())
+    def _judge(self, node: Node, stop: Stop, stop_on_mismatch: bool) -> Stop | Divergence:
+        """After ``node`` ran and the run stopped at ``stop``: observe it; a divergence there replaces the stop.
+
+        A NaN, Inf or error stop at that node stays as it is.
+        """
+        verdict = self.observe(node)
+        if stop_on_mismatch and verdict.origin and stop.reason not in _FAULTS:
+            return Divergence(verdict, self.source.label, self.comparison.tolerance.describe())
+        return stop
 
     # -- moving ------------------------------------------------------------------------
 
@@ -194,9 +179,7 @@ class Lockstep:
         node = s.pc
         stop = s.step()
         if node is not None and s.pc is not node:
-            verdict = self.observe(node)
-            if stop_on_mismatch and verdict.origin and stop.reason not in _FAULTS:
-                return self._divergence(verdict)
+            return self._judge(node, stop, stop_on_mismatch)
         return stop
 
     def continue_(
@@ -224,9 +207,9 @@ class Lockstep:
             after = seq[pos + 1].id if pos + 1 < len(seq) else None
             stop = s.continue_(until=after, check_first=check) if after else s.continue_(check_first=check)
             if s.pc is not node:  # it ran
-                verdict = self.observe(node)
-                if stop_on_mismatch and verdict.origin and stop.reason not in _FAULTS:
-                    return self._divergence(verdict)
+                judged = self._judge(node, stop, stop_on_mismatch)
+                if judged is not stop:
+                    return judged
             reached = stop.reason is StopReason.BREAKPOINT and not stop.breakpoint_ids and stop.node is not None
             if not (reached and after is not None and stop.node is not None and stop.node.id == after):
                 return stop
@@ -254,8 +237,3 @@ class Lockstep:
             lines.append("first divergence: none found among the compared values (every failing node reads a failing input)")
         lines += [f"note: {n}" for n in c.notes]
         return lines
-
-
-def _label(graph: Graph) -> str:
-    """How a model is named in labels (as ``graph-dap compare`` names it): its file name, or its graph name."""
-    return graph.path.name if graph.path else f"model '{graph.name}'"

@@ -148,3 +148,18 @@ def type_text(value: Any) -> str:
         return f"seq({value[0].dtype if value else '?'})"
     a = np.asarray(value)
     return f"{a.dtype}[{','.join(map(str, a.shape))}]"
+
+
+def copy_value(value: Any) -> Any:
+    """A copy of a value (an array, or a sequence of arrays) that later runs cannot change."""
+    return [np.array(x, copy=True) for x in value] if isinstance(value, list) else np.array(value, copy=True)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two values are identical: same shape, dtype and elements (NaN equals NaN); a missing ``a`` (None) never is."""
+    if isinstance(a, list) or isinstance(b, list):
+        return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if a is None:
+        return False
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))

@@ -1,0 +1,59 @@
+"""Running a model N times (``graph-dap run --repeat N``, a noDebug launch's ``iterations``).
+
+:class:`Repeats` records each run's time and whether the outputs stayed identical;
+its :meth:`~Repeats.to_dict` is what ``run --json`` reports and the worker sends, and
+:func:`repeat_text` the line both the command line and the debug console print.
+This module imports numpy only when outputs are compared: the adapter imports it too.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Repeats:
+    """The runs so far of ``requested``: their times, and whether each run's outputs equal the first's."""
+
+    requested: int
+    times_ms: list[float] = field(default_factory=list)
+    identical: bool = True
+    _first: dict[str, Any] | None = field(default=None, init=False, repr=False)
+
+    def record(self, ms: float, outputs: Mapping[str, Any] | None = None) -> None:
+        """One run that took ``ms``; ``outputs`` when it completed (compared with the first run's)."""
+        self.times_ms.append(ms)
+        if outputs is None:
+            return
+        from .tensor import copy_value, same_value
+
+        if self._first is None:
+            self._first = {k: copy_value(v) for k, v in outputs.items()}
+        elif self.identical:
+            self.identical = all(same_value(outputs.get(k), v) for k, v in self._first.items())
+
+    def to_dict(self, completed: bool) -> dict[str, Any]:
+        """``{requested, runs, times_ms, median_ms, outputs_identical}``; identity only when the last run ``completed``."""
+        times = self.times_ms
+        return {
+            "requested": self.requested,
+            "runs": len(times),
+            "times_ms": [round(t, 3) for t in times],
+            "median_ms": round(statistics.median(times), 3) if times else None,
+            "outputs_identical": self.identical if len(times) > 1 and completed else None,
+        }
+
+
+def repeat_text(report: Mapping[str, Any]) -> str:
+    """``ran 3 of 3 times: median 1.234 ms (min 1.200, max 1.300); outputs identical in every run``."""
+    times = report["times_ms"]
+    text = (
+        f"ran {report['runs']} of {report['requested']} times: median {report['median_ms']:.3f} ms "
+        f"(min {min(times):.3f}, max {max(times):.3f})"
+    )
+    if report.get("outputs_identical") is not None:
+        text += "; outputs identical in every run" if report["outputs_identical"] else "; OUTPUTS DIFFER between runs"
+    return text
