@@ -260,3 +260,24 @@ def test_a_long_run_is_split_so_a_pause_lands_part_way():
     assert s.has_value(f"m{stop.node.order}")  # the finished parts are kept
     assert s.continue_().reason is StopReason.END
     assert_same(s.value(f"m{n}"), np.ones((256, 256), np.float32), "out")
+
+
+def test_a_set_value_survives_eviction():
+    size = 256
+    model = long_chain(40, size)
+    x = R.standard_normal((size, size)).astype(np.float32)
+    s = DebugSession(model, {"v0": x}, memory_budget_mb=1)
+    s.start()
+    s.run_to("mm30")
+    s.set_value("u5", 0.5)  # not kept after the segment: read, then set
+    for name in ("v1", "u10", "v20", "u25", "v29"):  # reads that fill the cache and evict
+        s.value(name)
+    assert s.store.evictions > 0
+    assert float(s.value("u5").min()) == 0.5 == float(s.value("u5").max())
+    s.continue_()
+    s2 = DebugSession(model, {"v0": x})
+    s2.start()
+    s2.run_to("tanh5")
+    s2.set_value("u5", 0.5)
+    s2.continue_()
+    assert_same(s.value("v40"), s2.value("v40"), "v40")

@@ -201,6 +201,7 @@ class DebugSession:
             self._statics_dirty = False
         self._constants_version = 0  # sessions of version 0 embed the original initializers
         self._ran: set[int] = set()  # orders of nodes that ran in this timeline
+        self._overrides: set[str] = set()  # computed values the user set: never evicted
         self._stale: set[str] = set()
         self._pc = 0
         self._history: list[_Entry] = []
@@ -316,6 +317,8 @@ class DebugSession:
             self._versions += 1  # embedded in sessions: build new ones
             self._constants_version = self._versions
         self.store.put(name, np.array(new, copy=True, order="C"))
+        if name not in self.store.fixed:
+            self._overrides.add(name)  # kept until its producer runs again: it cannot be recomputed
         self._stale.discard(name)
         stale = [o for n in self.graph.downstream([name]) for o in n.outputs if o and self._available(o)]
         self._stale.update(stale)
@@ -416,13 +419,14 @@ class DebugSession:
 
     def _evict(self) -> None:
         pc = self._pc
-        self.store.evict(lambda name: self._last_use.get(name, -1) >= pc)
+        self.store.evict(lambda name: self._last_use.get(name, -1) >= pc or name in self._overrides)
 
     def _store_outputs(self, outs: Mapping[str, Any]) -> None:
         for k, v in outs.items():
             if k in self.store.fixed:
                 self._static_faults.clear()
             self.store.put(k, v)
+            self._overrides.discard(k)
             self._stale.discard(k)
 
     # -- breakpoints ---------------------------------------------------------------
@@ -773,6 +777,7 @@ class DebugSession:
                 if o:
                     self.store.drop(o)
                     self._stale.discard(o)
+                    self._overrides.discard(o)
         self._pc = entry.pc
         self._last = entry.last
 
