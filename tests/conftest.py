@@ -2,3 +2,26 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+from collections.abc import Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+from dap_client import DapClient, chain_model, reference  # noqa: E402
+
+
+@pytest.fixture
+def dap() -> Iterator[DapClient]:
+    """The adapter on stdio, driven by the project's schema-validating client."""
+    client = DapClient.stdio()
+    yield client
+    client.disconnect()
+    assert "Traceback" not in client.stderr_text()
+
+
+@pytest.fixture
+def chain(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """A small conv chain on disk, its inputs, and onnxruntime's values for it."""
+    path, inputs, feeds = chain_model(tmp_path)
+    return path, inputs, reference(path, feeds)

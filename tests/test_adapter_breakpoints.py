@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
-from dap_client import DapClient, chain_model, error_model, inf_model, nan_model, reference
-
-
-@pytest.fixture
-def dap() -> Iterator[DapClient]:
-    client = DapClient.stdio()
-    yield client
-    client.disconnect()
-    assert "Traceback" not in client.stderr_text()
-
-
-@pytest.fixture
-def chain(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
-    path, inputs, feeds = chain_model(tmp_path)
-    return path, inputs, reference(path, feeds)
+from dap_client import DapClient, error_model, inf_model, nan_model, reference
 
 
 def _listing_lines(dap: DapClient) -> dict[str, int]:

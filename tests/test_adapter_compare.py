@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,6 @@ TABLE_KEYS = {
     "input_mismatches", "run", "reference", "tolerance", "metric_names", "notes",
 }  # fmt: skip
 NODES = ["conv1", "relu1", "add1", "scale1"]  # chain_model's nodes, in run order
-
-
-@pytest.fixture
-def dap() -> Iterator[DapClient]:
-    client = DapClient.stdio()
-    yield client
-    client.disconnect()
-    assert "Traceback" not in client.stderr_text()
 
 
 def _variant(model: Path, name: str, initializer: str, change: Any) -> Path:

@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dap_client import DapClient, DapError, chain_model, long_model, reference
-
-
-@pytest.fixture
-def dap() -> Iterator[DapClient]:
-    client = DapClient.stdio()
-    yield client
-    client.disconnect()
-    assert "Traceback" not in client.stderr_text()
-
-
-@pytest.fixture
-def chain(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
-    path, inputs, feeds = chain_model(tmp_path)
-    return path, inputs, reference(path, feeds)
+from dap_client import DapClient, DapError, chain_model, long_model
 
 
 def _running(progress: dict[str, Any]) -> bool:

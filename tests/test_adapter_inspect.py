@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from dap_client import DapClient, DapError, chain_model, reference, wide_model
-
-
-@pytest.fixture
-def dap() -> Iterator[DapClient]:
-    client = DapClient.stdio()
-    yield client
-    client.disconnect()
-    assert "Traceback" not in client.stderr_text()
-
-
-@pytest.fixture
-def chain(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
-    path, inputs, feeds = chain_model(tmp_path)
-    return path, inputs, reference(path, feeds)
+from dap_client import DapClient, DapError, reference, wide_model
 
 
 def _summary(a: np.ndarray) -> str:

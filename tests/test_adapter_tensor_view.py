@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,6 @@ BODY_KEYS = {
     "min", "max", "mean", "nan", "posinf", "neginf", "histogram",
 }  # fmt: skip
 LOG = "block/log_out:0"  # a value name that needs backticks in expressions
-
-
-@pytest.fixture
-def dap() -> Iterator[DapClient]:
-    client = DapClient.stdio()
-    yield client
-    client.disconnect()
-    assert "Traceback" not in client.stderr_text()
 
 
 @pytest.fixture

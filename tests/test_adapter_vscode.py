@@ -5,20 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from dap_client import ROOT, DapClient, chain_model
-
-
-@pytest.fixture
-def dap() -> Iterator[DapClient]:
-    client = DapClient.stdio()
-    yield client
-    client.disconnect()
-    assert "Traceback" not in client.stderr_text()
 
 
 def _cli_listing(model: Path) -> str:

@@ -15,14 +15,6 @@ import pytest
 from dap_client import ROOT, TIMEOUT, DapClient, DapError, chain_model, long_model, reference
 
 
-@pytest.fixture
-def dap() -> Iterator[DapClient]:
-    client = DapClient.stdio()
-    yield client
-    client.disconnect()
-    assert "Traceback" not in client.stderr_text()
-
-
 def _children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return [int(p) for p in f.read().split()]

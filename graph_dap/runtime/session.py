@@ -96,7 +96,8 @@ class _Entry:
 
 @dataclass(frozen=True, slots=True)
 class _SegmentPlan:
-    nodes: list[Node]
+    nodes: list[Node]  # the positions run
+    ran: list[Node]  # they and the constant nodes recomputed with them
     wanted: list[str]  # outputs: values read after the segment, and checkpoints inside it
     watch: WatchPlan | None
     reads: list[str]  # values the segment reads from outside
@@ -173,6 +174,7 @@ class DebugSession:
         self._bp_version = 0
         self._segment_seconds: dict[tuple[int, int], float] = {}
         self._statics_dirty = False
+        self._statics_overridden = False
         self._static_faults: dict[FaultFilter, tuple[Node, str, str] | None] = {}  # cleared when a constant changes
         self._reset()
 
@@ -199,6 +201,7 @@ class DebugSession:
         if self._statics_dirty:
             self._static_faults.clear()
             self._statics_dirty = False
+        self._statics_overridden = False
         self._constants_version = 0  # sessions of version 0 embed the original initializers
         self._ran: set[int] = set()  # orders of nodes that ran in this timeline
         self._overrides: set[str] = set()  # computed values the user set: never evicted
@@ -313,6 +316,9 @@ class DebugSession:
         if name in self.store.fixed:
             self._static_faults.clear()
             self._statics_dirty = True
+            producer = self.graph.producer(name)
+            if producer is not None and producer.is_static:
+                self._statics_overridden = True  # segments must be fed it, not recompute it
         if name in self._initializers:
             self._versions += 1  # embedded in sessions: build new ones
             self._constants_version = self._versions
@@ -645,7 +651,8 @@ class DebugSession:
     def _segment_plan(self, start: int, end: int) -> _SegmentPlan | None:
         """What a segment reads, returns and watches; None while the watch plan lacks types."""
         filt = self._filter
-        key = (start, end, filt, self._bp_version)
+        inline = self.skip_constants and not self._statics_overridden
+        key = (start, end, filt, self._bp_version, inline)
         plan = self._plans.get(key)
         if plan is not None:
             return plan
@@ -667,10 +674,28 @@ class DebugSession:
                     wanted += live
                     room -= cost
         watch = watch_plan(self.graph, nodes, self._dtypes, filt.never_prune) if filt.active else None
-        reads = list(dict.fromkeys(i for n in nodes for i in n.all_inputs if i not in produced))
-        plan = _SegmentPlan(nodes, list(dict.fromkeys(wanted)), watch, reads)
+        ran = nodes
+        if inline:
+            # Constants computed in the segment, as the whole model computes them, rather than
+            # fed: hundreds of feeds (weights made by ConstantOfShape) cost more than the fills.
+            ran = self._with_constants(nodes)
+            produced = {o for n in ran for o in n.outputs if o}
+        reads = list(dict.fromkeys(i for n in ran for i in n.all_inputs if i not in produced))
+        plan = _SegmentPlan(nodes, ran, list(dict.fromkeys(wanted)), watch, reads)
         self._plans[key] = plan
         return plan
+
+    def _with_constants(self, nodes: list[Node]) -> list[Node]:
+        """``nodes`` preceded by the constant nodes whose outputs they read (and what those read)."""
+        needed: dict[int, Node] = {}
+        frontier = [i for n in nodes for i in n.all_inputs]
+        while frontier:
+            p = self.graph.producer(frontier.pop())
+            if p is None or not p.is_static or p.order in needed or p.op_type == "Constant":
+                continue  # Constant outputs are embedded like initializers
+            needed[p.order] = p
+            frontier.extend(p.all_inputs)
+        return [needed[k] for k in sorted(needed)] + nodes
 
     def _estimated_bytes(self, name: str) -> int:
         info = self.graph.value_info(name)
@@ -716,7 +741,7 @@ class DebugSession:
         self._run_options = ort.RunOptions()
         began = time.perf_counter()
         try:
-            result = self.segments.run(nodes, feeds, constants, wanted, watch, self._run_options, self._constants_version)
+            result = self.segments.run(plan.ran, feeds, constants, wanted, watch, self._run_options, self._constants_version)
             self._segment_seconds[(start, end)] = time.perf_counter() - began
         except SegmentError:
             if self._pause.is_set():
@@ -726,9 +751,11 @@ class DebugSession:
         finally:
             self._run_options = None
         self.ort_calls += 1
-        for n in nodes:
-            self.executions[n.id] += 1
-            self._record(self._seq_pos[n.id], n)
+        self.executions.update(n.id for n in plan.ran)
+        last = self._last
+        self._history.extend(_Entry(start + k, (n.order,), nodes[k - 1] if k else last) for k, n in enumerate(nodes))
+        self._ran.update(n.order for n in nodes)
+        self._last = nodes[-1]
         self._store_outputs(result.values)
         self._pc = end
         self._evict()
