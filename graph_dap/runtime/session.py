@@ -35,11 +35,12 @@ from .faults import FaultFilter
 from .graph import Graph, Node, load_graph
 from .inputs import InputsArg, resolve_inputs
 from .segments import SegmentError, SegmentRunner, WatchPlan, watch_plan
-from .store import ValueStore
+from .store import ValueStore, nbytes
 from .tensor import TensorSummary, summarize, type_text
 
 BREAK_FILTERS = ("nan", "inf", "error")
 _CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
+_INLINE_CONSTANT_BYTES = 64 << 10  # constants up to this size are recomputed in segments, not fed
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
 
 
@@ -686,13 +687,20 @@ class DebugSession:
         return plan
 
     def _with_constants(self, nodes: list[Node]) -> list[Node]:
-        """``nodes`` preceded by the constant nodes whose outputs they read (and what those read)."""
+        """``nodes`` preceded by the small constant nodes whose outputs they read (and what those read).
+
+        Large constants (weights) stay fed: computed in the segment, onnxruntime would hold
+        a second copy of them while it runs.
+        """
         needed: dict[int, Node] = {}
         frontier = [i for n in nodes for i in n.all_inputs]
         while frontier:
-            p = self.graph.producer(frontier.pop())
+            name = frontier.pop()
+            p = self.graph.producer(name)
             if p is None or not p.is_static or p.order in needed or p.op_type == "Constant":
                 continue  # Constant outputs are embedded like initializers
+            if any(o and nbytes(self.store.fixed.get(o)) > _INLINE_CONSTANT_BYTES for o in p.outputs):
+                continue
             needed[p.order] = p
             frontier.extend(p.all_inputs)
         return [needed[k] for k in sorted(needed)] + nodes
