@@ -533,8 +533,10 @@ def reference(model_path: Path, feeds: dict[str, Any]) -> dict[str, Any]:
             if out and out not in known:
                 model.graph.output.append(onnx.ValueInfoProto(name=out))
                 known.add(out)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    from graph_dap.runtime.engine import session_options
+
+    # graph-dap's global thread pool may be set in this process already: every session must use it
+    options = session_options("none")
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     values = dict(zip(names, session.run(names, feeds), strict=True))
