@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
+from .runtime.tensor import format_bytes
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
 EXIT_DIVERGED = 1
@@ -388,20 +389,11 @@ def _dump(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict()))
         return EXIT_COMPLETED
     print(
-        f"dumped {result.values} values ({_size(result.bytes)}) to {result.path} in {result.seconds:.2f}s; metadata in {result.meta_path}"
+        f"dumped {result.values} values ({format_bytes(result.bytes)}) to {result.path} in {result.seconds:.2f}s; metadata in {result.meta_path}"
     )
     if result.skipped:
         print(f"not stored (not an array): {', '.join(result.skipped)}")
     return EXIT_COMPLETED
-
-
-def _size(n: int) -> str:
-    x = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if x < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024
-    return f"{n} B"
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ from .errors import GraphDapError
 from .files import write_text_atomic
 from .graph import Graph, Node, load_graph
 from .inputs import InputsArg, resolve_inputs
+from .tensor import format_bytes
 
 __all__ = ["FusedGraph", "FusedNode", "NodeTime", "Profile", "ProfileError", "fused_graph", "optimize_model", "profile_model"]
 
@@ -306,7 +307,7 @@ class Profile:
         lines.append(head)
         for rank, n in enumerate(shown, 1):
             idx = "-" if n.index is None else str(n.index)
-            line = f"{rank:>4}  {idx:>5}  {n.name[:32]:<32}  {n.op_type[:18]:<18}  {n.time_ms:>9.4f}  {n.share:>6.1%}  {_bytes(n.bytes):>9}"
+            line = f"{rank:>4}  {idx:>5}  {n.name[:32]:<32}  {n.op_type[:18]:<18}  {n.time_ms:>9.4f}  {n.share:>6.1%}  {format_bytes(n.bytes):>9}"
             if self.opt_level != "none":
                 line += "  " + _origin_text(n.origin, 4)
             lines.append(line)
@@ -342,15 +343,6 @@ class Profile:
 
     def write_chrome_trace(self, path: str | os.PathLike[str]) -> None:
         write_text_atomic(path, json.dumps(self.chrome_trace()))
-
-
-def _bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def profile_model(

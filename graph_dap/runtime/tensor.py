@@ -163,3 +163,13 @@ def same_value(a: Any, b: Any) -> bool:
         return False
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
+def format_bytes(n: int) -> str:
+    """``512 B``, ``1.5 KiB``, ``2.0 MiB``, ``3.1 GiB``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
