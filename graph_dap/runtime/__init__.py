@@ -28,8 +28,8 @@ _EXPORTS = {
     "Listing": ".listing",
     "render_listing": ".listing",
     "DebugSession": ".session",
-    "Stop": ".session",
-    "StopReason": ".session",
+    "Stop": ".stops",
+    "StopReason": ".stops",
     "TensorSummary": ".tensor",
     "summarize": ".tensor",
 }
@@ -72,7 +72,8 @@ if TYPE_CHECKING:
     from .graph import Graph, Node, ValueInfo, load_graph
     from .inputs import resolve_inputs
     from .listing import Listing, render_listing
-    from .session import DebugSession, Stop, StopReason
+    from .session import DebugSession
+    from .stops import Stop, StopReason
     from .tensor import TensorSummary, summarize
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import external_data_helper, helper
 
@@ -55,6 +56,18 @@ class ValueInfo:
     dtype: str | None = None  # numpy-style name ("float32"), None when unknown
     shape: tuple[Dim, ...] | None = None  # None: rank unknown; str: symbolic dim
     kind: str = "tensor"  # "tensor", "sequence", "map", "optional" or "unknown"
+
+    @property
+    def nbytes(self) -> int | None:
+        """Bytes of a tensor of this type; None when its dtype or a dimension is unknown."""
+        if self.kind != "tensor" or self.shape is None or self.dtype in (None, "string"):
+            return None
+        if not all(isinstance(d, int) for d in self.shape):
+            return None
+        n = 1
+        for d in self.shape:
+            n *= int(d)  # type: ignore[arg-type]
+        return n * (2 if self.dtype == "bfloat16" else np.dtype(self.dtype).itemsize)
 
     def type_text(self) -> str:
         """``float32[1,3,H,W]``-style text; ``?`` for what is unknown."""

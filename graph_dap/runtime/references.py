@@ -10,7 +10,6 @@ a :class:`Reference`; :func:`make_source` opens it.
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
@@ -287,14 +285,8 @@ class OptimizedSource:
 
 
 def _estimated_bytes(graph: Graph, name: str) -> int:
-    info = graph.value_info(name)
-    if info.shape is None or info.dtype is None or any(not isinstance(d, int) for d in info.shape):
-        return 4 << 20
-    try:
-        itemsize = np.dtype(info.dtype).itemsize if info.dtype != "bfloat16" else 2
-    except TypeError:
-        itemsize = 8
-    return math.prod(int(d) for d in info.shape if isinstance(d, int)) * itemsize
+    size = graph.value_info(name).nbytes
+    return 4 << 20 if size is None else size
 
 
 def model_label(graph: Graph) -> str:

@@ -12,14 +12,13 @@ and recomputed on demand from what is kept.
 
 from __future__ import annotations
 
-import enum
 import math
 import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,56 +33,14 @@ from .errors import BreakpointError, ExpressionError, GraphDapError, NodeExecuti
 from .faults import FaultFilter
 from .graph import Graph, Node, load_graph
 from .inputs import InputsArg, resolve_inputs
-from .segments import SegmentError, SegmentRunner, WatchPlan, watch_plan
-from .store import ValueStore, nbytes
+from .planning import CUTS, SegmentPlanner
+from .segments import SegmentError, SegmentRunner
+from .stops import Stop, StopReason
+from .store import ValueStore
 from .tensor import TensorSummary, summarize, type_text
 
 BREAK_FILTERS = ("nan", "inf", "error")
-_CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
-_INLINE_CONSTANT_BYTES = 64 << 10  # constants up to this size are recomputed in segments, not fed
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
-
-
-class StopReason(enum.Enum):
-    """Why a run stopped."""
-
-    ENTRY = "entry"
-    BREAKPOINT = "breakpoint"
-    NAN = "nan"
-    INF = "inf"
-    ERROR = "error"
-    STEP = "step"
-    GOTO = "goto"
-    PAUSE = "pause"
-    END = "end"
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """Where and why a run stopped.
-
-    ``node`` is the node the stop is about: the next to run for entry, breakpoint,
-    step, goto and pause; the node that failed for ``error``; the node whose output
-    holds the NaN or Inf for ``nan``/``inf`` (it has run; ``DebugSession.pc`` is past it).
-    """
-
-    reason: StopReason
-    node: Node | None
-    message: str = ""
-    tensor: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    breakpoint_ids: tuple[int, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        n = self.node
-        return {
-            "reason": self.reason.value,
-            "node": None if n is None else {"name": n.id, "op_type": n.op_type, "index": n.index},
-            "message": self.message,
-            "tensor": self.tensor,
-            "details": self.details,
-            "breakpoint_ids": list(self.breakpoint_ids),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,15 +50,6 @@ class _Entry:
     pc: int  # program counter before
     ran: tuple[int, ...]  # orders of the nodes this entry marked as run
     last: Node | None  # last node before
-
-
-@dataclass(frozen=True, slots=True)
-class _SegmentPlan:
-    nodes: list[Node]  # the positions run
-    ran: list[Node]  # they and the constant nodes recomputed with them
-    wanted: list[str]  # outputs: values read after the segment, and checkpoints inside it
-    watch: WatchPlan | None
-    reads: list[str]  # values the segment reads from outside
 
 
 class DebugSession:
@@ -154,6 +102,7 @@ class DebugSession:
         self._seq: tuple[Node, ...] = tuple(n for n in self.graph.nodes if not (skip_constants and n.is_static))
         self._seq_pos = {n.id: i for i, n in enumerate(self._seq)}
         self._last_use = self._last_uses()
+        self.planner = SegmentPlanner(self.graph, self._seq, self._last_use)
         self._dtypes: dict[str, str] = {}  # value -> dtype, or "seq"/"other"; the watch plan needs them
         for v in self.graph.value_names():
             info = self.graph.value_info(v)
@@ -171,7 +120,6 @@ class DebugSession:
         self._versions = 0  # a new constants version for every change of an initializer
         self._originals: dict[str, Any] | None = None
         self._static_values: dict[str, Any] = {}
-        self._plans: dict[tuple[Any, ...], _SegmentPlan] = {}
         self._bp_version = 0
         self._segment_seconds: dict[tuple[int, int], float] = {}
         self._statics_dirty = False
@@ -649,71 +597,6 @@ class DebugSession:
                 return pos
         return len(self._seq)
 
-    def _segment_plan(self, start: int, end: int) -> _SegmentPlan | None:
-        """What a segment reads, returns and watches; None while the watch plan lacks types."""
-        filt = self._filter
-        inline = self.skip_constants and not self._statics_overridden
-        key = (start, end, filt, self._bp_version, inline)
-        plan = self._plans.get(key)
-        if plan is not None:
-            return plan
-        nodes = list(self._seq[start:end])
-        if filt.active and any(o and o not in self._dtypes for n in nodes for o in n.outputs):
-            return None
-        produced = {o for n in nodes for o in n.outputs if o}
-        wanted = [o for n in nodes for o in n.outputs if o and self._last_use.get(o, -1) >= end]
-        wanted += self._condition_names(end, produced)
-        if end - start >= 2 * _CUTS:
-            # Checkpoints: the values live at a few cuts, so that reading any value of the
-            # segment later recomputes a short stretch. They cost a quarter of the budget at most.
-            room = self.store.budget // 4
-            for k in range(1, _CUTS):
-                cut = start + k * (end - start) // _CUTS
-                live = [o for n in self._seq[start:cut] for o in n.outputs if o and self._last_use.get(o, -1) >= cut and o not in wanted]
-                cost = sum(self._estimated_bytes(o) for o in live)
-                if cost <= room:
-                    wanted += live
-                    room -= cost
-        watch = watch_plan(self.graph, nodes, self._dtypes, filt.never_prune) if filt.active else None
-        ran = nodes
-        if inline:
-            # Constants computed in the segment, as the whole model computes them, rather than
-            # fed: hundreds of feeds (weights made by ConstantOfShape) cost more than the fills.
-            ran = self._with_constants(nodes)
-            produced = {o for n in ran for o in n.outputs if o}
-        reads = list(dict.fromkeys(i for n in ran for i in n.all_inputs if i not in produced))
-        plan = _SegmentPlan(nodes, ran, list(dict.fromkeys(wanted)), watch, reads)
-        self._plans[key] = plan
-        return plan
-
-    def _with_constants(self, nodes: list[Node]) -> list[Node]:
-        """``nodes`` preceded by the small constant nodes whose outputs they read (and what those read).
-
-        Large constants (weights) stay fed: computed in the segment, onnxruntime would hold
-        a second copy of them while it runs.
-        """
-        needed: dict[int, Node] = {}
-        frontier = [i for n in nodes for i in n.all_inputs]
-        while frontier:
-            name = frontier.pop()
-            p = self.graph.producer(name)
-            if p is None or not p.is_static or p.order in needed or p.op_type == "Constant":
-                continue  # Constant outputs are embedded like initializers
-            if any(o and nbytes(self.store.fixed.get(o)) > _INLINE_CONSTANT_BYTES for o in p.outputs):
-                continue
-            needed[p.order] = p
-            frontier.extend(p.all_inputs)
-        return [needed[k] for k in sorted(needed)] + nodes
-
-    def _estimated_bytes(self, name: str) -> int:
-        info = self.graph.value_info(name)
-        if info.shape is None or not all(isinstance(d, int) for d in info.shape) or info.dtype in (None, "string"):
-            return 1 << 62  # unknown: never worth a checkpoint
-        n = 1
-        for d in info.shape:
-            n *= int(d)  # type: ignore[arg-type]
-        return n * np.dtype(info.dtype if info.dtype != "bfloat16" else "float16").itemsize
-
     def _run_segment(self, start: int, end: int) -> Stop | None:
         """Run positions ``start..end-1``: one onnxruntime call, or a few when it ran long before.
 
@@ -723,7 +606,7 @@ class DebugSession:
         took = self._segment_seconds.get((start, end))
         if took is None or took < 2 * _PAUSE_GRAIN_S or end - start < 2:
             return self._run_one_segment(start, end)
-        parts = min(_CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
+        parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
         bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
         for a, b in zip(bounds, bounds[1:]):
             if a > start:
@@ -739,7 +622,16 @@ class DebugSession:
 
     def _run_one_segment(self, start: int, end: int) -> Stop | None:
         """Run positions ``start..end-1`` in one onnxruntime call; on any trouble, node by node."""
-        plan = self._segment_plan(start, end)
+        plan = self.planner.plan(
+            start,
+            end,
+            filt=self._filter,
+            dtypes=self._dtypes,
+            budget=self.store.budget,
+            conditions=self._condition_names,
+            constants=self.store.fixed if self.skip_constants and not self._statics_overridden else None,
+            version=self._bp_version,
+        )
         if plan is None:
             return self._run_slow(start, end)  # learn the types first: the watch plan needs them
         nodes, wanted, watch = plan.nodes, plan.wanted, plan.watch

@@ -1,0 +1,114 @@
+"""Planning a segment: which nodes run in one onnxruntime call, what it reads, returns and watches.
+
+A segment covers positions ``start..end-1`` of the run sequence. It returns the values
+read after it and, for long segments, the values live at a few cuts (checkpoints, so a
+later read recomputes a short stretch); it may recompute the small constants it reads
+rather than be fed them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .faults import FaultFilter
+from .graph import Graph, Node
+from .segments import WatchPlan, watch_plan
+from .store import nbytes
+
+CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
+INLINE_CONSTANT_BYTES = 64 << 10  # constants up to this size are recomputed in segments, not fed
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentPlan:
+    nodes: list[Node]  # the positions run
+    ran: list[Node]  # they and the constant nodes recomputed with them
+    wanted: list[str]  # outputs: values read after the segment, and checkpoints inside it
+    watch: WatchPlan | None
+    reads: list[str]  # values the segment reads from outside
+
+
+class SegmentPlanner:
+    """Plans segments of one run sequence; plans are cached by everything they depend on."""
+
+    def __init__(self, graph: Graph, seq: Sequence[Node], last_use: Mapping[str, int]) -> None:
+        self.graph = graph
+        self.seq = seq
+        self.last_use = last_use
+        self._plans: dict[tuple[Any, ...], SegmentPlan] = {}
+
+    def plan(
+        self,
+        start: int,
+        end: int,
+        *,
+        filt: FaultFilter,
+        dtypes: Mapping[str, str],
+        budget: int,
+        conditions: Callable[[int, set[str]], Iterable[str]],
+        constants: Mapping[str, Any] | None,
+        version: Any,
+    ) -> SegmentPlan | None:
+        """The plan of ``start..end-1``; None while the watch plan lacks types.
+
+        ``conditions(end, produced)`` names the values a breakpoint condition at ``end``
+        reads; ``constants`` are the computed constants when small ones may be recomputed
+        in the segment (None: feed them all); ``version`` changes with the breakpoints.
+        """
+        key = (start, end, filt, version, constants is not None)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        nodes = list(self.seq[start:end])
+        if filt.active and any(o and o not in dtypes for n in nodes for o in n.outputs):
+            return None
+        last_use = self.last_use
+        produced = {o for n in nodes for o in n.outputs if o}
+        wanted = [o for n in nodes for o in n.outputs if o and last_use.get(o, -1) >= end]
+        wanted += conditions(end, produced)
+        if end - start >= 2 * CUTS:
+            # Checkpoints cost a quarter of the budget at most.
+            room = budget // 4
+            for k in range(1, CUTS):
+                cut = start + k * (end - start) // CUTS
+                live = [o for n in self.seq[start:cut] for o in n.outputs if o and last_use.get(o, -1) >= cut and o not in wanted]
+                cost = sum(self.estimated_bytes(o) for o in live)
+                if cost <= room:
+                    wanted += live
+                    room -= cost
+        watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune) if filt.active else None
+        ran = nodes
+        if constants is not None:
+            # Small constants computed in the segment, as the whole model computes them:
+            # hundreds of feeds (BatchNorm parameters made by ConstantOfShape) cost more than the fills.
+            ran = self.with_constants(nodes, constants)
+            produced = {o for n in ran for o in n.outputs if o}
+        reads = list(dict.fromkeys(i for n in ran for i in n.all_inputs if i not in produced))
+        plan = SegmentPlan(nodes, ran, list(dict.fromkeys(wanted)), watch, reads)
+        self._plans[key] = plan
+        return plan
+
+    def with_constants(self, nodes: list[Node], constants: Mapping[str, Any]) -> list[Node]:
+        """``nodes`` preceded by the small constant nodes whose outputs they read (and what those read).
+
+        Large constants (weights) stay fed: computed in the segment, onnxruntime would hold
+        a second copy of them while it runs.
+        """
+        needed: dict[int, Node] = {}
+        frontier = [i for n in nodes for i in n.all_inputs]
+        while frontier:
+            p = self.graph.producer(frontier.pop())
+            if p is None or not p.is_static or p.order in needed or p.op_type == "Constant":
+                continue  # Constant outputs are embedded like initializers
+            if any(o and nbytes(constants.get(o)) > INLINE_CONSTANT_BYTES for o in p.outputs):
+                continue
+            needed[p.order] = p
+            frontier.extend(p.all_inputs)
+        return [needed[k] for k in sorted(needed)] + nodes
+
+    def estimated_bytes(self, name: str) -> int:
+        """Bytes of a value from its inferred type; huge when unknown (never worth a checkpoint)."""
+        size = self.graph.value_info(name).nbytes
+        return 1 << 62 if size is None else size
