@@ -45,6 +45,10 @@ class TensorSummary:
         if self.kind == "sequence":
             return f"seq({self.dtype}) len={self.size}"
         parts = [self.type_text]
+        if self.size == 1:  # one number: show it
+            if self.min is not None:
+                return f"{self.type_text} = {_num(self.min)}"
+            return f"{self.type_text} = {'nan' if self.nan else 'inf' if self.posinf else '-inf'}"
         if self.size == 0:
             parts.append("empty")
         elif self.min is not None:
