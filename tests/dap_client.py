@@ -8,6 +8,7 @@ a misspelled ``variablesReferense`` fails here instead of passing silently.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -665,3 +666,27 @@ def wide_model(folder: Path, count: int = 130, rows: int = 250) -> tuple[Path, P
         [helper.make_tensor_value_info(f"v{count - 1}", TensorProto.FLOAT, [rows, 3])],
     )
     return path, save_inputs(folder / "wide_inputs.npz", feeds), feeds
+
+
+@contextlib.contextmanager
+def listening(args: list[str], banner: str, env: dict[str, str] | None = None, stop: str = "terminate") -> Iterator[str]:
+    """Run ``python ARGS`` (a server that prints ``BANNER HOST:PORT``) and yield ``HOST:PORT``.
+
+    On exit the server is stopped (``terminate`` or ``kill``) and must not have printed a traceback.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env if env is not None else dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert proc.stdout is not None
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(banner), line
+        yield line.split()[-1]
+    finally:
+        getattr(proc, stop)()
+        proc.wait()
+    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()

@@ -3,35 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dap_client import ROOT, DapClient, chain_model
+from dap_client import DapClient, chain_model, listening
 
 from graph_dap.adapter.protocol import SocketStream
 
 
 @pytest.fixture
 def adapter_port() -> Iterator[int]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "graph_dap.adapter", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("graph-dap adapter listening on 127.0.0.1:"), line
-    yield int(line.rsplit(":", 1)[1])
-    proc.terminate()
-    proc.wait()
-    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+    with listening(["-m", "graph_dap.adapter", "--port", "0"], "graph-dap adapter listening on 127.0.0.1:") as address:
+        yield int(address.rsplit(":", 1)[1])
 
 
 def test_clients_one_after_another_over_tcp(adapter_port: int, tmp_path: Path) -> None:

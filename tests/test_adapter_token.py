@@ -10,15 +10,13 @@ import asyncio
 import contextlib
 import os
 import queue
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, chain_model
+from dap_client import ROOT, TIMEOUT, DapClient, DapError, chain_model, listening
 
 from graph_dap.adapter import __main__ as adapter_main
 from graph_dap.adapter import server
@@ -31,20 +29,9 @@ TOKEN = "t0ken-for-tests"
 def adapter_port() -> Iterator[int]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop(TOKEN_ENV, None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "graph_dap.adapter", "--port", "0", "--host", "127.0.0.1", "--token", TOKEN],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("graph-dap adapter listening on 127.0.0.1:"), line
-    yield int(line.rsplit(":", 1)[1])
-    proc.terminate()
-    proc.wait()
-    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+    args = ["-m", "graph_dap.adapter", "--port", "0", "--host", "127.0.0.1", "--token", TOKEN]
+    with listening(args, "graph-dap adapter listening on 127.0.0.1:", env) as address:
+        yield int(address.rsplit(":", 1)[1])
 
 
 def test_only_initialize_is_answered_until_the_launch_shows_the_token(adapter_port: int, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, chain_model, long_model, reference
+from dap_client import ROOT, TIMEOUT, DapClient, DapError, chain_model, listening, long_model, reference
 
 
 def _children(pid: int) -> list[int]:
@@ -45,22 +45,9 @@ def test_a_worker_that_dies_mid_run_ends_the_session(dap: DapClient, tmp_path: P
 @pytest.fixture
 def remote_worker() -> Iterator[tuple[str, str]]:
     token = "s3cret-token"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "graph_dap.runtime.worker", "--listen", "127.0.0.1:0", "--token", token],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("graph-dap worker listening on 127.0.0.1:"), line
-    address = line.split()[-1]
-    yield address, token
-    proc.kill()
-    proc.wait()
-    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+    args = ["-m", "graph_dap.runtime.worker", "--listen", "127.0.0.1:0", "--token", token]
+    with listening(args, "graph-dap worker listening on 127.0.0.1:", stop="kill") as address:
+        yield address, token
 
 
 def _connect(address: str) -> socket.socket:
