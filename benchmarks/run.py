@@ -69,7 +69,7 @@ def median_time(fn: Any, repeat: int) -> float:
 
 def plain_options() -> Any:
     """onnxruntime's defaults with optimizations off, on the global thread pool graph-dap uses."""
-    from graph_dap.runtime.engine import session_options
+    from graph_dap.runtime.engine.options import session_options
 
     so = session_options("none")
     so.enable_cpu_mem_arena = True

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
-from .runtime.tensor import format_bytes
+from graph_dap.runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
+from graph_dap.runtime.tensor import format_bytes
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
 EXIT_DIVERGED = 1
@@ -234,7 +234,7 @@ _DELEGATED = {
     "adapter": ("serve DAP on stdio, or over TCP with --port (see graph-dap adapter --help)", "graph_dap.adapter.__main__"),
     "worker": (
         "run a runtime worker for an adapter, e.g. on a GPU box (see graph-dap worker --help)",
-        "graph_dap.runtime.worker",
+        "graph_dap.worker.server",
     ),
 }
 
@@ -304,8 +304,8 @@ def _terminate_as_exception() -> Callable[[], None]:
 
 
 def _listing(args: argparse.Namespace) -> int:
-    from .runtime import load_graph
-    from .runtime.files import write_text_atomic
+    from graph_dap.files import write_text_atomic
+    from graph_dap.runtime import load_graph
 
     text = render_listing(load_graph(args.model)).text
     if args.out:
@@ -316,8 +316,8 @@ def _listing(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runtime.inject import Injection, InjectionSpecError
-    from .runtime.repeat import Repeats, repeat_text
+    from graph_dap.runtime.tools.inject import Injection, InjectionSpecError
+    from graph_dap.runtime.tools.repeat import Repeats, repeat_text
 
     bar = _ProgressBar.on_terminal(args.json)
     session = DebugSession(
@@ -371,7 +371,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dump(args: argparse.Namespace) -> int:
-    from .runtime.dump import dump_model
+    from graph_dap.runtime.tools.dump import dump_model
 
     bar = _ProgressBar.on_terminal(args.json)
     result = dump_model(
@@ -397,7 +397,7 @@ def _dump(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .runtime.compare import METRICS, Reference, Tolerance, compare_model
+    from graph_dap.runtime.tools.compare import METRICS, Reference, Tolerance, compare_model
 
     metrics = [m.strip() for m in args.metric.split(",") if m.strip()]
     bad = [m for m in metrics if m not in METRICS]
@@ -473,7 +473,7 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from .runtime.profile import fused_graph, profile_model
+    from graph_dap.runtime.tools.profile import fused_graph, profile_model
 
     opt_level = args.opt_level or ("all" if args.fused else "none")
     if opt_level == "none" and (args.fused or args.save_optimized):

@@ -25,3 +25,12 @@ def chain(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
     """A small conv chain on disk, its inputs, and onnxruntime's values for it."""
     path, inputs, feeds = chain_model(tmp_path)
     return path, inputs, reference(path, feeds)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every DAP scenario validates against the shipped schema: without it, stop before running any."""
+    from dap_client import SCHEMA_PATH, schema
+
+    if not SCHEMA_PATH.is_file():
+        raise pytest.UsageError(f"the DAP schema is missing: {SCHEMA_PATH} (see tests/data/README.md)")
+    schema()

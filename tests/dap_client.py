@@ -1,7 +1,7 @@
 """A DAP client for tests, used the way a person uses a debugger.
 
 It drives an adapter over stdio (a subprocess) or TCP, and holds every message in both
-directions to the official DAP schema (``../shared/dap/debugAdapterProtocol.json``).
+directions to the official DAP schema, shipped with the tests (``tests/data/debugAdapterProtocol.json``, 1.71).
 The schema has no ``additionalProperties: false``, so property names are checked too:
 a misspelled ``variablesReferense`` fails here instead of passing silently.
 """
@@ -24,9 +24,7 @@ from typing import Any
 import jsonschema
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA_PATH = Path(os.environ.get("DAP_SCHEMA", ROOT.parent / "shared" / "dap" / "debugAdapterProtocol.json"))
-if not SCHEMA_PATH.exists():
-    SCHEMA_PATH = ROOT / "shared" / "dap" / "debugAdapterProtocol.json"
+SCHEMA_PATH = Path(__file__).resolve().parent / "data" / "debugAdapterProtocol.json"
 
 TIMEOUT = float(os.environ.get("DAP_TEST_TIMEOUT", "20"))
 
@@ -55,7 +53,13 @@ class DapError(Exception):
 
 @cache
 def schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text())
+    """The DAP schema; a missing or broken file fails loudly (every scenario relies on it)."""
+    if not SCHEMA_PATH.is_file():
+        raise RuntimeError(f"the DAP schema is missing: {SCHEMA_PATH} (tests/data/README.md says where it comes from)")
+    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    if "ProtocolMessage" not in loaded.get("definitions", {}):
+        raise RuntimeError(f"{SCHEMA_PATH} is not the DAP schema (no ProtocolMessage definition)")
+    return loaded
 
 
 @cache
@@ -534,7 +538,7 @@ def reference(model_path: Path, feeds: dict[str, Any]) -> dict[str, Any]:
             if out and out not in known:
                 model.graph.output.append(onnx.ValueInfoProto(name=out))
                 known.add(out)
-    from graph_dap.runtime.engine import session_options
+    from graph_dap.runtime.engine.options import session_options
 
     # graph-dap's global thread pool may be set in this process already: every session must use it
     options = session_options("none")

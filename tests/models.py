@@ -11,7 +11,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from graph_dap.runtime.engine import session_options
+from graph_dap.runtime.engine.options import session_options
 
 F = TensorProto.FLOAT
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")

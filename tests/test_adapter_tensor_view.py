@@ -194,7 +194,7 @@ def test_a_view_while_the_model_runs_is_refused(dap: DapClient, tmp_path: Path) 
 
 
 def test_the_body_is_the_same_when_computed_in_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from graph_dap.runtime import tensor_view as view
+    from graph_dap.runtime.tools import tensor_view as view
 
     rng = np.random.RandomState(5)
     a = rng.randn(2, 5, 37, 23)

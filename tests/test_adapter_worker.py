@@ -45,7 +45,7 @@ def test_a_worker_that_dies_mid_run_ends_the_session(dap: DapClient, tmp_path: P
 @pytest.fixture
 def remote_worker() -> Iterator[tuple[str, str]]:
     token = "s3cret-token"
-    args = ["-m", "graph_dap.runtime.worker", "--listen", "127.0.0.1:0", "--token", token]
+    args = ["-m", "graph_dap.worker", "--listen", "127.0.0.1:0", "--token", token]
     with listening(args, "graph-dap worker listening on 127.0.0.1:", stop="kill") as address:
         yield address, token
 
@@ -113,7 +113,7 @@ def test_listen_without_a_token_is_refused() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("GRAPH_DAP_WORKER_TOKEN", None)
     done = subprocess.run(
-        [sys.executable, "-m", "graph_dap.runtime.worker", "--listen", "127.0.0.1:0"],
+        [sys.executable, "-m", "graph_dap.worker", "--listen", "127.0.0.1:0"],
         capture_output=True,
         text=True,
         env=env,

@@ -12,7 +12,8 @@ from models import LIGHT_MODELS, chain_model, light_inputs, make_model, ort_valu
 from onnx import helper, numpy_helper
 
 from graph_dap.runtime import DebugSession, StopReason, load_graph
-from graph_dap.runtime.compare import (
+from graph_dap.runtime.engine.options import session_options
+from graph_dap.runtime.tools.compare import (
     METRICS,
     CompareError,
     Comparison,
@@ -27,8 +28,7 @@ from graph_dap.runtime.compare import (
     compare_model,
     parse_reference,
 )
-from graph_dap.runtime.dump import dump_model
-from graph_dap.runtime.engine import session_options
+from graph_dap.runtime.tools.dump import dump_model
 
 
 def _feeds(seed=1):
@@ -77,7 +77,7 @@ def test_metrics_follow_their_definitions():
 
 
 def test_metrics_are_the_same_in_chunks(monkeypatch):
-    import graph_dap.runtime.metrics as metrics
+    import graph_dap.runtime.tools.metrics as metrics
 
     rng = np.random.default_rng(1)
     b = rng.standard_normal(1000)

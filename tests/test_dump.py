@@ -17,8 +17,8 @@ from models import LIGHT_MODELS, assert_same, chain_model, init, light_inputs, m
 from onnx import helper
 
 from graph_dap.runtime import load_graph
-from graph_dap.runtime.dump import DumpError, NodeStream, dump_model, inputs_hash, model_hash, open_dump
-from graph_dap.runtime.engine import NodeRunner
+from graph_dap.runtime.engine.nodes import NodeRunner
+from graph_dap.runtime.tools.dump import DumpError, NodeStream, dump_model, inputs_hash, model_hash, open_dump
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -168,7 +168,7 @@ _KILLED_SCRIPT = textwrap.dedent(
     import sys
     import numpy as np
     from graph_dap import cli
-    from graph_dap.runtime import dump
+    from graph_dap.runtime.tools import dump
 
     real_next = dump.NodeStream.next
     count = 0

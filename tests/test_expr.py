@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graph_dap.runtime.errors import ExpressionError, NodeExecutionError, ValueNotFoundError
-from graph_dap.runtime.expr import (
+from graph_dap.errors import ExpressionError, NodeExecutionError, ValueNotFoundError
+from graph_dap.runtime.expr.evaluator import (
     ATTRIBUTES,
     DEFAULT_SIZE_CAP,
     FUNCTIONS,

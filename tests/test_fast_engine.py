@@ -8,8 +8,8 @@ from models import assert_same, init, make_model, ort_values, tensor
 from onnx import TensorProto, helper
 
 from graph_dap.runtime import DebugSession, StopReason
-from graph_dap.runtime.faults import FaultFilter
-from graph_dap.runtime.segments import watch_plan
+from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.watch import watch_plan
 
 # op, extra inputs (name, array), attributes, input shape, pruned?
 R = np.random.default_rng(5)

@@ -1,24 +1,101 @@
-"""The runtime never imports the adapter: it is usable on its own."""
+"""The folders are the architecture, and the arrows between them run one way.
+
+- ``runtime`` (the core: graph, session, ``engine/``, ``expr/``) imports neither its
+  ``tools/``, nor the worker, nor the adapter: it is usable on its own.
+- ``runtime/tools`` is built on the core and imports neither the worker nor the adapter.
+- ``worker`` (the process boundary) imports the runtime, never the adapter.
+- ``adapter`` (DAP) imports, of graph-dap, only the worker's client and protocol and the
+  shared leaves (``errors``, ``files``, ``log``); importing it loads no numpy.
+"""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
-RUNTIME = Path(__file__).resolve().parents[1] / "graph_dap" / "runtime"
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "graph_dap"
+LEAVES = {"graph_dap.errors", "graph_dap.files", "graph_dap.log"}
 
 
-def test_runtime_does_not_import_the_adapter():
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[str]:
+    """Every graph_dap module ``path`` imports, relative imports made absolute."""
+    tree = ast.parse(path.read_text(), str(path))
+    here = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        here = here[:-1]
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(here[: len(here) - node.level + 1]) if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            found.append(module)
+            found += [f"{module}.{a.name}" for a in node.names]  # `from graph_dap.runtime import tools`
+    return [m for m in found if m == "graph_dap" or m.startswith("graph_dap.")]
+
+
+def _modules(folder: str) -> list[Path]:
+    paths = sorted((PACKAGE / folder).rglob("*.py"))
+    assert paths, f"graph_dap/{folder} has no modules"
+    return paths
+
+
+def _offenders(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
+    out = []
+    for path in paths:
+        for module in _imports(path):
+            if any(module == f or module.startswith(f + ".") for f in forbidden):
+                out.append(f"{path.relative_to(PACKAGE)} imports {module}")
+    return out
+
+
+def test_the_core_imports_neither_tools_nor_worker_nor_adapter():
+    core = [p for p in _modules("runtime") if "tools" not in p.relative_to(PACKAGE / "runtime").parts]
+    assert _offenders(core, ("graph_dap.runtime.tools", "graph_dap.worker", "graph_dap.adapter", "graph_dap.cli")) == []
+
+
+def test_tools_import_neither_worker_nor_adapter():
+    assert _offenders(_modules("runtime/tools"), ("graph_dap.worker", "graph_dap.adapter", "graph_dap.cli")) == []
+
+
+def test_the_worker_does_not_import_the_adapter():
+    assert _offenders(_modules("worker"), ("graph_dap.adapter", "graph_dap.cli")) == []
+
+
+def test_the_adapter_imports_only_the_worker_client_its_protocol_and_the_leaves():
+    allowed = {"graph_dap.worker.client", "graph_dap.worker.protocol", *LEAVES}
     offenders = []
-    for path in RUNTIME.rglob("*.py"):
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = [("." * node.level) + (node.module or "")]
-            for name in names:
-                if "adapter" in name.split("."):
-                    offenders.append(f"{path.name}: {name}")
-    assert RUNTIME.is_dir() and not offenders, offenders
+    for path in _modules("adapter"):
+        for module in _imports(path):
+            if module.startswith("graph_dap.adapter") or module in ("graph_dap", "graph_dap.worker"):
+                continue
+            if not any(module == a or module.startswith(a + ".") for a in allowed):
+                offenders.append(f"{path.relative_to(PACKAGE)} imports {module}")
+    assert offenders == []
+
+
+def test_the_leaves_import_nothing_of_graph_dap():
+    leaves = [PACKAGE / (name.split(".")[1] + ".py") for name in sorted(LEAVES)]
+    assert all(p.is_file() for p in leaves)
+    assert [f"{p.name} imports {m}" for p in leaves for m in _imports(p) if m not in LEAVES] == []
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["graph_dap.adapter.server", "graph_dap.adapter.__main__", "graph_dap.worker.client"],
+)
+def test_importing_loads_no_numpy(module):
+    code = f"import sys, importlib; importlib.import_module({module!r}); print(sorted(m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=PACKAGE.parent)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from models import chain_model
 
-from graph_dap.runtime import log
+from graph_dap import log
 
 
 @pytest.fixture
@@ -113,12 +113,12 @@ def _dump_cli(tmp_path, env_extra):
 
 
 def test_the_environment_variable_turns_on_one_module(tmp_path):
-    r = _dump_cli(tmp_path, {"GRAPH_DAP_LOG": "runtime.dump=3"})
+    r = _dump_cli(tmp_path, {"GRAPH_DAP_LOG": "runtime.tools.dump=3"})
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("[graph-dap ")]
-    assert any(" runtime.dump] T node conv: " in ln for ln in lines)
-    assert any(" runtime.dump] I dump " in ln for ln in lines)
-    assert all(" runtime.dump] " in ln for ln in lines)
+    assert any(" runtime.tools.dump] T node conv: " in ln for ln in lines)
+    assert any(" runtime.tools.dump] I dump " in ln for ln in lines)
+    assert all(" runtime.tools.dump] " in ln for ln in lines)
 
 
 def test_logging_is_off_by_default(tmp_path):
@@ -132,4 +132,4 @@ def test_the_log_file_variable_sends_lines_to_a_file(tmp_path):
     r = _dump_cli(tmp_path, {"GRAPH_DAP_LOG": "runtime=1", "GRAPH_DAP_LOG_FILE": str(target)})
     assert r.returncode == 0, r.stderr
     assert "[graph-dap " not in r.stderr
-    assert " runtime.dump] I dump " in target.read_text()
+    assert " runtime.tools.dump] I dump " in target.read_text()

@@ -12,7 +12,7 @@ from models import LIGHT_MODELS, chain_model, init, light_inputs, make_model, or
 from onnx import helper
 
 from graph_dap.runtime import load_graph
-from graph_dap.runtime.profile import ProfileError, fused_graph, profile_model
+from graph_dap.runtime.tools.profile import ProfileError, fused_graph, profile_model
 
 
 def _computing(model: onnx.ModelProto) -> set[str]:

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .access import TOKEN_ENV, TOKEN_KEY, is_loopback
+from graph_dap.adapter.access import TOKEN_ENV, TOKEN_KEY, is_loopback
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "required when --host is not a loopback address",
     )
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    from .server import serve_stdio, serve_tcp
+    from graph_dap.adapter.server import serve_stdio, serve_tcp
 
     if args.port is None:
         if args.token:

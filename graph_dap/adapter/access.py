@@ -11,7 +11,7 @@ import hmac
 import ipaddress
 import socket
 
-from .requests import Request, UserError
+from graph_dap.adapter.requests import Request, UserError
 
 TOKEN_ENV = "GRAPH_DAP_ADAPTER_TOKEN"
 TOKEN_KEY = "adapterToken"

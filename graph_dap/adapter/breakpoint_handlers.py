@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_dap.runtime.errors import GraphDapError
-
-from .breakpoints import Wanted
-from .core import EXCEPTION_FILTERS, AdapterCore
-from .requests import InvalidRequest, Request, checked, items_of
-from .variables import ScopeRef, TensorRef, name_of
+from graph_dap.adapter.breakpoints import Wanted
+from graph_dap.adapter.core import EXCEPTION_FILTERS, AdapterCore
+from graph_dap.adapter.requests import InvalidRequest, Request, checked, items_of
+from graph_dap.adapter.variables import ScopeRef, TensorRef, name_of
+from graph_dap.errors import GraphDapError
 
 
 class BreakpointRequests(AdapterCore):

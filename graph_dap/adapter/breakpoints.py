@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_dap.runtime.worker_client import Breakpoint
+from graph_dap.worker.client import Breakpoint
 
 KINDS = ("source", "function", "data")
 STOP_REASONS = {"source": "breakpoint", "function": "function breakpoint", "data": "data breakpoint"}

@@ -11,14 +11,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from graph_dap.runtime.worker_client import GraphInfo, NodeInfo, StopInfo, WorkerClient
-
-from .access import TokenGate
-from .breakpoints import BreakpointBook
-from .listing import ListingSource
-from .protocol import Channel
-from .requests import CantHandle, InvalidRequest, Request
-from .variables import Handles
+from graph_dap.adapter.access import TokenGate
+from graph_dap.adapter.breakpoints import BreakpointBook
+from graph_dap.adapter.listing import ListingSource
+from graph_dap.adapter.protocol import Channel
+from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request
+from graph_dap.adapter.variables import Handles
+from graph_dap.worker.client import GraphInfo, NodeInfo, StopInfo, WorkerClient
 
 T = TypeVar("T")
 

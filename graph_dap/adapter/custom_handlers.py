@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import AdapterCore
-from .requests import CantHandle, InvalidRequest, Request, items_of
+from graph_dap.adapter.core import AdapterCore
+from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, items_of
 
 #: Custom command -> the name of its handler (never reachable as a standard ``<command>_request``).
 CUSTOM_REQUESTS = {

@@ -6,11 +6,9 @@ import base64
 import os
 from typing import Any
 
-from graph_dap.runtime.worker_client import Summary
-
-from .core import EXCEPTION_NAMES, FRAME_ID, THREAD_ID, AdapterCore
-from .requests import CantHandle, InvalidRequest, Request, checked
-from .variables import (
+from graph_dap.adapter.core import EXCEPTION_NAMES, FRAME_ID, THREAD_ID, AdapterCore
+from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, checked
+from graph_dap.adapter.variables import (
     MAX_UNPAGED,
     PAGE,
     ScopeRef,
@@ -23,6 +21,7 @@ from .variables import (
     subscript,
     tensor_variable,
 )
+from graph_dap.worker.client import Summary
 
 
 class InspectionRequests(AdapterCore):

@@ -14,8 +14,8 @@ import bisect
 import os
 from typing import Any
 
-from graph_dap.runtime.files import write_text_atomic
-from graph_dap.runtime.worker_client import GraphInfo, NodeInfo
+from graph_dap.files import write_text_atomic
+from graph_dap.worker.client import GraphInfo, NodeInfo
 
 
 def holds(path: str, text: str) -> bool:

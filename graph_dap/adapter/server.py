@@ -16,18 +16,16 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from graph_dap.runtime.errors import GraphDapError
-from graph_dap.runtime.repeat import repeat_text
-from graph_dap.runtime.worker_client import StopInfo, WorkerClient, WorkerDied
-
-from .access import AUTH_TIMEOUT, TOKEN_KEY, WrongToken
-from .breakpoint_handlers import BreakpointRequests
-from .core import EXCEPTION_FILTERS, EXCEPTION_NAMES, PROGRESS_DELAY, RESUMABLE, THREAD_ID
-from .custom_handlers import CUSTOM_REQUESTS, CustomRequests
-from .inspect_handlers import InspectionRequests
-from .listing import ListingSource, ensure_listing, holds
-from .protocol import Channel, FramingError, Malformed, Message, SocketStream, StdioStream
-from .requests import CantHandle, InvalidRequest, Request, RequestError, UserError, checked, items_of
+from graph_dap.adapter.access import AUTH_TIMEOUT, TOKEN_KEY, WrongToken
+from graph_dap.adapter.breakpoint_handlers import BreakpointRequests
+from graph_dap.adapter.core import EXCEPTION_FILTERS, EXCEPTION_NAMES, PROGRESS_DELAY, RESUMABLE, THREAD_ID
+from graph_dap.adapter.custom_handlers import CUSTOM_REQUESTS, CustomRequests
+from graph_dap.adapter.inspect_handlers import InspectionRequests
+from graph_dap.adapter.listing import ListingSource, ensure_listing, holds
+from graph_dap.adapter.protocol import Channel, FramingError, Malformed, Message, SocketStream, StdioStream
+from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, RequestError, UserError, checked, items_of
+from graph_dap.errors import GraphDapError
+from graph_dap.worker.client import StopInfo, WorkerClient, WorkerDied
 
 CAPABILITIES: dict[str, Any] = {
     "supportsConfigurationDoneRequest": True,
@@ -420,7 +418,7 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
                 self._output(f"graph-dap: cannot read the outputs: {error}\n", "stderr")
         repeat = stop.details.get("repeat")
         if isinstance(repeat, dict) and repeat.get("times_ms"):
-            self._output(repeat_text(repeat) + "\n")
+            self._output(f"{repeat['text']}\n")
         comparison = stop.details.get("comparison")
         if isinstance(comparison, list) and comparison:
             self._output("".join(f"{line}\n" for line in comparison))

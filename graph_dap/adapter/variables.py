@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from graph_dap.runtime.worker_client import Summary
+from graph_dap.worker.client import Summary
 
 T = TypeVar("T")
 

@@ -1,8 +1,8 @@
 """graph-dap's engine: load a model, run it node by node through onnxruntime, stop, inspect.
 
 Usable on its own from Python; it knows nothing of DAP. Names are imported on first
-use, so that a light module of the package (the worker's client, used by the adapter)
-does not pay for numpy, onnx and onnxruntime.
+use, so that a command that needs few of them (``graph-dap --help``) does not pay for
+numpy, onnx and onnxruntime.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "Breakpoint": ".breakpoints",
     "BreakpointSpec": ".breakpoints",
-    "BreakpointError": ".errors",
-    "ExpressionError": ".errors",
-    "GraphDapError": ".errors",
-    "InputError": ".errors",
-    "ModelError": ".errors",
-    "NodeExecutionError": ".errors",
-    "ValueNotFoundError": ".errors",
+    "BreakpointError": "graph_dap.errors",
+    "ExpressionError": "graph_dap.errors",
+    "GraphDapError": "graph_dap.errors",
+    "InputError": "graph_dap.errors",
+    "ModelError": "graph_dap.errors",
+    "NodeExecutionError": "graph_dap.errors",
+    "ValueNotFoundError": "graph_dap.errors",
     "Graph": ".graph",
     "Node": ".graph",
     "ValueInfo": ".graph",
-    "load_graph": ".graph",
+    "load_graph": ".loading",
     "resolve_inputs": ".inputs",
     "Listing": ".listing",
     "render_listing": ".listing",
@@ -59,8 +59,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .breakpoints import Breakpoint, BreakpointSpec
-    from .errors import (
+    from graph_dap.errors import (
         BreakpointError,
         ExpressionError,
         GraphDapError,
@@ -69,12 +68,14 @@ if TYPE_CHECKING:
         NodeExecutionError,
         ValueNotFoundError,
     )
-    from .graph import Graph, Node, ValueInfo, load_graph
-    from .inputs import resolve_inputs
-    from .listing import Listing, render_listing
-    from .session import DebugSession
-    from .stops import Stop, StopReason
-    from .tensor import TensorSummary, summarize
+    from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec
+    from graph_dap.runtime.graph import Graph, Node, ValueInfo
+    from graph_dap.runtime.inputs import resolve_inputs
+    from graph_dap.runtime.listing import Listing, render_listing
+    from graph_dap.runtime.loading import load_graph
+    from graph_dap.runtime.session import DebugSession
+    from graph_dap.runtime.stops import Stop, StopReason
+    from graph_dap.runtime.tensor import TensorSummary, summarize
 
 
 def __getattr__(name: str) -> Any:

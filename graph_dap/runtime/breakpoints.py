@@ -11,8 +11,8 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from .errors import BreakpointError
-from .graph import Graph, Node
+from graph_dap.errors import BreakpointError
+from graph_dap.runtime.graph import Graph, Node
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _HIT = re.compile(r"^\s*(==|=|>=|<=|>|<|%)?\s*(\d+)\s*$")

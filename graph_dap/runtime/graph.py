@@ -8,7 +8,6 @@ follow onnx_ir: ``node.op_type``, ``node.inputs``, ``graph.producer(value)``.
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +15,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import external_data_helper, helper
+from onnx import helper
 
-from .errors import ModelError
+from graph_dap.errors import ModelError
+from graph_dap.runtime.tensor import numel
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 #: Nodes whose output must not be folded once: they differ on every run.
@@ -58,15 +58,18 @@ class ValueInfo:
     kind: str = "tensor"  # "tensor", "sequence", "map", "optional" or "unknown"
 
     @property
+    def numel(self) -> int | None:
+        """Elements of a tensor of this type; None when the rank or a dimension is unknown."""
+        if self.kind != "tensor" or self.shape is None or not all(isinstance(d, int) for d in self.shape):
+            return None
+        return numel(self.shape)  # type: ignore[arg-type]
+
+    @property
     def nbytes(self) -> int | None:
         """Bytes of a tensor of this type; None when its dtype or a dimension is unknown."""
-        if self.kind != "tensor" or self.shape is None or self.dtype in (None, "string"):
+        n = self.numel
+        if n is None or self.dtype in (None, "string"):
             return None
-        if not all(isinstance(d, int) for d in self.shape):
-            return None
-        n = 1
-        for d in self.shape:
-            n *= int(d)  # type: ignore[arg-type]
         return n * (2 if self.dtype == "bfloat16" else np.dtype(self.dtype).itemsize)
 
     def type_text(self) -> str:
@@ -114,9 +117,17 @@ class Node:
 class Graph:
     """An ONNX model's top-level graph, ready to be stepped through."""
 
-    def __init__(self, model: onnx.ModelProto, path: Path | None = None) -> None:
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        path: Path | None = None,
+        inferred: dict[str, ValueInfo] | None = None,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        """The IR of ``model``; ``inferred``: what shape inference found (see :mod:`.loading`)."""
         self.model = model
         self.path = path
+        self.notes = notes  # what went wrong while loading but did not stop it (shown in the listing)
         g = model.graph
         self.name = g.name
         self.opsets: dict[str, int] = {o.domain or "ai.onnx": o.version for o in model.opset_import}
@@ -129,7 +140,9 @@ class Graph:
             self._infos[v.name] = _value_info(v)
         for t in g.initializer:
             self._infos[t.name] = ValueInfo(t.name, _DTYPE_NAMES.get(t.data_type), tuple(t.dims))
-        self._infos.update(_inferred_infos(model, self._infos))
+        for name, info in (inferred or {}).items():
+            if name not in self._infos or self._infos[name].shape is None:
+                self._infos[name] = info
 
         self.nodes: tuple[Node, ...] = self._order_nodes(g)
         self._by_id = {n.id: n for n in self.nodes}
@@ -266,52 +279,6 @@ class Graph:
         return [hit[k] for k in sorted(hit)]
 
 
-# -- loading -----------------------------------------------------------------------
-
-
-def load_graph(model: str | os.PathLike[str] | onnx.ModelProto) -> Graph:
-    """Load a model from a path (external data kept inside its folder) or a ModelProto."""
-    if isinstance(model, onnx.ModelProto):
-        return Graph(model)
-    path = Path(model)
-    if not path.exists():
-        raise ModelError(f"model not found: {path}")
-    if not path.is_file():
-        raise ModelError(f"model path is not a file: {path}")
-    try:
-        proto = onnx.load(str(path), load_external_data=False)
-    except Exception as e:  # protobuf raises DecodeError and friends
-        raise ModelError(f"cannot read {path} as an ONNX model: {e}") from None
-    if not proto.graph.node and not proto.graph.output:
-        raise ModelError(f"{path} holds no ONNX graph (is it an ONNX model?)")
-    _load_external_data(proto, path.parent)
-    return Graph(proto, path.resolve())
-
-
-def _load_external_data(model: onnx.ModelProto, base: Path) -> None:
-    """Read external tensor data, refusing any location outside ``base``."""
-    root = base.resolve()
-    for tensor in external_data_helper._get_all_tensors(model):
-        if not external_data_helper.uses_external_data(tensor):
-            continue
-        info = external_data_helper.ExternalDataInfo(tensor)
-        location = info.location
-        target = (root / location).resolve()
-        if os.path.isabs(location) or not target.is_relative_to(root):
-            raise ModelError(
-                f"tensor '{tensor.name}' points at external data '{location}' outside the model's folder {root}; "
-                "external data must live beside the model"
-            )
-        if not target.is_file():
-            raise ModelError(f"tensor '{tensor.name}': external data file not found: {target}")
-        try:
-            external_data_helper.load_external_data_for_tensor(tensor, str(root))
-        except Exception as e:
-            raise ModelError(f"tensor '{tensor.name}': cannot read external data {target}: {e}") from None
-        del tensor.external_data[:]
-        tensor.data_location = onnx.TensorProto.DEFAULT
-
-
 def _node_ids(protos: list[onnx.NodeProto]) -> list[str]:
     """``node.name`` where non-empty and unique, else ``{op_type}_{index}``, made unique."""
     counts: dict[str, int] = {}
@@ -395,63 +362,6 @@ def _value_info(v: onnx.ValueInfoProto) -> ValueInfo:
     if kind in ("map_type", "optional_type"):
         return ValueInfo(v.name, None, None, kind.split("_")[0])
     return ValueInfo(v.name, None, None, "unknown")
-
-
-_SMALL_INITIALIZER = 1024  # elements; kept for shape inference (Reshape targets...)
-
-
-def _inferred_infos(model: onnx.ModelProto, known: dict[str, ValueInfo]) -> dict[str, ValueInfo]:
-    """Shapes from onnx shape inference on a copy without large initializer data."""
-    light = onnx.ModelProto()
-    light.CopyFrom(model) if model.ByteSize() < 64 * 1024 * 1024 else _copy_without_big_data(model, light)
-    g = light.graph
-    keep, moved = [], []
-    for t in g.initializer:
-        if _numel(t.dims) <= _SMALL_INITIALIZER:
-            keep.append(t)
-        else:
-            moved.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-    if moved:
-        del g.initializer[:]
-        g.initializer.extend(keep)
-        present = {v.name for v in g.input}
-        g.input.extend(v for v in moved if v.name not in present)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False)
-    except Exception:
-        return {}
-    out: dict[str, ValueInfo] = {}
-    for v in list(inferred.graph.value_info) + list(inferred.graph.output):
-        info = _value_info(v)
-        if v.name not in known or known[v.name].shape is None:
-            out[v.name] = info
-    return out
-
-
-def _copy_without_big_data(model: onnx.ModelProto, into: onnx.ModelProto) -> None:
-    into.ir_version = model.ir_version
-    into.opset_import.extend(model.opset_import)
-    into.functions.extend(model.functions)
-    g = into.graph
-    src = model.graph
-    g.name = src.name
-    g.node.extend(src.node)
-    g.input.extend(src.input)
-    g.output.extend(src.output)
-    g.value_info.extend(src.value_info)
-    present = {v.name for v in src.input}
-    for t in src.initializer:
-        if _numel(t.dims) <= _SMALL_INITIALIZER:
-            g.initializer.append(t)
-        elif t.name not in present:
-            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-
-
-def _numel(dims: Iterable[int]) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
 
 
 def dtype_name(elem_type: int) -> str | None:

@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .errors import InputError
-from .graph import Graph, ValueInfo
+from graph_dap.errors import InputError
+from graph_dap.runtime.graph import Graph, ValueInfo
 
 InputsArg = Mapping[str, Any] | str | os.PathLike[str] | None
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import onnx
 
-from .graph import Graph, ValueInfo, _value_info, dtype_name
+from graph_dap.runtime.graph import Graph, ValueInfo, _value_info, dtype_name
+from graph_dap.runtime.tensor import numel
 
 _MAX_ATTR = 60
 
@@ -100,7 +101,7 @@ def _call(p: onnx.NodeProto) -> str:
 def _attr(a: onnx.AttributeProto) -> str:
     if a.type == onnx.AttributeProto.TENSOR:
         t = a.t
-        if _numel(t.dims) <= 8 and t.data_type in (1, 6, 7, 11):
+        if numel(t.dims) <= 8 and t.data_type in (1, 6, 7, 11):
             arr = onnx.numpy_helper.to_array(t)
             return repr(arr.tolist())
         return f"<{dtype_name(t.data_type)}[{','.join(map(str, t.dims))}]>"
@@ -115,10 +116,3 @@ def _attr(a: onnx.AttributeProto) -> str:
     if isinstance(v, float):
         text = f"{v:g}"
     return text if len(text) <= _MAX_ATTR else text[: _MAX_ATTR - 3] + "..."
-
-
-def _numel(dims: Any) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n

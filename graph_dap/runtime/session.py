@@ -26,18 +26,19 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from . import expr as _expr
-from .breakpoints import Breakpoint, BreakpointSpec, hit_condition_met, parse_hit_condition, resolve_spec
-from .engine import NodeRunner
-from .errors import BreakpointError, ExpressionError, GraphDapError, NodeExecutionError, ValueNotFoundError
-from .faults import FaultFilter
-from .graph import Graph, Node, load_graph
-from .inputs import InputsArg, resolve_inputs
-from .planning import CUTS, SegmentPlanner
-from .segments import SegmentError, SegmentRunner
-from .stops import Stop, StopReason
-from .store import ValueStore
-from .tensor import TensorSummary, summarize, type_text
+from graph_dap.errors import BreakpointError, ExpressionError, GraphDapError, NodeExecutionError, ValueNotFoundError
+from graph_dap.runtime import expr as _expr
+from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, hit_condition_met, parse_hit_condition, resolve_spec
+from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.nodes import NodeRunner
+from graph_dap.runtime.engine.planning import CUTS, SegmentPlanner
+from graph_dap.runtime.engine.segments import SegmentError, SegmentRunner
+from graph_dap.runtime.engine.store import ValueStore
+from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.stops import Stop, StopReason
+from graph_dap.runtime.tensor import TensorSummary, summarize, type_text
 
 BREAK_FILTERS = ("nan", "inf", "error")
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way

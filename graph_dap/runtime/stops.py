@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from .graph import Node
+from graph_dap.runtime.graph import Node
 
 
 class StopReason(enum.Enum):

@@ -7,12 +7,18 @@ elements costs a bounded amount of extra memory.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 _CHUNK = 1 << 20  # elements per pass
+
+
+def numel(shape: Iterable[int]) -> int:
+    """The number of elements of an array of this shape (1 for a scalar)."""
+    return math.prod(int(d) for d in shape)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from graph_dap.adapter.__main__ import main  # noqa: E402
+from graph_dap.adapter.__main__ import main
 
 sys.exit(main([]))

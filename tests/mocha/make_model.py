@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from dap_client import chain_model, reference  # noqa: E402
 
-from graph_dap.runtime import load_graph, render_listing  # noqa: E402
+from graph_dap.runtime import load_graph, render_listing
 
 folder = Path(sys.argv[1])
 model, inputs, feeds = chain_model(folder)

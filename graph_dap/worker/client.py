@@ -1,7 +1,7 @@
 """The adapter's side of the worker boundary: msgpack calls to a runtime in another process.
 
 The runtime (a :class:`~graph_dap.runtime.session.DebugSession`) runs in a worker
-process, started here over pipes (``python -m graph_dap.runtime.worker``) or reached
+process, started here over pipes (``python -m graph_dap.worker``) or reached
 over TCP with a token (``graph-dap worker --listen``). Tensors never cross in full:
 the worker sends summaries, the slices asked for, and raw bytes as msgpack ``bin``.
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import msgpack
 
-from .errors import GraphDapError
+from graph_dap.errors import GraphDapError
 
 PROTOCOL_VERSION = 1
 _READ_SIZE = 1 << 16
@@ -245,7 +245,7 @@ class WorkerClient:
 
     @classmethod
     async def spawn(cls, python: str = sys.executable, env: dict[str, str] | None = None) -> WorkerClient:
-        """Start ``python -m graph_dap.runtime.worker`` with pipes to talk to it."""
+        """Start ``python -m graph_dap.worker`` with pipes to talk to it."""
         environment = dict(os.environ if env is None else env)
         root = str(Path(__file__).resolve().parents[2])
         environment["PYTHONPATH"] = os.pathsep.join(p for p in (root, environment.get("PYTHONPATH", "")) if p)
@@ -253,7 +253,7 @@ class WorkerClient:
         process = await asyncio.create_subprocess_exec(
             python,
             "-m",
-            "graph_dap.runtime.worker",
+            "graph_dap.worker",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

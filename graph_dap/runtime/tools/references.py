@@ -21,12 +21,14 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
-from . import log as _log
-from .dump import Dump, NodeStream
-from .engine import OPT_LEVELS, NodeRunner, check_providers, session_options
-from .graph import Graph, Node, load_graph
-from .inputs import resolve_inputs
-from .metrics import CompareError
+from graph_dap import log as _log
+from graph_dap.runtime.engine.nodes import NodeRunner
+from graph_dap.runtime.engine.options import OPT_LEVELS, check_providers, session_options
+from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.inputs import resolve_inputs
+from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.tools.dump import Dump, NodeStream
+from graph_dap.runtime.tools.metrics import CompareError
 
 __all__ = [
     "DumpSource",
@@ -42,8 +44,8 @@ __all__ = [
     "parse_reference",
 ]
 
-# The sources log as part of the comparison: GRAPH_DAP_LOG=runtime.compare=2 shows both sides.
-_log_ = _log.get_logger("graph_dap.runtime.compare")
+# The sources log as part of the comparison: GRAPH_DAP_LOG=runtime.tools.compare=2 shows both sides.
+_log_ = _log.get_logger("graph_dap.runtime.tools.compare")
 
 
 class Source(Protocol):
@@ -202,7 +204,7 @@ class OptimizedSource:
         providers: Sequence[str] | None = None,
         budget_bytes: int = 256 << 20,
     ) -> None:
-        from .profile import optimize_model
+        from graph_dap.runtime.tools.profile import optimize_model
 
         self.graph = graph
         self.opt_level = opt_level

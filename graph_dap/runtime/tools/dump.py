@@ -27,12 +27,13 @@ from typing import Any
 import numpy as np
 import onnx
 
-from . import log as _log
-from .engine import NodeRunner
-from .errors import GraphDapError
-from .files import write_text_atomic
-from .graph import Graph, Node, load_graph
-from .inputs import InputsArg, resolve_inputs
+from graph_dap import log as _log
+from graph_dap.errors import GraphDapError
+from graph_dap.files import write_text_atomic
+from graph_dap.runtime.engine.nodes import NodeRunner
+from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.loading import load_graph
 
 __all__ = ["Dump", "DumpResult", "NodeStream", "dump_model", "inputs_hash", "model_hash", "open_dump"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import GraphDapError
+from graph_dap.errors import GraphDapError
 
 __all__ = [
     "DEFAULT_ATOL",

@@ -28,7 +28,7 @@ class Repeats:
         self.times_ms.append(ms)
         if outputs is None:
             return
-        from .tensor import copy_value, same_value
+        from graph_dap.runtime.tensor import copy_value, same_value
 
         if self._first is None:
             self._first = {k: copy_value(v) for k, v in outputs.items()}

@@ -24,13 +24,14 @@ from typing import Any
 import onnx
 import onnxruntime as ort
 
-from . import log as _log
-from .engine import OPT_LEVELS, check_providers, session_options
-from .errors import GraphDapError
-from .files import write_text_atomic
-from .graph import Graph, Node, load_graph
-from .inputs import InputsArg, resolve_inputs
-from .tensor import format_bytes
+from graph_dap import log as _log
+from graph_dap.errors import GraphDapError
+from graph_dap.files import write_text_atomic
+from graph_dap.runtime.engine.options import OPT_LEVELS, check_providers, session_options
+from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.tensor import format_bytes
 
 __all__ = ["FusedGraph", "FusedNode", "NodeTime", "Profile", "ProfileError", "fused_graph", "optimize_model", "profile_model"]
 

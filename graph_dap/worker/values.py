@@ -1,6 +1,6 @@
 """The worker's calls that look at values: summaries, slices, raw bytes, expressions, edits.
 
-A mixin of :class:`~graph_dap.runtime.worker_service.WorkerService`. Results of
+A mixin of :class:`~graph_dap.worker.service.WorkerService`. Results of
 expressions that are whole tensors stay here as numbered *temps* until the next stop,
 so that the adapter can page through them like any value.
 """
@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from . import expr
-from .errors import ExpressionError, GraphDapError
-from .session import DebugSession
-from .tensor_view import tensor_view
-from .worker_wire import missing_wire, number_text, summary_wire
+from graph_dap.errors import ExpressionError, GraphDapError
+from graph_dap.runtime import expr
+from graph_dap.runtime.session import DebugSession
+from graph_dap.runtime.tools.tensor_view import tensor_view
+from graph_dap.worker.wire import missing_wire, number_text, summary_wire
 
 _MAX_CHILDREN = 10_000  # slices summarized per children call
 _MAX_READ = 1 << 24  # bytes per read_memory call

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import GraphDapError
-from .tensor import summarize
+from graph_dap.errors import GraphDapError
+from graph_dap.runtime.tensor import summarize
 
 __all__ = ["HISTOGRAM_BINS", "tensor_view"]
 

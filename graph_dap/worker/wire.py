@@ -3,7 +3,7 @@
 Tensors never cross the boundary whole: a value becomes its summary line, type and
 statistics (:func:`summary_wire`); the graph its nodes with attributes as text
 (:func:`graph_wire`); a stop the ids of its nodes (:func:`stop_wire`). The adapter
-reads them back with :mod:`graph_dap.runtime.worker_client`'s ``from_wire`` methods.
+reads them back with :mod:`graph_dap.worker.client`'s ``from_wire`` methods.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import expr
-from .session import DebugSession, Stop
-from .tensor import summarize
+from graph_dap.runtime import expr
+from graph_dap.runtime.session import DebugSession, Stop
+from graph_dap.runtime.tensor import summarize
 
 if TYPE_CHECKING:
-    from .graph import Graph, ValueInfo
-    from .listing import Listing
-    from .lockstep import Divergence
+    from graph_dap.runtime.graph import Graph, ValueInfo
+    from graph_dap.runtime.listing import Listing
+    from graph_dap.runtime.tools.lockstep import Divergence
 
 _ONNX_TYPES = {"float32": "float", "float64": "double"}
 _MAX_ATTRIBUTE_TEXT = 200

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from .breakpoints import BreakpointSpec
-from .dump import Dump, open_dump
-from .errors import GraphDapError
-from .session import DebugSession, Stop, StopReason
+from graph_dap.errors import GraphDapError
+from graph_dap.runtime.breakpoints import BreakpointSpec
+from graph_dap.runtime.session import DebugSession, Stop, StopReason
+from graph_dap.runtime.tools.dump import Dump, open_dump
 
 __all__ = ["InjectionError", "InjectionSpecError", "Injection", "Injector"]
 

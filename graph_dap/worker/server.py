@@ -1,13 +1,13 @@
 """The worker: a :class:`DebugSession` behind a msgpack boundary, in its own process.
 
-``python -m graph_dap.runtime.worker`` serves one client over stdin/stdout (stderr
+``python -m graph_dap.worker`` serves one client over stdin/stdout (stderr
 stays free for crash messages); ``graph-dap worker --listen HOST:PORT --token TOKEN``
 serves clients over TCP one after another, each with a fresh session, and closes any
 connection whose first message does not carry the token. The wire format is described
-in :mod:`graph_dap.runtime.worker_client`.
+in :mod:`graph_dap.worker.client`.
 
 This module is the transport: framing, the reading thread and the listeners. Calls run
-one at a time on the main thread (:class:`~graph_dap.runtime.worker_service.WorkerService`);
+one at a time on the main thread (:class:`~graph_dap.worker.service.WorkerService`);
 ``pause`` is answered by the reading thread at once, so a pause reaches a ``continue``
 that is still running. What values look like on the wire is :mod:`.worker_wire`.
 """
@@ -26,10 +26,10 @@ from typing import Any
 
 import msgpack
 
-from .errors import GraphDapError
-from .worker_client import PROTOCOL_VERSION, parse_address
-from .worker_service import WorkerService
-from .worker_wire import plain
+from graph_dap.errors import GraphDapError
+from graph_dap.worker.client import PROTOCOL_VERSION, parse_address
+from graph_dap.worker.service import WorkerService
+from graph_dap.worker.wire import plain
 
 _READ_SIZE = 1 << 16
 

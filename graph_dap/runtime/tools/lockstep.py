@@ -1,6 +1,6 @@
 """A comparison that follows a debug session: each node that runs is compared with a reference as it runs.
 
-:class:`Lockstep` owns a :class:`~graph_dap.runtime.compare.Comparison` and drives a
+:class:`Lockstep` owns a :class:`~graph_dap.runtime.tools.compare.Comparison` and drives a
 :class:`~graph_dap.runtime.session.DebugSession` forward one node per ``continue_``
 call (the fast engine's segments would hide the values inside them), observing every
 node that ran, constants included. A continue can then stop at a :class:`Divergence`:
@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .compare import (
+from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.session import DebugSession, Stop, StopReason
+from graph_dap.runtime.tools.compare import (
     Comparison,
     DumpSource,
     Reference,
@@ -30,8 +32,6 @@ from .compare import (
     run_label,
     source_notes,
 )
-from .graph import Graph, Node
-from .session import DebugSession, Stop, StopReason
 
 __all__ = ["Divergence", "Lockstep", "ReferenceSpec"]
 

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from graph_dap.runtime._expr_validate import (
+from graph_dap.errors import ExpressionError, GraphDapError, ValueNotFoundError
+from graph_dap.runtime.expr.functions import (
     ATTRIBUTES,
     BINOPS,
     COMPARE,
@@ -34,14 +35,10 @@ from graph_dap.runtime._expr_validate import (
     UNARY,
     as_dtype,
     broadcast_size,
-    callee,
     count_elements,
-    is_np,
-    parse,
-    shape_size,
-    skip_string,
 )
-from graph_dap.runtime.errors import ExpressionError, GraphDapError, ValueNotFoundError
+from graph_dap.runtime.expr.validate import callee, is_np, parse, skip_string
+from graph_dap.runtime.tensor import numel
 
 __all__ = [
     "ATTRIBUTES",
@@ -97,7 +94,7 @@ def _index_size(shape: tuple[int, ...], key: Any) -> int:
     for item, arr in zip(items, arrays, strict=True):
         if item is Ellipsis:
             span = max(len(shape) - used, 0)
-            kept *= shape_size(shape[dim : dim + span])
+            kept *= numel(shape[dim : dim + span])
             dim += span
         elif isinstance(item, slice):
             kept *= shape[dim] if dim < len(shape) else 1
@@ -108,7 +105,7 @@ def _index_size(shape: tuple[int, ...], key: Any) -> int:
         elif arr is not None:
             fancy.append(arr.shape)
             dim += 1
-    return kept * shape_size(shape[dim:]) * shape_size(np.broadcast_shapes(*fancy))
+    return kept * numel(shape[dim:]) * numel(np.broadcast_shapes(*fancy))
 
 
 def _matmul_size(a: Any, b: Any) -> tuple[int, int]:
@@ -118,7 +115,7 @@ def _matmul_size(a: Any, b: Any) -> tuple[int, int]:
         return 1, 1
     sa = sa if len(sa) > 1 else (1, *sa)
     sb = sb if len(sb) > 1 else (*sb, 1)
-    size = shape_size(np.broadcast_shapes(sa[:-2], sb[:-2])) * sa[-2] * sb[-1]
+    size = numel(np.broadcast_shapes(sa[:-2], sb[:-2])) * sa[-2] * sb[-1]
     return size, size * sa[-1]
 
 
@@ -313,7 +310,7 @@ class _Evaluator:
         shape, _, dtype = read(fp)
         if dtype.hasobject:
             raise ExpressionError(f"load(): {what} holds pickled Python objects, which are refused")
-        self.limit(shape_size(shape))
+        self.limit(numel(shape))
 
 
 def _is_int_tuple(value: Any) -> bool:

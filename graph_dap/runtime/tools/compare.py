@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from . import log as _log
-from .dump import model_hash
-from .graph import Graph, Node, load_graph
-from .inputs import InputsArg, resolve_inputs
-from .metrics import (
+from graph_dap import log as _log
+from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.tools.dump import model_hash
+from graph_dap.runtime.tools.metrics import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
     METRICS,
@@ -40,7 +41,7 @@ from .metrics import (
     metric_number,
     shape_text,
 )
-from .references import (
+from graph_dap.runtime.tools.references import (
     DumpSource,
     ModelSource,
     OptimizedSource,

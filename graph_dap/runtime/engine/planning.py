@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .faults import FaultFilter
-from .graph import Graph, Node
-from .segments import WatchPlan, watch_plan
-from .store import nbytes
+from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.store import nbytes
+from graph_dap.runtime.engine.watch import WatchPlan, watch_plan
+from graph_dap.runtime.graph import Graph, Node
 
 CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
 INLINE_CONSTANT_BYTES = 64 << 10  # constants up to this size are recomputed in segments, not fed

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .graph import Graph, Node
-from .segments import WatchPlan
-from .tensor import first_nonfinite
+from graph_dap.runtime.engine.watch import WatchPlan
+from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.tensor import first_nonfinite
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 :class:`WorkerService` loads a model (and its reference, for a comparison in lockstep),
 moves the run and sets breakpoints; the calls that look at values are its mixin
-:class:`~graph_dap.runtime.worker_values.ValueCalls`. ``pause`` comes from the reading
-thread (see :mod:`graph_dap.runtime.worker`) while a run goes on, between two nodes.
+:class:`~graph_dap.worker.values.ValueCalls`. ``pause`` comes from the reading
+thread (see :mod:`graph_dap.worker.server`) while a run goes on, between two nodes.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .breakpoints import BreakpointSpec
-from .errors import GraphDapError, ModelError
-from .files import write_text_atomic
-from .listing import render_listing
-from .repeat import Repeats
-from .session import DebugSession, Stop, StopReason
-from .worker_values import ValueCalls
-from .worker_wire import graph_wire, stop_wire
+from graph_dap.errors import GraphDapError, ModelError
+from graph_dap.files import write_text_atomic
+from graph_dap.runtime.breakpoints import BreakpointSpec
+from graph_dap.runtime.listing import render_listing
+from graph_dap.runtime.session import DebugSession, Stop, StopReason
+from graph_dap.runtime.tools.repeat import Repeats, repeat_text
+from graph_dap.worker.values import ValueCalls
+from graph_dap.worker.wire import graph_wire, stop_wire
 
 if TYPE_CHECKING:
-    from .lockstep import Divergence, Lockstep
+    from graph_dap.runtime.tools.lockstep import Divergence, Lockstep
 
 _PROGRESS_INTERVAL = 0.25  # seconds between progress events during a run
 _PAUSE_RETRY = 0.02  # seconds between repeated pause requests to a run that has not stopped
@@ -171,7 +171,7 @@ class WorkerService(ValueCalls):
             path = Path(base_dir) / path
         if not path.exists():
             raise ModelError(f"model not found: {path}")
-        from .graph import load_graph
+        from graph_dap.runtime.loading import load_graph
 
         graph = load_graph(path)
         if isinstance(inputs, dict):
@@ -181,7 +181,7 @@ class WorkerService(ValueCalls):
         spec = dump = None
         notes: list[str] = []
         if reference is not None:
-            from .lockstep import ReferenceSpec
+            from graph_dap.runtime.tools.lockstep import ReferenceSpec
 
             tol = tolerance or {}
             spec = ReferenceSpec.make(reference, tol.get("atol"), tol.get("rtol"), tol.get("fail_if"), base_dir)
@@ -203,7 +203,7 @@ class WorkerService(ValueCalls):
             raise
         lockstep = None
         if spec is not None:
-            from .lockstep import Lockstep
+            from graph_dap.runtime.tools.lockstep import Lockstep
 
             lockstep = Lockstep(session, spec, dump, notes)  # closes its source if it fails
         self.close()  # the previous model's reference
@@ -330,6 +330,7 @@ class WorkerService(ValueCalls):
                 break
         if iterations > 1:
             self._repeat = repeats.to_dict(_completed(stop))
+            self._repeat["text"] = repeat_text(self._repeat)
         return stop
 
     def rpc_where(self) -> dict[str, Any]:
@@ -383,7 +384,7 @@ class WorkerService(ValueCalls):
 
     def rpc_profile(self, repeat: int = 3) -> dict[str, Any]:
         """The model run whole ``repeat`` times under onnxruntime's profiler, as ``graph-dap profile --json``."""
-        from .profile import profile_model
+        from graph_dap.runtime.tools.profile import profile_model
 
         s = self.s
         return profile_model(s.graph, s.inputs, repeat=repeat, providers=s.runner.providers).to_dict()

@@ -1,0 +1,82 @@
+"""The options every graph-dap onnxruntime session uses, and the execution providers.
+
+All sessions share onnxruntime's one global thread pool (per-session pools starve
+each other when sessions alternate) and one CPU arena (a per-session arena keeps
+each session's peak).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import onnxruntime as ort
+
+from graph_dap.errors import GraphDapError
+
+_pool_lock = threading.Lock()
+_pool_ready = False
+
+OPT_LEVELS = {
+    "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+def ensure_global_thread_pool() -> None:
+    """Create onnxruntime's process-wide thread pool once (before any session uses it)."""
+    global _pool_ready
+    with _pool_lock:
+        if _pool_ready:
+            return
+        try:
+            ort.set_global_thread_pool_sizes(0, 1)
+        except Exception:  # already set by someone else in this process
+            pass
+        try:
+            # One CPU arena for every session: each session's own arena would keep its own peak.
+            info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+            ort.create_and_register_allocator(info, None)
+        except Exception:  # registered already
+            pass
+        _pool_ready = True
+
+
+def session_options(opt_level: str = "none") -> ort.SessionOptions:
+    """Options every graph-dap session uses: the global pool, quiet logs, the given optimization level."""
+    ensure_global_thread_pool()
+    so = ort.SessionOptions()
+    so.use_per_session_threads = False
+    so.log_severity_level = 3
+    so.graph_optimization_level = OPT_LEVELS[opt_level]
+    so.add_session_config_entry("session.use_env_allocators", "1")
+    return so
+
+
+def check_providers(providers: Sequence[str] | None) -> list[str]:
+    """The providers to use, checked against what this onnxruntime build offers."""
+    available = ort.get_available_providers()
+    if not providers:
+        return ["CPUExecutionProvider"]
+    out = []
+    for p in providers:
+        name = p if p.endswith("ExecutionProvider") else f"{p}ExecutionProvider"
+        match = next((a for a in available if a.lower() == name.lower()), None)
+        if match is None:
+            raise GraphDapError(f"execution provider '{p}' is not available here (available: {', '.join(available)})")
+        out.append(match)
+    if "CPUExecutionProvider" not in out:
+        out.append("CPUExecutionProvider")
+    return out
+
+
+def ort_message(e: BaseException) -> str:
+    """onnxruntime's message without its ``[ONNXRuntimeError] : 2 : INVALID_ARGUMENT :`` prefix."""
+    text = str(e).strip()
+    # onnxruntime prefixes messages with "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : "
+    if text.startswith("[ONNXRuntimeError]"):
+        parts = text.split(" : ", 3)
+        text = parts[-1] if len(parts) == 4 else text
+    return text.splitlines()[0] if len(text) > 2000 else text

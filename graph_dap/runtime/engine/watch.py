@@ -1,0 +1,146 @@
+"""The NaN/Inf watch plan: which tensors a segment sums in-graph, and which it can leave out.
+
+A tensor need not be watched when a consumer in the same segment always carries a
+NaN or Inf in it on to a watched output (Add, MatMul, Conv whose windows cover every
+input position...): the consumer's sum shows the fault, and the exact check then
+traces it back to the first producer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from graph_dap.runtime.graph import Graph, Node
+
+_WATCHABLE = {"float32", "float64", "float16"}
+
+# Ops that carry a NaN or Inf in the given input positions on to their output
+# (None: every input). A tensor whose consumer is such an op, with its output
+# watched, need not be watched itself: the consumer's sum shows the fault.
+_PROPAGATES: dict[str, tuple[int, ...] | None] = {
+    "Add": None,
+    "Sub": None,
+    "Mul": None,
+    "Div": (0,),
+    "MatMul": None,
+    "Gemm": (0, 1),  # C only when beta != 0: checked below
+    "BatchNormalization": (0,),
+    "LayerNormalization": (0,),
+    "Reshape": (0,),
+    "Flatten": (0,),
+    "Squeeze": (0,),
+    "Unsqueeze": (0,),
+    "Identity": (0,),
+    "Transpose": (0,),
+    "Concat": None,
+    "GlobalAveragePool": (0,),
+    "AveragePool": (0,),  # when its windows cover every input position
+    "Conv": (0,),  # likewise
+}
+
+
+def propagates(graph: Graph, consumer: Node, value: str) -> bool:
+    """True when a NaN/Inf anywhere in ``value`` always makes ``consumer``'s first output non-finite."""
+    if consumer.domain not in ("", "ai.onnx") or consumer.op_type not in _PROPAGATES:
+        return False
+    positions = _PROPAGATES[consumer.op_type]
+    where = [i for i, name in enumerate(consumer.inputs) if name == value]
+    if not where:
+        return False  # read by a subgraph only
+    if positions is not None and not all(i in positions for i in where):
+        return False
+    out = consumer.outputs[0] if consumer.outputs else ""
+    if not out or graph.value_info(out).numel == 0:
+        return False
+    op = consumer.op_type
+    if op == "Gemm":
+        if consumer.attributes.get("alpha", 1.0) == 0.0:
+            return False
+        if 2 in where and consumer.attributes.get("beta", 1.0) == 0.0:
+            return False
+    if op == "MatMul" or op == "Gemm":
+        return _no_zero_dims(graph, consumer.inputs[:2])
+    if op in ("AveragePool", "Conv"):
+        return _windows_cover(graph, consumer)
+    return True
+
+
+def _no_zero_dims(graph: Graph, names: Sequence[str]) -> bool:
+    for name in names:
+        shape = graph.value_info(name).shape
+        if shape is None or not all(isinstance(d, int) and d > 0 for d in shape):
+            return False
+    return True
+
+
+def _windows_cover(graph: Graph, node: Node) -> bool:
+    """True when every spatial input position falls in at least one window."""
+    x = graph.value_info(node.inputs[0]).shape
+    if x is None or not all(isinstance(d, int) and d > 0 for d in x) or len(x) < 3:
+        return False
+    a = node.attributes
+    spatial = x[2:]
+    if node.op_type == "Conv":
+        w = graph.value_info(node.inputs[1]).shape
+        if w is None or not all(isinstance(d, int) and d > 0 for d in w):
+            return False
+        kernel = list(a.get("kernel_shape") or w[2:])
+    else:
+        kernel = list(a.get("kernel_shape") or [])
+    n = len(spatial)
+    if len(kernel) != n:
+        return False
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return False
+    strides = list(a.get("strides") or [1] * n)
+    dilations = list(a.get("dilations") or [1] * n)
+    pads = list(a.get("pads") or [0] * (2 * n))
+    if a.get("auto_pad") == "VALID":
+        pads = [0] * (2 * n)
+    for i in range(n):
+        k, s, d, length = kernel[i], strides[i], dilations[i], spatial[i]
+        begin, end = pads[i], pads[i + n]
+        if d != 1 or k < s:
+            return False
+        padded = length + begin + end
+        if padded < k:
+            return False
+        windows = (padded - k) // s + 1
+        last_end = (windows - 1) * s + k  # in padded coordinates
+        if last_end < begin + length:  # trailing input positions dropped
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class WatchPlan:
+    """The tensors summed in-graph, and for each pruned tensor the watched one that shows its fault."""
+
+    watched: list[str]
+    guards: dict[str, str]
+
+
+def watch_plan(graph: Graph, nodes: Sequence[Node], dtypes: Mapping[str, str], never_prune: Callable[[Node], bool]) -> WatchPlan:
+    """Tensors to watch among ``nodes``' outputs, pruned where a watched consumer shows the fault."""
+    candidates: list[str] = []
+    for n in nodes:
+        for o in n.outputs:
+            if o and dtypes.get(o) in _WATCHABLE:
+                candidates.append(o)
+    in_segment = {n.id for n in nodes}
+    watched: set[str] = set()
+    guards: dict[str, str] = {}
+    # Decide from the last tensor back, so a consumer's own status is known first.
+    for name in reversed(candidates):
+        producer = graph.producer(name)
+        assert producer is not None
+        if not never_prune(producer) and name not in graph.output_names:
+            for c in graph.consumers(name):
+                out = c.outputs[0] if c.outputs else ""
+                if c.id in in_segment and (out in watched or out in guards) and propagates(graph, c, name):
+                    guards[name] = out if out in watched else guards[out]
+                    break
+        if name not in guards:
+            watched.add(name)
+    return WatchPlan([c for c in candidates if c in watched], guards)

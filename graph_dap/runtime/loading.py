@@ -1,0 +1,120 @@
+"""Loading a model: reading the file, its external data (never from outside its folder), shape inference.
+
+:func:`load_graph` is the one way in; what it builds is the IR of :mod:`.graph`.
+A failed shape inference is logged and noted on the graph (the listing shows it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+from onnx import external_data_helper, helper
+
+from graph_dap import log as _log
+from graph_dap.errors import ModelError
+from graph_dap.runtime.graph import Graph, ValueInfo, _value_info
+from graph_dap.runtime.tensor import numel
+
+_logger = _log.get_logger(__name__)
+
+
+# -- loading -----------------------------------------------------------------------
+
+
+def load_graph(model: str | os.PathLike[str] | onnx.ModelProto) -> Graph:
+    """Load a model from a path (external data kept inside its folder) or a ModelProto."""
+    if isinstance(model, onnx.ModelProto):
+        return _build(model, None)
+    path = Path(model)
+    if not path.exists():
+        raise ModelError(f"model not found: {path}")
+    if not path.is_file():
+        raise ModelError(f"model path is not a file: {path}")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # protobuf raises DecodeError and friends
+        raise ModelError(f"cannot read {path} as an ONNX model: {e}") from None
+    if not proto.graph.node and not proto.graph.output:
+        raise ModelError(f"{path} holds no ONNX graph (is it an ONNX model?)")
+    _load_external_data(proto, path.parent)
+    return _build(proto, path.resolve())
+
+
+def _build(model: onnx.ModelProto, path: Path | None) -> Graph:
+    inferred, notes = _inferred_infos(model)
+    return Graph(model, path, inferred, notes)
+
+
+def _load_external_data(model: onnx.ModelProto, base: Path) -> None:
+    """Read external tensor data, refusing any location outside ``base``."""
+    root = base.resolve()
+    for tensor in external_data_helper._get_all_tensors(model):
+        if not external_data_helper.uses_external_data(tensor):
+            continue
+        info = external_data_helper.ExternalDataInfo(tensor)
+        location = info.location
+        target = (root / location).resolve()
+        if os.path.isabs(location) or not target.is_relative_to(root):
+            raise ModelError(
+                f"tensor '{tensor.name}' points at external data '{location}' outside the model's folder {root}; "
+                "external data must live beside the model"
+            )
+        if not target.is_file():
+            raise ModelError(f"tensor '{tensor.name}': external data file not found: {target}")
+        try:
+            external_data_helper.load_external_data_for_tensor(tensor, str(root))
+        except Exception as e:
+            raise ModelError(f"tensor '{tensor.name}': cannot read external data {target}: {e}") from None
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+
+
+_SMALL_INITIALIZER = 1024  # elements; kept for shape inference (Reshape targets...)
+
+
+def _inferred_infos(model: onnx.ModelProto) -> tuple[dict[str, ValueInfo], tuple[str, ...]]:
+    """Shapes from onnx shape inference on a copy without large initializer data; notes when it failed."""
+    light = onnx.ModelProto()
+    light.CopyFrom(model) if model.ByteSize() < 64 * 1024 * 1024 else _copy_without_big_data(model, light)
+    g = light.graph
+    keep, moved = [], []
+    for t in g.initializer:
+        if numel(t.dims) <= _SMALL_INITIALIZER:
+            keep.append(t)
+        else:
+            moved.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    if moved:
+        del g.initializer[:]
+        g.initializer.extend(keep)
+        present = {v.name for v in g.input}
+        g.input.extend(v for v in moved if v.name not in present)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        _logger.info("shape inference failed: %s", e)
+        return {}, (f"shape inference failed ({first}); value types are those the model declares",)
+    return {v.name: _value_info(v) for v in list(inferred.graph.value_info) + list(inferred.graph.output)}, ()
+
+
+def _copy_without_big_data(model: onnx.ModelProto, into: onnx.ModelProto) -> None:
+    into.ir_version = model.ir_version
+    into.opset_import.extend(model.opset_import)
+    into.functions.extend(model.functions)
+    g = into.graph
+    src = model.graph
+    g.name = src.name
+    g.node.extend(src.node)
+    g.input.extend(src.input)
+    g.output.extend(src.output)
+    g.value_info.extend(src.value_info)
+    present = {v.name for v in src.input}
+    for t in src.initializer:
+        if numel(t.dims) <= _SMALL_INITIALIZER:
+            g.initializer.append(t)
+        elif t.name not in present:
+            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+
+

@@ -1,0 +1,2 @@
+"""Tools built on the session and the engine: dump, compare (metrics, references, lockstep),
+profile, value injection, repeated runs, tensor views. The core never imports them."""
