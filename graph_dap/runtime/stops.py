@@ -1,4 +1,9 @@
-"""What a run returns: why it stopped and where."""
+"""What a run returns: why it stopped and where; and how a node is named in reports.
+
+:meth:`Stop.to_dict` is the one serialization of a stop (the CLI's ``run --json``
+report and the worker's stop message are made from it); :func:`node_ref` the one
+way a report names a node.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +22,16 @@ class StopReason(enum.Enum):
     NAN = "nan"
     INF = "inf"
     ERROR = "error"
+    MISMATCH = "mismatch"  # a divergence from the reference of a comparison in lockstep
     STEP = "step"
     GOTO = "goto"
     PAUSE = "pause"
     END = "end"
+
+
+def node_ref(node: Node) -> dict[str, Any]:
+    """A node as JSON reports name it: ``{name, op_type, index}`` (``name`` is its id; ``index`` its place in the file)."""
+    return {"name": node.id, "op_type": node.op_type, "index": node.index}
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +40,8 @@ class Stop:
 
     ``node`` is the node the stop is about: the next to run for entry, breakpoint,
     step, goto and pause; the node that failed for ``error``; the node whose output
-    holds the NaN or Inf for ``nan``/``inf`` (it has run; ``DebugSession.pc`` is past it).
+    holds the NaN or Inf for ``nan``/``inf``, or breaks the tolerance for ``mismatch``
+    (it has run; ``DebugSession.pc`` is past it).
     """
 
     reason: StopReason
@@ -39,11 +51,16 @@ class Stop:
     details: dict[str, Any] = field(default_factory=dict)
     breakpoint_ids: tuple[int, ...] = ()
 
+    @property
+    def completed(self) -> bool:
+        """Whether the run reached the end of the graph (an error at the last node ends it too, but does not complete it)."""
+        return self.reason is StopReason.END and self.node is None
+
     def to_dict(self) -> dict[str, Any]:
-        n = self.node
+        """``{reason, node, message, tensor, details, breakpoint_ids}``, ``node`` as :func:`node_ref` makes it."""
         return {
             "reason": self.reason.value,
-            "node": None if n is None else {"name": n.id, "op_type": n.op_type, "index": n.index},
+            "node": None if self.node is None else node_ref(self.node),
             "message": self.message,
             "tensor": self.tensor,
             "details": self.details,
