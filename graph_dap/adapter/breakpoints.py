@@ -8,10 +8,11 @@ says which breakpoints it hit and which kind they were.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_dap.worker.client import Breakpoint
+from graph_dap.worker.protocol import BreakpointResult, BreakpointSpec
 
 KINDS = ("source", "function", "data")
 STOP_REASONS = {"source": "breakpoint", "function": "function breakpoint", "data": "data breakpoint"}
@@ -23,7 +24,7 @@ class Wanted:
 
     kind: str
     dap_id: int
-    specs: tuple[dict[str, Any], ...]
+    specs: tuple[BreakpointSpec, ...]
     line: int | None = None  # for line breakpoints: the line of the node it landed on
     message: str = ""  # why it cannot be verified, when that is known before asking the runtime
 
@@ -44,15 +45,15 @@ class BreakpointBook:
     def replace(self, kind: str, wanted: list[Wanted]) -> None:
         self.wanted[kind] = wanted
 
-    def specs(self) -> list[dict[str, Any]]:
+    def specs(self) -> list[BreakpointSpec]:
         """The runtime specs of every kind, in a stable order."""
         return [spec for kind in KINDS for w in self.wanted[kind] for spec in w.specs]
 
-    def resolve(self, results: list[Breakpoint]) -> None:
+    def resolve(self, results: Sequence[BreakpointResult]) -> None:
         """Take the runtime's answers, in the order of :meth:`specs`."""
         owners = [w for kind in KINDS for w in self.wanted[kind] for _ in w.specs]
         self._owner = {}
-        verdicts: dict[int, list[Breakpoint]] = {}
+        verdicts: dict[int, list[BreakpointResult]] = {}
         for owner, result in zip(owners, results, strict=True):
             self._owner[result.id] = owner
             verdicts.setdefault(owner.dap_id, []).append(result)

@@ -17,7 +17,8 @@ from graph_dap.adapter.listing import ListingSource
 from graph_dap.adapter.protocol import Channel
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request
 from graph_dap.adapter.variables import Handles
-from graph_dap.worker.client import GraphInfo, NodeInfo, StopInfo, WorkerClient
+from graph_dap.worker.client import WorkerClient
+from graph_dap.worker.protocol import GraphInfo, NodeInfo, RunCommand, StopInfo
 
 T = TypeVar("T")
 
@@ -47,11 +48,11 @@ EXCEPTION_NAMES = {"nan": "NaN", "inf": "Inf", "error": "NodeExecutionError", "m
 AFTER_NODE = ("nan", "inf", "mismatch")
 #: Runs that a configuration change may interrupt (pause, apply, resume): all may take long.
 RESUMABLE = {
-    "continue": "resume",
-    "resume": "resume",
-    "step_out": "resume",
-    "reverse_continue": "reverse_continue",
-    "to_end": "to_end",
+    RunCommand.CONTINUE: RunCommand.RESUME,
+    RunCommand.RESUME: RunCommand.RESUME,
+    RunCommand.STEP_OUT: RunCommand.RESUME,
+    RunCommand.REVERSE_CONTINUE: RunCommand.REVERSE_CONTINUE,
+    RunCommand.TO_END: RunCommand.TO_END,
 }
 PROGRESS_DELAY = 0.5  # seconds a run goes before it shows progress
 WorkerFactory = Callable[[], Awaitable[WorkerClient]]
@@ -95,7 +96,7 @@ class AdapterCore:
         self._goto_targets: dict[int, str] = {}
         self._after: list[Callable[[], None]] = []
         self._run_task: asyncio.Task[None] | None = None
-        self._run_command = ""
+        self._run_command: RunCommand | None = None
         self._updates: list[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = []
         self._interrupting = False
         self._user_paused = False
@@ -153,7 +154,7 @@ class AdapterCore:
     def _frame_node(self) -> NodeInfo | None:
         """The node the top frame shows: the one a nan/inf/mismatch came from, else the next to run."""
         assert self.listing is not None and self.stop is not None
-        nid = self.stop.node if self.stop.reason in AFTER_NODE else self.stop.pc
+        nid = self.stop.node_id if self.stop.reason in AFTER_NODE else self.stop.pc
         return self.listing.nodes.get(nid) if nid else None
 
     async def _configure(self, change: Callable[[], Awaitable[T]]) -> T:

@@ -11,6 +11,7 @@ from typing import Any
 
 from graph_dap.adapter.core import AdapterCore
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, items_of
+from graph_dap.worker import protocol as p
 
 #: Custom command -> the name of its handler (never reachable as a standard ``<command>_request``).
 CUSTOM_REQUESTS = {
@@ -32,16 +33,30 @@ class CustomRequests(AdapterCore):
         if max_size < 1:
             raise InvalidRequest("'maxSize' must be at least 1")
         worker = self._need_stopped()
-        body: dict[str, Any] = await worker.call("tensor_view", name=name, index=index, max_size=max_size)
-        return body
+        view = await worker.tensor_view(p.TensorViewArgs(name, tuple(index), max_size))
+        return {
+            "name": view.name,
+            "dtype": view.dtype,
+            "shape": list(view.shape),
+            "sliceShape": list(view.slice_shape),
+            "index": list(view.index),
+            "stride": list(view.stride),
+            "data": [list(row) for row in view.data],
+            "min": view.min,
+            "max": view.max,
+            "mean": view.mean,
+            "nan": view.nan,
+            "posinf": view.posinf,
+            "neginf": view.neginf,
+            "histogram": {"edges": list(view.histogram.edges), "counts": list(view.histogram.counts)},
+        }
 
     async def compare_table_custom(self, request: Request) -> dict[str, Any]:
         """The comparison with the launch's reference so far (the JSON of ``graph-dap compare --json``)."""
         worker = self._need_idle()
         if not self.launch_args.get("reference"):
             raise CantHandle("there is no reference to compare with: give the launch argument 'reference'")
-        table: dict[str, Any] = await worker.call("compare_table")
-        return table
+        return await worker.compare_table()
 
     async def profile_custom(self, request: Request) -> dict[str, Any]:
         """The model run whole under onnxruntime's profiler (the JSON of ``graph-dap profile --json``).
@@ -54,7 +69,7 @@ class CustomRequests(AdapterCore):
         worker = self._need_idle()
         progress = self._progress_start("Profiling the model")
         try:
-            profile: dict[str, Any] = await worker.call("profile", repeat=runs)
+            profile = await worker.profile(p.ProfileArgs(runs))
         finally:
             self._progress_end(progress)
         return profile

@@ -14,14 +14,14 @@ from graph_dap.adapter.variables import (
     ScopeRef,
     TensorRef,
     element_variable,
-    expression_of,
-    name_of,
     parse_settable,
     stat_variables,
     subscript,
     tensor_variable,
 )
-from graph_dap.worker.client import Summary
+from graph_dap.names import quoted, unquoted
+from graph_dap.worker import protocol as p
+from graph_dap.worker.protocol import Summary
 
 
 class InspectionRequests(AdapterCore):
@@ -71,7 +71,7 @@ class InspectionRequests(AdapterCore):
             raise CantHandle("the run is not stopped on an exception (nan, inf, error or mismatch)")
         details: dict[str, Any] = {"message": stop.message, "typeName": EXCEPTION_NAMES[stop.reason]}
         if stop.tensor:
-            details["evaluateName"] = expression_of(stop.tensor)
+            details["evaluateName"] = quoted(stop.tensor)
         facts = [f"{k}: {v}" for k, v in stop.details.items() if v not in (None, [], {})]
         if facts:
             details["stackTrace"] = "\n".join(facts)
@@ -82,7 +82,7 @@ class InspectionRequests(AdapterCore):
     async def _computed(self) -> list[str]:
         if self._values is None:
             worker = self._need_stopped()
-            self._values = list((await worker.call("values"))["computed"])
+            self._values = list((await worker.values()).computed)
         return self._values
 
     async def scopes_request(self, request: Request) -> dict[str, Any]:
@@ -147,7 +147,7 @@ class InspectionRequests(AdapterCore):
                 names = []
             else:
                 names = names[start : start + count] if count else names[start : start + MAX_UNPAGED]
-            summaries = await worker.summaries(names, hex_) if names else []
+            summaries = await worker.summaries(p.SummariesArgs(tuple(names), hex_)) if names else ()
             return {"variables": [self._tensor_var(s) for s in summaries]}
         assert isinstance(container, TensorRef)
         summary: Summary | None = self.handles.extra(reference)
@@ -156,27 +156,18 @@ class InspectionRequests(AdapterCore):
             variables += stat_variables(summary)
         if which in (None, "indexed"):
             chunk = count or MAX_UNPAGED
-            children = await worker.call(
-                "children",
-                name=container.name,
-                index=list(container.index),
-                start=start,
-                count=chunk,
-                temp=container.temp,
-                hex=hex_,
-            )
-            for item in children["items"]:
-                if "scalar" in item and "text" not in item:
-                    variables.append(element_variable(container, item["index"], item["scalar"], item["dtype"]))
-                    self._remember(container.child(item["index"]))
+            page = await worker.children(p.ChildrenArgs(container.name, container.index, start, chunk, container.temp, hex_))
+            for item in page.items:
+                child = container.child(item.index)
+                if item.summary is None:
+                    variables.append(element_variable(container, item.index, item.scalar, item.dtype))
                 else:
-                    child = container.child(item["index"])
-                    variables.append(tensor_variable(Summary.from_wire(item), child, self.handles, name=f"[{item['index']}]"))
-                    self._remember(child)
+                    variables.append(tensor_variable(item.summary, child, self.handles, name=f"[{item.index}]"))
+                self._remember(child)
         return {"variables": variables}
 
     def _tensor_var(self, summary: Summary) -> dict[str, Any]:
-        ref = TensorRef(summary.name, (), None, expression_of(summary.name))
+        ref = TensorRef(summary.name, (), None, quoted(summary.name))
         self._remember(ref)
         return tensor_variable(summary, ref, self.handles, self.memory if self.client.get("supportsMemoryReferences") else None)
 
@@ -214,14 +205,14 @@ class InspectionRequests(AdapterCore):
 
     async def _set(self, name: str, index: tuple[int, ...], expression: str) -> dict[str, Any]:
         worker = self._need_stopped()
-        result = await worker.call("set_value", name=name, expression=expression, index=list(index) or None)
+        result = await worker.set_value(p.SetValueArgs(name, expression, index))
         self._values = None
         if self.client.get("supportsInvalidatedEvent"):
             self._later(lambda: self.channel.event("invalidated", {"areas": ["variables"], "threadId": THREAD_ID}))
-        if result.get("summary") is None:
-            return {"value": result["scalar"], "variablesReference": 0}
-        summary = Summary.from_wire(result["summary"])
-        ref = TensorRef(name, index, None, subscript(expression_of(name), index))
+        summary = result.summary
+        if summary is None:
+            return {"value": result.scalar, "variablesReference": 0}
+        ref = TensorRef(name, index, None, subscript(quoted(name), index))
         var = tensor_variable(summary, ref, self.handles, self.memory if self.client.get("supportsMemoryReferences") else None)
         body: dict[str, Any] = {
             k: var[k]
@@ -240,9 +231,9 @@ class InspectionRequests(AdapterCore):
             raise InvalidRequest(f"unknown memoryReference {reference!r}")
         if count < 0:
             raise InvalidRequest("'count' must not be negative")
-        got = await worker.call("read_memory", name=ref.name, offset=offset, count=count, temp=ref.temp)
-        data: bytes = got["data"]
-        body: dict[str, Any] = {"address": hex(got["start"]), "data": base64.b64encode(data).decode("ascii")}
+        got = await worker.read_memory(p.ReadMemoryArgs(ref.name, offset, count, ref.temp))
+        data = got.data
+        body: dict[str, Any] = {"address": hex(got.start), "data": base64.b64encode(data).decode("ascii")}
         if len(data) < count:
             body["unreadableBytes"] = count - len(data)
         return body
@@ -257,24 +248,23 @@ class InspectionRequests(AdapterCore):
         assert self.listing is not None
         memory = self.memory if self.client.get("supportsMemoryReferences") else None
         word = expression.strip()
-        node = self.listing.nodes.get(name_of(word))
-        if node is not None and context == "hover" and name_of(word) not in self.graph.value_names:  # type: ignore[union-attr]
-            summaries = await worker.summaries(list(node.outputs), hex_)
+        node = self.listing.nodes.get(unquoted(word))
+        if node is not None and context == "hover" and unquoted(word) not in self.graph.value_names:  # type: ignore[union-attr]
+            summaries = await worker.summaries(p.SummariesArgs(node.outputs, hex_))
             outs = "; ".join(f"{s.name}: {s.text}" for s in summaries)
             return {"result": f"{node.label} -> {outs}", "variablesReference": 0}
-        result = await worker.call("evaluate", expression=expression, clipboard=context == "clipboard", hex=hex_)
-        if "value" in result:
-            summary = Summary.from_wire(result["summary"])
-            ref = TensorRef(result["value"], (), None, expression_of(result["value"]))
+        result = await worker.evaluate(p.EvaluateArgs(expression, context == "clipboard", hex_))
+        summary = result.summary
+        if summary is None:
+            return {"result": result.text, "type": result.type, "variablesReference": 0}
+        if result.value is not None:
+            ref = TensorRef(result.value, (), None, quoted(result.value))
             self._remember(ref)
-        elif "temp" in result:
-            summary = Summary.from_wire(result["summary"])
-            ref = TensorRef(expression, (), result["temp"], f"({expression})")
         else:
-            return {"result": result["text"], "type": result.get("type", ""), "variablesReference": 0}
+            ref = TensorRef(expression, (), result.temp, f"({expression})")
         var = tensor_variable(summary, ref, self.handles, memory)
         body: dict[str, Any] = {
-            "result": result.get("text") or var["value"],
+            "result": result.text or var["value"],
             "type": var["type"],
             "variablesReference": var["variablesReference"],
         }
@@ -291,8 +281,8 @@ class InspectionRequests(AdapterCore):
         base = 1 if self.client.get("columnsStartAt1", True) else 0
         cursor = max(0, min(len(text), column - base))
         head = text[:cursor]
-        quoted = head.rfind("`") >= 0 and head.count("`") % 2 == 1
-        if quoted:
+        in_backticks = head.rfind("`") >= 0 and head.count("`") % 2 == 1
+        if in_backticks:
             start = head.rfind("`")
             prefix = head[start + 1 :]
         else:
@@ -308,17 +298,17 @@ class InspectionRequests(AdapterCore):
                 return
             seen.add(label)
             item: dict[str, Any] = {"label": label, "text": insert, "type": kind, "detail": detail}
-            item["start"] = (start if not quoted else start) + base
+            item["start"] = start + base
             item["length"] = cursor - start
             targets.append(item)
 
         for name in self.graph.value_names:
-            insert = expression_of(name) if not quoted else f"`{name}`"
-            if quoted or insert == name:
+            insert = quoted(name) if not in_backticks else f"`{name}`"
+            if in_backticks or insert == name:
                 add(name, "variable", insert, "value")
             elif name.startswith(prefix) and prefix:
                 add(name, "variable", insert, "value")
-        if not quoted:
+        if not in_backticks:
             for fn in self.graph.functions:
                 add(fn, "function", fn, "function")
             for node in self.graph.nodes:

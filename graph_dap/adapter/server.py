@@ -24,8 +24,10 @@ from graph_dap.adapter.inspect_handlers import InspectionRequests
 from graph_dap.adapter.listing import ListingSource, ensure_listing, holds
 from graph_dap.adapter.protocol import Channel, FramingError, Malformed, Message, SocketStream, StdioStream
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, RequestError, UserError, checked, items_of
-from graph_dap.errors import GraphDapError
-from graph_dap.worker.client import StopInfo, WorkerClient, WorkerDied
+from graph_dap.errors import GraphDapError, WorkerDied
+from graph_dap.worker import protocol as p
+from graph_dap.worker.client import WorkerClient
+from graph_dap.worker.protocol import RunCommand, StopInfo
 
 CAPABILITIES: dict[str, Any] = {
     "supportsConfigurationDoneRequest": True,
@@ -218,21 +220,21 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
         return items_of(given, str, "providers")
 
     @staticmethod
-    def _tolerance(given: Any) -> dict[str, Any] | None:
+    def _tolerance(given: Any) -> p.Tolerance | None:
         """``{atol, rtol}`` (and ``failIf``), or a list of fail-if conditions (``cosine<0.999``)."""
         if given is None:
             return None
         if isinstance(given, list):
-            return {"fail_if": items_of(given, str, "tolerance")}
+            return p.Tolerance(fail_if=tuple(items_of(given, str, "tolerance")))
         if not isinstance(given, dict):
             raise InvalidRequest("'arguments.tolerance' must be {atol, rtol} or a list of conditions like 'cosine<0.999'")
-        tolerance = {
-            "atol": checked(given, "atol", float, None, "tolerance"),
-            "rtol": checked(given, "rtol", float, None, "tolerance"),
-            "fail_if": items_of(checked(given, "failIf", list, [], "tolerance"), str, "tolerance.failIf"),
-        }
-        for key in ("atol", "rtol"):
-            if tolerance[key] is not None and tolerance[key] < 0:
+        tolerance = p.Tolerance(
+            checked(given, "atol", float, None, "tolerance"),
+            checked(given, "rtol", float, None, "tolerance"),
+            tuple(items_of(checked(given, "failIf", list, [], "tolerance"), str, "tolerance.failIf")),
+        )
+        for key, value in (("atol", tolerance.atol), ("rtol", tolerance.rtol)):
+            if value is not None and value < 0:
                 raise UserError(f"tolerance: {key} must not be negative")
         return tolerance
 
@@ -281,17 +283,20 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
         progress = self._progress_start(f"Loading {os.path.basename(args['model'])}")
         try:
             graph = await self.worker.load(
-                model=args["model"],
-                inputs=args["inputs"],
-                dims=args["dims"],
-                providers=args["providers"],
-                skip_constants=args["skipConstants"],
-                memory_budget_mb=args["memoryBudgetMB"],
-                base_dir=args["cwd"] or os.getcwd(),
-                **self._reference_args(),
-                write_listing=not listing_path,
+                p.LoadArgs(
+                    model=args["model"],
+                    inputs=args["inputs"],
+                    dims=args["dims"],
+                    providers=tuple(args["providers"]),
+                    skip_constants=args["skipConstants"],
+                    memory_budget_mb=args["memoryBudgetMB"],
+                    base_dir=args["cwd"] or os.getcwd(),
+                    reference=args["reference"],
+                    tolerance=args["tolerance"] if args["reference"] is not None else None,
+                    write_listing=not listing_path,
+                )
             )
-            await self.worker.call("set_break_on", filters=self._worker_filters(), inf_exclude=self._inf_exclude)
+            await self.worker.set_break_on(p.BreakOnArgs(tuple(self._worker_filters()), tuple(self._inf_exclude)))
         except WorkerDied as error:
             raise UserError(f"the runtime worker died while loading the model: {error}") from None
         except GraphDapError as error:
@@ -301,12 +306,6 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
         self.graph = graph
         self._source_refs += 1
         self.listing = self._listing_source(graph, listing_path)
-
-    def _reference_args(self) -> dict[str, Any]:
-        args = self.launch_args
-        if args["reference"] is None:
-            return {}
-        return {"reference": args["reference"], "tolerance": args["tolerance"]}
 
     def _listing_source(self, graph: Any, listing_path: str | None) -> ListingSource:
         """The listing, by path when a file holds it: ``listingPath`` (written here if need be), or the one beside the model."""
@@ -322,15 +321,15 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
             raise InvalidRequest("configurationDone comes once, after launch")
         self._later(lambda: self._start_run(self._first_run()))
 
-    def _first_run(self) -> str:
+    def _first_run(self) -> RunCommand:
         """How a launch (or a restart) starts: to the end (noDebug), at entry, or to the first stop."""
         if self.launch_args["noDebug"]:
-            return "to_end"
-        return "start" if self.launch_args["stopOnEntry"] else "resume"
+            return RunCommand.TO_END
+        return RunCommand.START if self.launch_args["stopOnEntry"] else RunCommand.RESUME
 
     # -- running ----------------------------------------------------------------------
 
-    def _start_run(self, command: str, target: str | None = None) -> None:
+    def _start_run(self, command: RunCommand, target: str | None = None) -> None:
         """Start a run in the background; its stop comes as a ``stopped`` event."""
         self.state = "running"
         self.stop = None
@@ -343,17 +342,17 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
             self._progress_timer = asyncio.get_running_loop().call_later(PROGRESS_DELAY, self._run_progress_start)
         self._run_task = asyncio.ensure_future(self._run(command, target))
 
-    async def _run(self, command: str, target: str | None) -> None:
+    async def _run(self, command: RunCommand, target: str | None) -> None:
         assert self.worker is not None
         worker = self.worker
         try:
-            iterations = (self.launch_args.get("iterations") or 1) if command == "to_end" else 1
-            stop = await (worker.start() if command == "start" else worker.run(command, target, iterations))
+            iterations = (self.launch_args.get("iterations") or 1) if command is RunCommand.TO_END else 1
+            stop = await worker.run(p.RunArgs(command, target, iterations))
             while True:
                 await self._apply_updates()
                 if self._interrupting and stop.reason == "pause" and not self._user_paused:
                     self._interrupting = False
-                    stop = await worker.run(RESUMABLE[command])
+                    stop = await worker.run(p.RunArgs(RESUMABLE[command]))
                     continue
                 break
         except WorkerDied:
@@ -363,10 +362,10 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
             self._output(f"graph-dap: {error}\n", "stderr")
             await self._apply_updates()
             try:
-                where = StopInfo.from_wire(await worker.call("where"))
+                where = await worker.where()
             except GraphDapError:
                 return
-            stop = StopInfo("error", where.pc, where.pc, where.last_node, None, str(error), {})
+            stop = StopInfo("error", where.node, where.pc, where.last_node, None, str(error))
         finally:
             self._interrupting = False
             self._user_paused = False
@@ -411,43 +410,41 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
             self._output(f"graph-dap: {stop.message}\n", "stderr")
         elif self.worker is not None:
             try:
-                outputs = await self.worker.call("outputs")
-                lines = "".join(f"  {o['name']}: {o['text']}\n" for o in outputs)
+                outputs = await self.worker.outputs()
+                lines = "".join(f"  {o.name}: {o.text}\n" for o in outputs)
                 self._output(f"the run reached the end of the graph; outputs:\n{lines}")
             except GraphDapError as error:
                 self._output(f"graph-dap: cannot read the outputs: {error}\n", "stderr")
-        repeat = stop.details.get("repeat")
-        if isinstance(repeat, dict) and repeat.get("times_ms"):
-            self._output(f"{repeat['text']}\n")
-        comparison = stop.details.get("comparison")
-        if isinstance(comparison, list) and comparison:
-            self._output("".join(f"{line}\n" for line in comparison))
+        if stop.repeat is not None and stop.repeat.times_ms:
+            self._output(f"{stop.repeat.text}\n")
+        if stop.comparison:
+            self._output("".join(f"{line}\n" for line in stop.comparison))
         self.channel.event("exited", {"exitCode": 1 if failed else 0})
         self.channel.event("terminated")
 
-    def _begin(self, request: Request, command: str, target: str | None = None) -> None:
+    def _begin(self, request: Request, command: RunCommand, target: str | None = None) -> None:
         self._thread(request)
         self._need_stopped()
         self._later(lambda: self._start_run(command, target))
 
     async def continue_request(self, request: Request) -> dict[str, Any]:
-        self._begin(request, "continue")
+        self._begin(request, RunCommand.CONTINUE)
         return {"allThreadsContinued": True}
 
     async def next_request(self, request: Request) -> None:
-        self._begin(request, "step")
+        self._begin(request, RunCommand.STEP)
 
     async def stepIn_request(self, request: Request) -> None:
-        self._begin(request, "step_in")
+        self._begin(request, RunCommand.STEP_IN)
 
     async def stepOut_request(self, request: Request) -> None:
-        self._begin(request, "step_out")
+        self._begin(request, RunCommand.STEP_OUT)
 
     async def stepBack_request(self, request: Request) -> None:
-        self._begin(request, "step_back")
+        self._begin(request, RunCommand.STEP_BACK)
 
     async def reverseContinue_request(self, request: Request) -> None:
-        self._begin(request, "reverse_continue")
+        self._begin(request, RunCommand.REVERSE_CONTINUE)
 
     async def gotoTargets_request(self, request: Request) -> dict[str, Any]:
         source = request.arg("source", dict)
@@ -466,7 +463,7 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
         node = self._goto_targets.get(target)
         if node is None:
             raise InvalidRequest(f"unknown goto target {target}: ask gotoTargets first")
-        self._begin(request, "goto", node)
+        self._begin(request, RunCommand.GOTO, node)
 
     async def pause_request(self, request: Request) -> None:
         self._thread(request)
@@ -498,7 +495,7 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
                 return
         assert self.worker is not None
         worker = self.worker
-        stop = await worker.run("restart")
+        stop = await worker.run(p.RunArgs(RunCommand.RESTART))
         if stop.reason != "entry" or (self.launch_args["stopOnEntry"] and not self.launch_args["noDebug"]):
             self._later(lambda: self._stopped(stop))
         else:
@@ -526,11 +523,11 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
 
     # -- the worker -------------------------------------------------------------------
 
-    def _worker_event(self, event: str, body: Any) -> None:
-        if event == "log" and isinstance(body, dict):
-            self._output(str(body.get("text", "")) + "\n", "console")
-        elif event == "progress" and isinstance(body, dict):
-            done, total = int(body.get("done", 0)), max(int(body.get("total", 1)), 1)
+    def _worker_event(self, event: p.Event) -> None:
+        if isinstance(event, p.LogEvent):
+            self._output(event.text + "\n", "console")
+        else:
+            done, total = event.done, max(event.total, 1)
             self._progress_nodes = f"{done}/{total} nodes, "
             if self._progress_id is not None:
                 self.channel.event(

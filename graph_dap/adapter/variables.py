@@ -7,12 +7,15 @@ at every stop, since the values may have changed.
 
 from __future__ import annotations
 
-import keyword
 import re
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from graph_dap.worker.client import Summary
+from graph_dap.names import quoted as expression_of
+from graph_dap.names import unquoted as name_of
+from graph_dap.worker.protocol import Summary
+
+__all__ = ["Handles", "ScopeRef", "TensorRef", "expression_of", "name_of", "parse_settable", "tensor_variable"]
 
 T = TypeVar("T")
 
@@ -73,21 +76,6 @@ class Handles(Generic[T]):
         self._by_id.clear()
         self._ids.clear()
         self._extra.clear()
-
-
-def expression_of(name: str) -> str:
-    """A value name as the expression language reads it: bare if it can be, else in backticks."""
-    if name.isidentifier() and not keyword.iskeyword(name):
-        return name
-    return f"`{name}`"
-
-
-def name_of(expression: str) -> str:
-    """The inverse of :func:`expression_of` for a plain or backticked name."""
-    text = expression.strip()
-    if len(text) > 1 and text[0] == text[-1] == "`":
-        return text[1:-1]
-    return text
 
 
 _SETTABLE = re.compile(r"\s*(`[^`]+`|[A-Za-z_]\w*)\s*((?:\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*\]\s*)*)$")
