@@ -67,7 +67,7 @@ class BreakpointRequests(AdapterCore):
     async def dataBreakpointInfo_request(self, request: Request) -> dict[str, Any]:
         name = request.arg("name", str)
         reference = request.arg("variablesReference", int, 0)
-        container = self.handles.get(reference) if reference else None
+        container = self.variables.handles.get(reference) if reference else None
         if reference and container is None:
             raise InvalidRequest(f"unknown variablesReference {reference}")
         if isinstance(container, TensorRef) or (isinstance(container, ScopeRef) and container.kind == "attributes"):
@@ -137,28 +137,15 @@ class BreakpointRequests(AdapterCore):
             if fid == "inf":
                 exclude += [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
             results.append({"verified": True})
-        self._filters = list(dict.fromkeys(enabled))
-        self._inf_exclude = exclude
-        if self.worker is not None and self.graph is not None:
-            worker = self._need_worker()
-            filters_now = self._worker_filters()
-            break_on = p.BreakOnArgs(tuple(filters_now), tuple(self._inf_exclude))
-            await self._configure(lambda: worker.set_break_on(break_on))
+        self.filters.enabled = list(dict.fromkeys(enabled))
+        self.filters.inf_exclude = exclude
+        await self._apply_filters()
         return {"breakpoints": results}
 
     def _filter_problem(self, filter_id: str, known: set[str]) -> str:
         """Why an exception filter cannot be enabled ("" when it can)."""
         if filter_id not in known:
             return f"unknown filter '{filter_id}'"
-        if filter_id == "mismatch" and self.graph is not None and not self.launch_args.get("reference"):
+        if filter_id == "mismatch" and self.graph is not None and not self.has_reference:
             return "the mismatch filter needs a reference: give the launch argument 'reference' (a dump, provider:NAME, ...)"
         return ""
-
-    async def _apply_breakpoints(self) -> None:
-        """Send every breakpoint to the runtime (pausing a run for it) and take its verdicts."""
-        if self.worker is None or self.graph is None:
-            return
-        worker = self._need_worker()
-        specs = self.breakpoints.specs()
-        results = await self._configure(lambda: worker.set_breakpoints(specs))
-        self.breakpoints.resolve(results)

@@ -3,7 +3,8 @@
 DAP sets line, function and data breakpoints separately and each request replaces
 its kind; the runtime takes one list. The book keeps the three kinds, sends their
 union, and maps the runtime's breakpoint ids back to the client's, so that a stop
-says which breakpoints it hit and which kind they were.
+says which breakpoints it hit and which kind they were. :class:`BreakFilters` holds
+the exception filters.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_dap.worker.protocol import BreakpointResult, BreakpointSpec
+from graph_dap.worker.protocol import BreakOnArgs, BreakpointResult, BreakpointSpec
 
 KINDS = ("source", "function", "data")
 STOP_REASONS = {"source": "breakpoint", "function": "function breakpoint", "data": "data breakpoint"}
@@ -88,3 +89,15 @@ class BreakpointBook:
             if kind in kinds:
                 return STOP_REASONS[kind], ids
         return "breakpoint", ids
+
+
+@dataclass(slots=True)
+class BreakFilters:
+    """The exception filters the client enabled, and the nodes whose Inf the inf filter ignores."""
+
+    enabled: list[str] = field(default_factory=lambda: ["error"])
+    inf_exclude: list[str] = field(default_factory=list)
+
+    def worker_args(self, has_reference: bool) -> BreakOnArgs:
+        """The filters the worker can honour: ``mismatch`` only with a reference."""
+        return BreakOnArgs(tuple(f for f in self.enabled if f != "mismatch" or has_reference), tuple(self.inf_exclude))

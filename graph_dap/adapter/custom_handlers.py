@@ -54,7 +54,7 @@ class CustomRequests(AdapterCore):
     async def compare_table_custom(self, request: Request) -> dict[str, Any]:
         """The comparison with the launch's reference so far (the JSON of ``graph-dap compare --json``)."""
         worker = self._need_idle()
-        if not self.launch_args.get("reference"):
+        if not self.has_reference:
             raise CantHandle("there is no reference to compare with: give the launch argument 'reference'")
         return await worker.compare_table()
 
@@ -63,13 +63,14 @@ class CustomRequests(AdapterCore):
 
         ``iterations`` (default: the launch's, else 3) timed runs after one warm-up.
         """
-        runs = request.arg("iterations", int, None) or self.launch_args.get("iterations") or DEFAULT_PROFILE_RUNS
+        launched = self.launch.iterations if self.launch is not None else None
+        runs = request.arg("iterations", int, None) or launched or DEFAULT_PROFILE_RUNS
         if runs < 1:
             raise InvalidRequest("'iterations' must be at least 1")
         worker = self._need_idle()
-        progress = self._progress_start("Profiling the model")
+        progress = self.progress.start("Profiling the model")
         try:
             profile = await worker.profile(p.ProfileArgs(runs))
         finally:
-            self._progress_end(progress)
+            self.progress.end(progress)
         return profile

@@ -11,6 +11,7 @@ from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, chec
 from graph_dap.adapter.variables import (
     MAX_UNPAGED,
     PAGE,
+    Handles,
     ScopeRef,
     TensorRef,
     element_variable,
@@ -65,7 +66,7 @@ class InspectionRequests(AdapterCore):
     async def exceptionInfo_request(self, request: Request) -> dict[str, Any]:
         self._thread(request)
         self._need_stopped()
-        stop = self.stop
+        stop = self.run.stop
         assert stop is not None
         if stop.reason not in EXCEPTION_NAMES:
             raise CantHandle("the run is not stopped on an exception (nan, inf, error or mismatch)")
@@ -80,19 +81,19 @@ class InspectionRequests(AdapterCore):
     # -- scopes and variables ---------------------------------------------------------
 
     async def _computed(self) -> list[str]:
-        if self._values is None:
+        if self.variables.computed is None:
             worker = self._need_stopped()
-            self._values = list((await worker.values()).computed)
-        return self._values
+            self.variables.computed = list((await worker.values()).computed)
+        return self.variables.computed
 
     async def scopes_request(self, request: Request) -> dict[str, Any]:
         frame = request.arg("frameId", int)
         self._need_stopped()
         if frame != FRAME_ID:
             raise InvalidRequest(f"unknown frameId {frame}")
-        assert self.graph is not None and self.stop is not None and self.listing is not None
+        assert self.graph is not None and self.run.stop is not None and self.listing is not None
         node = self._frame_node()
-        last = self.listing.nodes.get(self.stop.last_node) if self.stop.last_node else None
+        last = self.listing.nodes.get(self.run.stop.last_node) if self.run.stop.last_node else None
         node_id = node.id if node else None
         counts = [
             ("Inputs", ScopeRef("inputs", node_id), len(node.inputs) if node else 0, "arguments", False),
@@ -106,7 +107,7 @@ class InspectionRequests(AdapterCore):
         for name, ref, count, hint, expensive in counts:
             scope: dict[str, Any] = {
                 "name": name,
-                "variablesReference": self.handles.create(ref),
+                "variablesReference": self.variables.handles.create(ref),
                 "expensive": expensive or count > PAGE,
             }
             scope["indexedVariables" if count > PAGE else "namedVariables"] = count
@@ -134,7 +135,7 @@ class InspectionRequests(AdapterCore):
         count = max(request.arg("count", int, 0), 0)
         hex_ = bool(checked(request.arg("format", dict, {}), "hex", bool, False, "format"))
         worker = self._need_stopped()
-        container = self.handles.get(reference)
+        container = self.variables.handles.get(reference)
         if container is None:
             raise InvalidRequest(f"unknown variablesReference {reference} (references last until the run moves on)")
         if isinstance(container, ScopeRef):
@@ -150,7 +151,7 @@ class InspectionRequests(AdapterCore):
             summaries = await worker.summaries(p.SummariesArgs(tuple(names), hex_)) if names else ()
             return {"variables": [self._tensor_var(s) for s in summaries]}
         assert isinstance(container, TensorRef)
-        summary: Summary | None = self.handles.extra(reference)
+        summary: Summary | None = self.variables.handles.extra(reference)
         variables: list[dict[str, Any]] = []
         if which in (None, "named") and summary is not None:
             variables += stat_variables(summary)
@@ -162,25 +163,25 @@ class InspectionRequests(AdapterCore):
                 if item.summary is None:
                     variables.append(element_variable(container, item.index, item.scalar, item.dtype))
                 else:
-                    variables.append(tensor_variable(item.summary, child, self.handles, name=f"[{item.index}]"))
-                self._remember(child)
+                    variables.append(tensor_variable(item.summary, child, self.variables.handles, name=f"[{item.index}]"))
+                self.variables.remember(child)
         return {"variables": variables}
 
     def _tensor_var(self, summary: Summary) -> dict[str, Any]:
         ref = TensorRef(summary.name, (), None, quoted(summary.name))
-        self._remember(ref)
-        return tensor_variable(summary, ref, self.handles, self.memory if self.client.get("supportsMemoryReferences") else None)
+        self.variables.remember(ref)
+        return tensor_variable(summary, ref, self.variables.handles, self._memory())
 
-    def _remember(self, ref: TensorRef) -> None:
-        if ref.temp is None:
-            self._settable[ref.expression] = (ref.name, ref.index)
+    def _memory(self) -> Handles[Any] | None:
+        """The memory references, for a client that reads memory."""
+        return self.variables.memory if self._client.memory_references else None
 
     async def setVariable_request(self, request: Request) -> dict[str, Any]:
         reference = request.arg("variablesReference", int)
         name = request.arg("name", str)
         value = request.arg("value", str)
         self._need_stopped()
-        container = self.handles.get(reference)
+        container = self.variables.handles.get(reference)
         if container is None:
             raise InvalidRequest(f"unknown variablesReference {reference}")
         if isinstance(container, ScopeRef):
@@ -198,7 +199,7 @@ class InspectionRequests(AdapterCore):
         expression = request.arg("expression", str)
         value = request.arg("value", str)
         self._need_stopped()
-        target = self._settable.get(expression.strip()) or parse_settable(expression)
+        target = self.variables.settable.get(expression.strip()) or parse_settable(expression)
         if target is None or self.graph is None or target[0] not in self.graph.value_names:
             raise CantHandle(f"'{expression}' is not a value (or an element of one) that can be set")
         return await self._set(target[0], target[1], value)
@@ -206,14 +207,14 @@ class InspectionRequests(AdapterCore):
     async def _set(self, name: str, index: tuple[int, ...], expression: str) -> dict[str, Any]:
         worker = self._need_stopped()
         result = await worker.set_value(p.SetValueArgs(name, expression, index))
-        self._values = None
-        if self.client.get("supportsInvalidatedEvent"):
+        self.variables.computed = None
+        if self._client.invalidated:
             self._later(lambda: self.channel.event("invalidated", {"areas": ["variables"], "threadId": THREAD_ID}))
         summary = result.summary
         if summary is None:
             return {"value": result.scalar, "variablesReference": 0}
         ref = TensorRef(name, index, None, subscript(quoted(name), index))
-        var = tensor_variable(summary, ref, self.handles, self.memory if self.client.get("supportsMemoryReferences") else None)
+        var = tensor_variable(summary, ref, self.variables.handles, self._memory())
         body: dict[str, Any] = {
             k: var[k]
             for k in ("value", "type", "variablesReference", "namedVariables", "indexedVariables", "memoryReference")
@@ -226,7 +227,7 @@ class InspectionRequests(AdapterCore):
         offset = request.arg("offset", int, 0)
         count = request.arg("count", int)
         worker = self._need_stopped()
-        ref = self.memory.get(int(reference[1:])) if reference[:1] == "m" and reference[1:].isdigit() else None
+        ref = self.variables.memory.get(int(reference[1:])) if reference[:1] == "m" and reference[1:].isdigit() else None
         if not isinstance(ref, TensorRef):
             raise InvalidRequest(f"unknown memoryReference {reference!r}")
         if count < 0:
@@ -246,7 +247,7 @@ class InspectionRequests(AdapterCore):
         hex_ = bool(checked(request.arg("format", dict, {}), "hex", bool, False, "format"))
         worker = self._need_stopped()
         assert self.listing is not None
-        memory = self.memory if self.client.get("supportsMemoryReferences") else None
+        memory = self._memory()
         word = expression.strip()
         node = self.listing.nodes.get(unquoted(word))
         if node is not None and context == "hover" and unquoted(word) not in self.graph.value_names:  # type: ignore[union-attr]
@@ -259,10 +260,10 @@ class InspectionRequests(AdapterCore):
             return {"result": result.text, "type": result.type, "variablesReference": 0}
         if result.value is not None:
             ref = TensorRef(result.value, (), None, quoted(result.value))
-            self._remember(ref)
+            self.variables.remember(ref)
         else:
             ref = TensorRef(expression, (), result.temp, f"({expression})")
-        var = tensor_variable(summary, ref, self.handles, memory)
+        var = tensor_variable(summary, ref, self.variables.handles, memory)
         body: dict[str, Any] = {
             "result": result.text or var["value"],
             "type": var["type"],
@@ -278,7 +279,7 @@ class InspectionRequests(AdapterCore):
         column = request.arg("column", int)
         if self.graph is None:
             return {"targets": []}
-        base = 1 if self.client.get("columnsStartAt1", True) else 0
+        base = 1 if self._client.columns_start_at1 else 0
         cursor = max(0, min(len(text), column - base))
         head = text[:cursor]
         in_backticks = head.rfind("`") >= 0 and head.count("`") % 2 == 1

@@ -8,14 +8,11 @@ at every stop, since the values may have changed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from graph_dap.names import quoted as expression_of
-from graph_dap.names import unquoted as name_of
+from graph_dap.names import unquoted
 from graph_dap.worker.protocol import Summary
-
-__all__ = ["Handles", "ScopeRef", "TensorRef", "expression_of", "name_of", "parse_settable", "tensor_variable"]
 
 T = TypeVar("T")
 
@@ -81,13 +78,35 @@ class Handles(Generic[T]):
 _SETTABLE = re.compile(r"\s*(`[^`]+`|[A-Za-z_]\w*)\s*((?:\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*\]\s*)*)$")
 
 
+@dataclass(slots=True)
+class VariableState:
+    """What the client may refer to until the run moves on: scopes and tensors, memory, settable expressions."""
+
+    handles: Handles[Any] = field(default_factory=Handles)
+    memory: Handles[Any] = field(default_factory=Handles)
+    settable: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # evaluateName -> value, index
+    computed: list[str] | None = None  # the values computed at this stop, once asked
+
+    def reset(self) -> None:
+        """The run moves on: every reference handed out so far is gone."""
+        self.handles.reset()
+        self.memory.reset()
+        self.settable.clear()
+        self.computed = None
+
+    def remember(self, ref: TensorRef) -> None:
+        """A value (or a slice of one) shown to the client: ``setExpression`` may name it by its expression."""
+        if ref.temp is None:
+            self.settable[ref.expression] = (ref.name, ref.index)
+
+
 def parse_settable(expression: str) -> tuple[str, tuple[int, ...]] | None:
     """``x``, `` `a/b` ``, ``x[0, 2]`` or ``x[0][2]`` as (value name, index); None otherwise."""
     m = _SETTABLE.match(expression)
     if m is None:
         return None
     index = tuple(int(i) for i in re.findall(r"-?\d+", m.group(2)))
-    return name_of(m.group(1)), index
+    return unquoted(m.group(1)), index
 
 
 def subscript(expression: str, index: tuple[int, ...]) -> str:
