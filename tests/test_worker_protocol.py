@@ -36,7 +36,18 @@ def test_messages_survive_encoding() -> None:
     args = p.LoadArgs("m.onnx", {"x": [[1.0, 2.0]]}, {"n": 2}, ("CPUExecutionProvider",), tolerance=p.Tolerance(fail_if=("cosine<0.99",)))
     for message in (stop, view, args, p.RunArgs(p.RunCommand.GOTO, "relu1"), p.MemoryRead(b"\x00\x01", 8, 2)):
         assert p.decode(type(message), p.encode(message)) == message
+        assert p.encode(message, type(message)) == p.encode(message)  # the typed encoder writes the same
     assert p.encode(p.RunArgs(p.RunCommand.STEP)) == {"command": "step", "target": None, "iterations": 1}
+
+
+def test_numbers_are_taken_as_their_type_says() -> None:
+    assert p.decode(p.Histogram, {"edges": [0, 1.5], "counts": [3]}) == p.Histogram((0.0, 1.5), (3,))
+    assert type(p.decode(p.Histogram, {"edges": [0, 1.5], "counts": [3]}).edges[0]) is float
+    cells = p.decode(tuple[tuple[int | float | str, ...], ...], [[1, 2.5, "nan"]])
+    assert cells == ((1, 2.5, "nan"),) and type(cells[0][0]) is int
+
+
+_SUMMARY = {"name": "x", "text": "", "type": "tensor(float)", "dtype": "float32", "shape": [1], "size": 1}
 
 
 @pytest.mark.parametrize(
@@ -49,6 +60,9 @@ def test_messages_survive_encoding() -> None:
         (p.StopInfo, {"reason": "end", "node": {"name": "n"}, "pc": None, "last_node": None}, "StopInfo.node: missing field 'op_type'"),
         (p.Summary, {"name": "x", "text": "", "type": "", "dtype": "", "shape": [1], "size": 1, "color": 1}, "unknown field 'color'"),
         (p.SUMMARIES.result, [5], "tuple[Summary, ...][0]: expected a map of Summary, got int 5"),
+        (p.Summary, {**_SUMMARY, "stats": [["min", "0"], ["max", 1]]}, "Summary.stats[1][1]: expected a string, got int 1"),
+        (p.Histogram, {"edges": [0.5, "1"], "counts": []}, "Histogram.edges[1]: expected a number, got str '1'"),
+        (tuple[tuple[int | float | str, ...], ...], [[1, 2.5], [3, None]], "[1][1]: expected int or float or str, got null"),
     ],
 )
 def test_decoding_says_what_is_wrong(kind: Any, data: Any, said: str) -> None:

@@ -3,9 +3,9 @@
 The adapter (:mod:`graph_dap.worker.client`) and the worker (:mod:`.service`) exchange
 msgpack objects; every call's arguments and result is a frozen dataclass here, and
 :data:`METHODS` names each call with both. :func:`encode` turns a dataclass into plain
-data (nested dataclasses as maps, tuples as arrays, enums as their values);
-:func:`decode` makes the dataclass again and checks every field's type on the way,
-raising :class:`~graph_dap.errors.ProtocolError` that says which field is wrong.
+data, :func:`decode` makes it again and checks every field's type on the way, raising
+:class:`~graph_dap.errors.ProtocolError` that says which field is wrong (both from
+:mod:`graph_dap.worker.codec`).
 
 Envelopes, one msgpack object each:
 
@@ -21,15 +21,11 @@ No numpy, no onnx: the adapter imports this module.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-import types
-import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
-from graph_dap.errors import ProtocolError
+from graph_dap.worker.codec import decode, encode
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
 PROTOCOL_VERSION = 2
@@ -498,218 +494,26 @@ METHODS: dict[str, Method[Any, Any]] = {
 
 
 def request_message(request_id: int, method: Method[A, Any], args: A) -> dict[str, Any]:
-    return {"id": request_id, "method": method.name, "args": encode(args)}
+    """A request envelope."""
+    return {"id": request_id, "method": method.name, "args": encode(args, method.args)}
 
 
-def result_message(request_id: Any, result: Any) -> dict[str, Any]:
-    return {"id": request_id, "result": encode(result)}
+def result_message(request_id: Any, method: Method[Any, R], result: R) -> dict[str, Any]:
+    """A response envelope with the call's result."""
+    return {"id": request_id, "result": encode(result, method.result)}
 
 
 def error_message(request_id: Any, kind: str, message: str) -> dict[str, Any]:
+    """A response envelope for a call that failed with an error of class ``kind``."""
     return {"id": request_id, "error": encode(ErrorInfo(kind, message))}
 
 
 def event_message(event: Event) -> dict[str, Any]:
+    """An event envelope."""
     return {"event": event.NAME, "body": encode(event)}
-
-
-# -- encoding and decoding -------------------------------------------------------------------
-
-
-def encode(value: Any) -> Any:
-    """Plain data for msgpack: dataclasses as maps of their fields, tuples as lists, enums as their values."""
-    names = _FIELD_NAMES.get(type(value))
-    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
-    if names is not None:
-        return {n: encode(getattr(value, n)) for n in names}
-    if isinstance(value, tuple | list):
-        return [encode(v) for v in value]
-    if isinstance(value, dict):
-        return {k: encode(v) for k, v in value.items()}
-    if isinstance(value, enum.Enum):
-        return value.value
-    return value
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-Decoder = Callable[[Any, str], Any]
-_DECODERS: dict[Any, Decoder] = {}
-
-
-def decode(kind: Any, data: Any, where: str = "") -> Any:
-    """``data`` as a ``kind`` (a dataclass or a type form), every field checked; raises ProtocolError."""
-    return _decoder(kind)(data, where or _type_name(kind))
 
 
 def decode_event(message: dict[str, Any]) -> Event | None:
     """The event a message carries (None for an event this side does not know)."""
     cls = EVENTS.get(message.get("event", ""))
     return None if cls is None else decode(cls, message.get("body"), f"{cls.NAME} event")
-
-
-def _decoder(kind: Any) -> Decoder:
-    found = _DECODERS.get(kind)
-    if found is None:
-        found = _DECODERS[kind] = _make_decoder(kind)
-    return found
-
-
-def _fail(where: str, expected: str, data: Any) -> ProtocolError:
-    return ProtocolError(f"{where}: expected {expected}, got {_value_name(data)}")
-
-
-def _value_name(data: Any) -> str:
-    if data is None:
-        return "null"
-    text = repr(data)
-    return f"{type(data).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
-
-
-_SCALARS: dict[type, str] = {str: "a string", bool: "a boolean", bytes: "bytes"}
-
-
-def _make_decoder(kind: Any) -> Decoder:
-    if kind is Any:
-        return lambda data, where: data
-    if kind is type(None):
-
-        def none(data: Any, where: str) -> None:
-            if data is not None:
-                raise _fail(where, "null", data)
-
-        return none
-    if kind in _SCALARS:
-
-        def scalar(data: Any, where: str) -> Any:
-            if type(data) is not kind:
-                raise _fail(where, _SCALARS[kind], data)
-            return data
-
-        return scalar
-    if kind is int:
-
-        def integer(data: Any, where: str) -> int:
-            if not isinstance(data, int) or isinstance(data, bool):
-                raise _fail(where, "an integer", data)
-            return data
-
-        return integer
-    if kind is float:
-
-        def number(data: Any, where: str) -> float:
-            if not isinstance(data, int | float) or isinstance(data, bool):
-                raise _fail(where, "a number", data)
-            return float(data)
-
-        return number
-    if isinstance(kind, type) and issubclass(kind, enum.Enum):
-        return _enum_decoder(kind)
-    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        return _dataclass_decoder(kind)
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin is typing.Union or origin is types.UnionType:
-        return _union_decoder(kind, args)
-    if origin is tuple:
-        return _tuple_decoder(kind, args)
-    if origin is dict:
-        keys, values = _decoder(args[0]), _decoder(args[1])
-
-        def mapping(data: Any, where: str) -> dict[Any, Any]:
-            if not isinstance(data, dict):
-                raise _fail(where, "a map", data)
-            return {keys(k, f"{where} key"): values(v, f"{where}[{k!r}]") for k, v in data.items()}
-
-        return mapping
-    raise TypeError(f"the worker protocol cannot carry {kind!r}")
-
-
-def _enum_decoder(kind: type[enum.Enum]) -> Decoder:
-    choices = ", ".join(repr(m.value) for m in kind)
-
-    def member(data: Any, where: str) -> enum.Enum:
-        try:
-            return kind(data)
-        except ValueError:
-            raise _fail(where, f"one of {choices}", data) from None
-
-    return member
-
-
-def _union_decoder(kind: Any, args: tuple[Any, ...]) -> Decoder:
-    optional = type(None) in args
-    options = [_decoder(a) for a in args if a is not type(None)]
-    if len(options) == 1:  # X | None: X's own message says what is wrong
-        only = options[0]
-        return lambda data, where: None if data is None else only(data, where)
-    expected = " or ".join(_type_name(a) for a in args)  # "str or dict[str, Any] or null"
-
-    def union(data: Any, where: str) -> Any:
-        if data is None and optional:
-            return None
-        for option in options:
-            try:
-                return option(data, where)
-            except ProtocolError:
-                continue
-        raise _fail(where, expected, data)
-
-    return union
-
-
-def _tuple_decoder(kind: Any, args: tuple[Any, ...]) -> Decoder:
-    if len(args) == 2 and args[1] is Ellipsis:
-        item = _decoder(args[0])
-
-        def items(data: Any, where: str) -> tuple[Any, ...]:
-            if not isinstance(data, list | tuple):
-                raise _fail(where, "an array", data)
-            return tuple(item(v, f"{where}[{i}]") for i, v in enumerate(data))
-
-        return items
-    parts = [_decoder(a) for a in args]
-
-    def fixed(data: Any, where: str) -> tuple[Any, ...]:
-        if not isinstance(data, list | tuple) or len(data) != len(parts):
-            raise _fail(where, f"an array of {len(parts)}", data)
-        return tuple(part(v, f"{where}[{i}]") for i, (part, v) in enumerate(zip(parts, data)))
-
-    return fixed
-
-
-def _dataclass_decoder(cls: type) -> Decoder:
-    fields = [f for f in dataclasses.fields(cls) if f.init]
-    names = {f.name for f in fields}
-    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    decoders: dict[str, Decoder] = {}
-
-    def make(data: Any, where: str) -> Any:
-        if not isinstance(data, dict):
-            raise _fail(where, f"a map of {cls.__name__}", data)
-        unknown = [k for k in data if k not in names]
-        if unknown:
-            have = ", ".join(f.name for f in fields) or "none"
-            raise ProtocolError(f"{where}: unknown field {unknown[0]!r} (the fields of {cls.__name__}: {have})")
-        missing = [n for n in required if n not in data]
-        if missing:
-            raise ProtocolError(f"{where}: missing field {missing[0]!r} of {cls.__name__}")
-        if not decoders and fields:  # made on first use: a class may name one defined after it
-            hints = typing.get_type_hints(cls)
-            decoders.update({f.name: _decoder(hints[f.name]) for f in fields})
-        return cls(**{k: decoders[k](v, f"{where}.{k}") for k, v in data.items()})
-
-    return make
-
-
-def _type_name(kind: Any) -> str:
-    """``tuple[Summary, ...]``, ``str | None``: a type form as written in this module."""
-    if kind is type(None):
-        return "null"
-    if kind is Any:
-        return "Any"
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin is None:
-        return getattr(kind, "__name__", str(kind))
-    if origin is typing.Union or origin is types.UnionType:
-        return " | ".join(_type_name(a) for a in args)
-    return f"{origin.__name__}[{', '.join('...' if a is Ellipsis else _type_name(a) for a in args)}]"

@@ -115,7 +115,7 @@ class WorkerService(ValueCalls):
         except Exception as e:  # noqa: BLE001 - a bug must not take the worker down; its traceback goes to stderr
             traceback.print_exc(file=sys.stderr)
             return p.error_message(request_id, errors.InternalError.__name__, f"internal error in the worker: {e!r}")
-        return p.result_message(request_id, result)
+        return p.result_message(request_id, method, result)
 
     def received(self, message: dict[str, Any]) -> None:
         """From the reading thread: note a run request as it arrives, before it is queued."""
