@@ -32,6 +32,10 @@ class ValueNotFoundError(GraphDapError):
     """A value name that the graph does not have, or that is not computed yet."""
 
 
+class NodeNotFoundError(GraphDapError):
+    """A node id that the graph does not have."""
+
+
 class NodeExecutionError(GraphDapError):
     """onnxruntime rejected or failed on one node; carries the node's id."""
 

@@ -65,7 +65,7 @@ class NodeStream:
         self.keep = set(keep)
         self._initializers = {t.name: t for t in graph.model.graph.initializer}
         self._constant_outputs = {
-            o for n in graph.nodes if n.op_type == "Constant" and n.domain in ("", "ai.onnx") for o in n.outputs if o
+            o for n in graph.nodes if n.is_constant_op for o in n.outputs if o
         }
         self._last_use: dict[str, int] = {}
         for node in graph.nodes:

@@ -454,7 +454,7 @@ def _build_profile(
     for n in graph.nodes:
         if n.id in covered:
             continue
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+        if n.is_constant_op:
             why = "Constant nodes become initializers when onnxruntime loads the model"
         elif fused is not None and n.id in fused.removed:
             why = f"the optimizer (level '{opt_level}') folded or removed them"
