@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from graph_dap import log as _log
 from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundError
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
@@ -45,6 +46,7 @@ from graph_dap.runtime.timeline import Timeline
 from graph_dap.runtime.values import Constants, Values
 
 BREAK_FILTERS = ("nan", "inf", "error")
+_logger = _log.get_logger(__name__)
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
 
 
@@ -419,9 +421,10 @@ class DebugSession:
                 plan.ran, feeds, embedded, plan.wanted, plan.watch, self._run_options, self.constants.version
             )
             self._segment_seconds[(start, end)] = time.perf_counter() - began
-        except SegmentError:
+        except SegmentError as e:
             if self._paused():
                 return Stop(StopReason.PAUSE, sequence[start], "paused")
+            _logger.info("positions %d..%d in one call failed in onnxruntime (%s); running them node by node", start, end - 1, e)
             return self._run_slow(start, end)
         finally:
             self._run_options = None

@@ -15,12 +15,32 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from graph_dap import log as _log
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Graph, Node
 
 Getter = Callable[[str], Any]
+_logger = _log.get_logger(__name__)
+
+
+def split_reads(
+    reads: Iterable[str], embedded: Collection[str], constants: Mapping[str, Any], get: Getter
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``reads`` as (feeds, embedded constants): names in ``embedded`` come from ``constants``, the rest from ``get``.
+
+    As in the whole model, initializers and Constant outputs are embedded in a session
+    (onnxruntime pre-packs constant weights, which changes the last bits); the rest is fed.
+    """
+    feeds: dict[str, Any] = {}
+    embed: dict[str, Any] = {}
+    for name in dict.fromkeys(reads):
+        if name in embedded:
+            embed[name] = constants[name]
+        else:
+            feeds[name] = get(name)
+    return feeds, embed
 
 
 def value_kind(value: Any) -> str:
@@ -53,15 +73,8 @@ class Executor:
         return self.runner.providers
 
     def split(self, reads: Iterable[str], get: Getter, constants: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``reads`` as (feeds, embedded constants): embedded values come from ``constants``, the rest from ``get``."""
-        feeds: dict[str, Any] = {}
-        embedded: dict[str, Any] = {}
-        for name in dict.fromkeys(reads):
-            if name in self.embedded:
-                embedded[name] = constants[name]
-            else:
-                feeds[name] = get(name)
-        return feeds, embedded
+        """``reads`` as (feeds, embedded constants), by :func:`split_reads`."""
+        return split_reads(reads, self.embedded, constants, get)
 
     def execute(self, node: Node, get: Getter, constants: Mapping[str, Any], version: int, count: bool = True) -> dict[str, Any]:
         """``node``'s outputs by name; ``count=False`` for a look ahead that is not a step."""
@@ -85,8 +98,9 @@ class Executor:
         feeds, embedded = self.split(reads, get, constants)
         try:
             result = self.segments.run(nodes, feeds, embedded, wanted, version=version)
-        except SegmentError:
+        except SegmentError as e:
             # Node by node, which names the node that fails.
+            _logger.info("%d nodes in one call failed in onnxruntime (%s); running them node by node", len(nodes), e)
             local: dict[str, Any] = {}
 
             def inner(name: str) -> Any:
