@@ -28,6 +28,10 @@ class InputError(GraphDapError):
     """Inputs given for the model do not match what it declares."""
 
 
+class OptionError(GraphDapError):
+    """An option given a value it does not take (an optimization level, a provider...)."""
+
+
 class ExpressionError(GraphDapError):
     """A tensor expression is refused (not allowed) or fails while evaluating."""
 
@@ -56,6 +60,10 @@ class ValueKindError(GraphDapError):
 
 class BadIndexError(GraphDapError):
     """An index into a tensor that is out of range or has more axes than the tensor."""
+
+
+class NodeNotFoundError(GraphDapError):
+    """A node id that the graph does not have."""
 
 
 class NodeExecutionError(GraphDapError):

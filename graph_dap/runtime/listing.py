@@ -10,11 +10,10 @@ that a breakpoint on a line is a breakpoint on its node.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import onnx
 
-from graph_dap.runtime.graph import Graph, ValueInfo, _value_info, dtype_name
+from graph_dap.runtime.graph import Graph, ValueInfo, _value_info, attribute_value, dtype_name
 from graph_dap.runtime.tensor import numel
 
 _MAX_ATTR = 60
@@ -54,6 +53,7 @@ def render_listing(graph: Graph) -> Listing:
     producer = f"; producer {m.producer_name} {m.producer_version}".rstrip() if m.producer_name else ""
     lines.append(f"# ir_version {m.ir_version}; opsets: {opsets}{producer}")
     lines.append(f"# {len(graph.nodes)} nodes, {len(graph.initializer_names)} initializers (data elided)")
+    lines += [f"# note: {note}" for note in graph.notes]
     for v in graph.inputs:
         lines.append(f"# input  {_typed(v)}")
     for v in graph.outputs:
@@ -107,11 +107,7 @@ def _attr(a: onnx.AttributeProto) -> str:
         return f"<{dtype_name(t.data_type)}[{','.join(map(str, t.dims))}]>"
     if a.type == onnx.AttributeProto.TENSORS:
         return f"<{len(a.tensors)} tensors>"
-    v: Any = onnx.helper.get_attribute_value(a)
-    if isinstance(v, bytes):
-        v = v.decode("utf-8", "replace")
-    if isinstance(v, list):
-        v = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+    v = attribute_value(a)
     text = repr(v) if isinstance(v, str) else str(v).replace(" ", "")
     if isinstance(v, float):
         text = f"{v:g}"
