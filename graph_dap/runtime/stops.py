@@ -30,7 +30,11 @@ class StopReason(enum.Enum):
 
 
 def node_ref(node: Node) -> dict[str, Any]:
-    """A node as JSON reports name it: ``{name, op_type, index}`` (``name`` is its id; ``index`` its place in the file)."""
+    """A node as JSON reports name it: ``{name, op_type, index}`` (``name`` is its id; ``index`` its place in the file).
+
+    The CLI's reports, ``compare`` and ``dump`` write it; a stop carries it to the adapter
+    as ``graph_dap.worker.protocol.NodeRef``, which must have the same keys.
+    """
     return {"name": node.id, "op_type": node.op_type, "index": node.index}
 
 

@@ -108,6 +108,7 @@ class WorkerService(ValueCalls):
                     with self._answered:
                         self._done_run = max(self._done_run, request_id)
                         self._answered.notify_all()
+            return p.result_message(request_id, method, result)
         except GraphDapError as e:
             return p.error_message(request_id, error_kind(e), str(e))
         except MemoryError:
@@ -115,7 +116,6 @@ class WorkerService(ValueCalls):
         except Exception as e:  # noqa: BLE001 - a bug must not take the worker down; its traceback goes to stderr
             traceback.print_exc(file=sys.stderr)
             return p.error_message(request_id, errors.InternalError.__name__, f"internal error in the worker: {e!r}")
-        return p.result_message(request_id, method, result)
 
     def received(self, message: dict[str, Any]) -> None:
         """From the reading thread: note a run request as it arrives, before it is queued."""

@@ -64,8 +64,6 @@ def _stat(v: float | None) -> str:
     return "?" if v is None else f"{v:.7g}"
 
 
-
-
 def summary(name: str, value: Any, stale: bool = False, hex_: bool = False) -> p.Summary:
     """What the adapter shows of one value: its line, type and statistics."""
     s = summarize(value)
