@@ -345,7 +345,7 @@ def _run(args: argparse.Namespace) -> int:
         for i in range(args.repeat):
             started = time.perf_counter()
             stop = injection.run(restart=i > 0)
-            completed = stop.reason is StopReason.END and stop.node is None
+            completed = stop.reason is StopReason.END
             repeats.record((time.perf_counter() - started) * 1000.0, session.outputs() if completed else None)
             if not completed:
                 break
@@ -509,7 +509,7 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
-    completed = stop.reason is StopReason.END and stop.node is None
+    completed = stop.reason is StopReason.END
     node = stop.node
     summaries: dict[str, Any] = {}
     if node is not None:
@@ -520,10 +520,9 @@ def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
         for name, v in session.outputs().items():
             summaries[name] = summarize(v).to_dict()
     reason = None if completed else stop.reason.value
-    if stop.reason is StopReason.END and not completed:
-        reason = "error"
+    status = "completed" if completed else "failed" if stop.reason is StopReason.FAILED else "stopped"
     return {
-        "status": "completed" if completed else "stopped",
+        "status": status,
         "reason": reason,
         "node": None if node is None else {"name": node.id, "op_type": node.op_type, "index": node.index},
         "tensor": stop.tensor,
