@@ -515,10 +515,9 @@ def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
             summaries[name] = summarize(v).to_dict()
     d = stop.to_dict()
     reason = None if completed else d["reason"]
-    if stop.reason is StopReason.END and not completed:
-        reason = "error"
+    status = "completed" if completed else "failed" if stop.reason is StopReason.FAILED else "stopped"
     return {
-        "status": "completed" if completed else "stopped",
+        "status": status,
         "reason": reason,
         **{k: d[k] for k in ("node", "tensor", "message", "details")},
         "summaries": summaries,

@@ -82,7 +82,7 @@ class RunControl(AdapterCore):
 
     def _stopped(self, stop: StopInfo) -> None:
         """Turn a runtime stop into a ``stopped`` event (or the end of the session)."""
-        if stop.reason == "end":
+        if stop.reason in ("end", "failed"):
             asyncio.ensure_future(self._end(stop))
             return
         self.run.stop = stop
@@ -104,7 +104,7 @@ class RunControl(AdapterCore):
         """At the end of the run: the outputs in the console, then ``exited`` and ``terminated``."""
         self.run.phase = Phase.ENDED
         self.run.stop = None
-        failed = stop.node is not None
+        failed = stop.reason == "failed"
         if failed:
             self._output(f"graph-dap: {stop.message}\n", "stderr")
         elif self.worker is not None:

@@ -77,7 +77,10 @@ def hit_condition_met(op: str, n: int, hits: int) -> bool:
 
 
 def resolve_spec(graph: Graph, spec: str, stoppable: set[str]) -> tuple[tuple[str, ...], str]:
-    """Node ids ``spec`` stops before, among ``stoppable``; and a message when none."""
+    """Node ids ``spec`` stops before, among ``stoppable``; and a message when none.
+
+    Nodes of every scope count: those inside If branches, Loop and Scan bodies and called functions too.
+    """
     text = spec.strip()
     if not text:
         raise BreakpointError("empty breakpoint; expected a node id, a value name, op:TYPE or a glob like *attn*")
@@ -85,18 +88,18 @@ def resolve_spec(graph: Graph, spec: str, stoppable: set[str]) -> tuple[tuple[st
         return _only_stoppable([graph.node(text)], stoppable, text)
     if text.startswith("op:"):
         op = text[3:].strip()
-        nodes = [n for n in graph.nodes if n.op_type == op or f"{n.domain}.{n.op_type}" == op]
+        nodes = [n for n in graph.all_nodes() if n.op_type == op or f"{n.domain}.{n.op_type}" == op]
         if not nodes:
-            ops = sorted({n.op_type for n in graph.nodes})
+            ops = sorted({n.op_type for n in graph.all_nodes()})
             return (), f"no node has op type '{op}' (this graph has: {', '.join(ops)})"
         return _only_stoppable(nodes, stoppable, text)
-    producer = graph.producer(text)
-    if producer is not None:
-        return _only_stoppable([producer], stoppable, text)
+    producers = graph.producers(text)
+    if producers:
+        return _only_stoppable(producers, stoppable, text)
     if graph.has_value(text):
         return (), f"'{text}' is a graph input or initializer: no node produces it"
     if _GLOB_CHARS.search(text):
-        nodes = [n for n in graph.nodes if fnmatch.fnmatchcase(n.id, text)]
+        nodes = [n for n in graph.all_nodes() if fnmatch.fnmatchcase(n.id, text)]
         if not nodes:
             return (), f"no node id matches '{text}'"
         return _only_stoppable(nodes, stoppable, text)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from graph_dap.runtime.graph import Graph, ValueInfo, _value_info, attribute_value, dtype_name
+from graph_dap.runtime.graph import Graph, Scope, ValueInfo, attribute_value, dtype_name
 from graph_dap.runtime.tensor import numel
 
 _MAX_ATTR = 60
@@ -21,7 +21,7 @@ _MAX_ATTR = 60
 
 @dataclass(slots=True)
 class Listing:
-    """The text and the line of every top-level node (lines are 1-based)."""
+    """The text and the line of every node, subgraph nodes too (lines are 1-based)."""
 
     text: str
     node_lines: dict[str, int] = field(default_factory=dict)
@@ -52,7 +52,9 @@ def render_listing(graph: Graph) -> Listing:
     opsets = ", ".join(f"{d} {v}" for d, v in graph.opsets.items())
     producer = f"; producer {m.producer_name} {m.producer_version}".rstrip() if m.producer_name else ""
     lines.append(f"# ir_version {m.ir_version}; opsets: {opsets}{producer}")
-    lines.append(f"# {len(graph.nodes)} nodes, {len(graph.initializer_names)} initializers (data elided)")
+    inner = sum(len(sc.nodes) for sc in graph.scopes.values()) - len(graph.nodes)
+    inside = f" (and {inner} inside subgraphs and functions)" if inner else ""
+    lines.append(f"# {len(graph.nodes)} nodes{inside}, {len(graph.initializer_names)} initializers (data elided)")
     lines += [f"# note: {note}" for note in graph.notes]
     for v in graph.inputs:
         lines.append(f"# input  {_typed(v)}")
@@ -60,28 +62,23 @@ def render_listing(graph: Graph) -> Listing:
         lines.append(f"# output {_typed(graph.value_info(v.name))}")
     lines.append("")
     node_lines: dict[str, int] = {}
-    for node in graph.nodes:
-        node_lines[node.id] = len(lines) + 1
-        outs = ", ".join(_typed(graph.value_info(o)) if o else "_" for o in node.outputs)
-        static = "  (constant)" if node.is_static else ""
-        lines.append(f"{outs} = {_call(node.proto)}  # {node.id}{static}")
-        for attr in node.proto.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
-                _subgraph(lines, attr.name, sub, "  ")
+    _scope_lines(graph, graph.main, lines, node_lines, "")
     return Listing("\n".join(lines) + "\n", node_lines)
 
 
-def _subgraph(lines: list[str], attr: str, g: onnx.GraphProto, indent: str) -> None:
-    ins = ", ".join(_typed(_value_info(v)) for v in g.input)
-    lines.append(f"{indent}{attr}({ins}) {{")
-    for n in g.node:
-        outs = ", ".join(n.output)
-        lines.append(f"{indent}  {outs} = {_call(n)}" + (f"  # {n.name}" if n.name else ""))
-        for a in n.attribute:
-            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
-                _subgraph(lines, a.name, sub, indent + "    ")
-    lines.append(f"{indent}  return {', '.join(o.name for o in g.output)}")
-    lines.append(f"{indent}}}")
+def _scope_lines(graph: Graph, scope: Scope, lines: list[str], node_lines: dict[str, int], indent: str) -> None:
+    """A line per node of ``scope`` in run order, each followed by the scopes it holds, indented."""
+    for node in scope.nodes:
+        node_lines[node.id] = len(lines) + 1
+        outs = ", ".join(_typed(scope.value_info(o)) if o else "_" for o in node.outputs)
+        static = "  (constant)" if node.is_static else ""
+        lines.append(f"{indent}{outs} = {_call(node.proto)}  # {node.id}{static}")
+        for sub in graph.subscopes(node):
+            ins = ", ".join(_typed(v) for v in sub.inputs)
+            lines.append(f"{indent}  {sub.attribute}({ins}) {{")
+            _scope_lines(graph, sub, lines, node_lines, indent + "    ")
+            lines.append(f"{indent}    return {', '.join(sub.output_names)}")
+            lines.append(f"{indent}  }}")
 
 
 def _typed(v: ValueInfo) -> str:

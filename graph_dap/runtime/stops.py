@@ -27,6 +27,20 @@ class StopReason(enum.Enum):
     GOTO = "goto"
     PAUSE = "pause"
     END = "end"
+    FAILED = "failed"  # a node failed with the error filter off: the run ended there, not at the end
+
+
+@dataclass(frozen=True, slots=True)
+class PathStep:
+    """One enclosing level of a position: the control-flow node, which of its graphs, and the iteration."""
+
+    node: str  # id of the If/Loop/Scan node or of the call of a model-local function
+    attribute: str  # "then_branch", "else_branch", "body", or the function's name
+    iteration: int | None = None  # Loop and Scan: which iteration
+
+    def text(self) -> str:
+        at = f" iteration {self.iteration}" if self.iteration is not None else ""
+        return f"{self.node} > {self.attribute}{at}"
 
 
 def node_ref(node: Node) -> dict[str, Any]:
@@ -54,11 +68,12 @@ class Stop:
     tensor: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     breakpoint_ids: tuple[int, ...] = ()
+    path: tuple[PathStep, ...] = ()  # the levels the node is nested in, outermost first; () in the main graph
 
     @property
     def completed(self) -> bool:
-        """Whether the run reached the end of the graph (an error at the last node ends it too, but does not complete it)."""
-        return self.reason is StopReason.END and self.node is None
+        """Whether the run reached the end of the graph (one that ``FAILED`` on the way ended without completing)."""
+        return self.reason is StopReason.END
 
     def to_dict(self) -> dict[str, Any]:
         """``{reason, node, message, tensor, details, breakpoint_ids}``, ``node`` as :func:`node_ref` makes it."""

@@ -5,10 +5,15 @@ computed ones within the store's budget. A value is *available* when it is kept 
 its producer ran in this timeline; an available value that is not kept is recomputed
 from what is kept. Setting a value makes its computed dependents *stale*: they are
 recomputed before the run goes on, or when read.
+
+Each level of the program counter (the main graph, a branch, an iteration of a body)
+has its own :class:`Values`; a name its scope does not define is looked up in the
+enclosing level's (``outer``).
 """
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,7 +24,7 @@ from graph_dap.errors import GraphDapError, ValueNotFoundError
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.store import ValueStore
-from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph import Graph, Node, Scope
 from graph_dap.runtime.tensor import type_text
 from graph_dap.runtime.timeline import Timeline
 
@@ -60,41 +65,55 @@ class Constants:
         self.overridden = False
         self.version = 0
 
-    def changed(self, name: str) -> None:
-        """A fixed value was set: forget the fault cache; new sessions where it is embedded."""
+    def changed(self, name: str, static_output: bool, embedded: bool) -> None:
+        """A fixed value was set: forget the fault cache; new sessions where it is embedded.
+
+        ``static_output``: it is a constant node's output (segments must then be fed it).
+        """
         self.faults.clear()
         self._faults_stale = True
-        producer = self.graph.producer(name)
-        if producer is not None and producer.is_static:
+        if static_output:
             self.overridden = True
-        if name in self.embedded:
+        if embedded:
             self._versions += 1
             self.version = self._versions
 
 
 class Values:
-    """The values of one run over a timeline: available, stale, set, recomputed."""
+    """The values of one level of a run over its timeline: available, stale, set, recomputed."""
 
     def __init__(
         self,
-        graph: Graph,
+        scope: Scope,
         store: ValueStore,
         constants: Constants,
         executor: Executor,
         timeline: Timeline,
         last_use: Mapping[str, int],
         skip_constants: bool,
+        outer: Values | None = None,
     ) -> None:
-        self.graph = graph
+        self.scope = scope
         self.store = store
         self.constants = constants
         self.executor = executor
         self.timeline = timeline
         self.last_use = last_use
         self.skip_constants = skip_constants
+        self.outer = outer
         self.started = False
         self.overrides: set[str] = set()  # computed values the user set: never evicted
         self.stale: set[str] = set()
+        own = set(scope.initializer_names)
+        if skip_constants:
+            own |= {o for n in scope.nodes if n.is_constant_op for o in n.outputs if o}
+        # Embedded in sessions: the model's initializers and constants, and those of every enclosing level.
+        self.embedded: frozenset[str] = frozenset(own) | (outer.embedded if outer is not None else constants.embedded)
+        self.fixed: Mapping[str, Any] = ChainMap(self.store.fixed, outer.fixed) if outer is not None else self.store.fixed  # type: ignore[arg-type]
+
+    def own(self, name: str) -> bool:
+        """Whether this level defines ``name`` (else it is an enclosing level's)."""
+        return self.outer is None or self.scope.defines(name)
 
     def reset(self, inputs: Mapping[str, Any]) -> None:
         """Only the inputs and the constants are known (a new timeline)."""
@@ -110,27 +129,37 @@ class Values:
 
     def available(self, name: str) -> bool:
         """Known in this timeline: fixed, kept, or produced by a node that ran."""
+        if not self.own(name):
+            return self.outer is not None and self.outer.available(name)
         if name in self.store:
             return True
-        producer = self.graph.producer(name)
+        producer = self.scope.producer(name)
         return producer is not None and (
             producer.order in self.timeline.ran or (producer.is_static and self.skip_constants and self.started)
         )
 
     def value(self, name: str) -> Any:
         """The current value of ``name`` (possibly stale)."""
+        if not self.own(name):
+            if self.outer is None:
+                raise ValueNotFoundError(f"no value '{name}' in the graph")
+            return self.outer.value(name)
         if name in self.store:
             return self.store.get(name)
-        if not self.graph.has_value(name):
+        if not self.scope.has_value(name):
             raise ValueNotFoundError(f"no value '{name}' in the graph")
         if self.available(name):
             return self.get(name)
-        producer = self.graph.producer(name)
+        producer = self.scope.producer(name)
         where = f": node {producer.id} ({producer.op_type}) has not run yet" if producer else ""
         raise ValueNotFoundError(f"value '{name}' is not computed yet{where}")
 
     def get(self, name: str) -> Any:
         """The value of ``name``, recomputing it (and what it needs) when it is not kept or is stale."""
+        if not self.own(name):
+            if self.outer is None:
+                raise ValueNotFoundError(f"no value '{name}' in the graph")
+            return self.outer.get(name)
         if name in self.store and name not in self.stale:
             return self.store.get(name)
         return self.compute([name])[name]
@@ -151,7 +180,7 @@ class Values:
         def get(name: str) -> Any:
             return extra[name] if extra and name in extra else self.get(name)
 
-        return self.executor.execute(node, get, self.store.fixed, self.constants.version, count)
+        return self.executor.execute(node, get, self.fixed, self.constants.version, count, self.embedded)
 
     def compute(self, names: Sequence[str]) -> dict[str, Any]:
         """Compute ``names`` from what is kept, in one segment (or one node), and keep the results."""
@@ -163,9 +192,11 @@ class Values:
             if v in seen:
                 continue
             seen.add(v)
+            if not self.own(v):
+                continue  # an enclosing level's: read from there
             if v in self.store and v not in self.stale and v not in names:
                 continue
-            producer = self.graph.producer(v)
+            producer = self.scope.producer(v)
             if producer is None:
                 if v in self.store:
                     continue
@@ -174,7 +205,7 @@ class Values:
                 needed[producer.order] = producer
                 frontier.extend(producer.all_inputs)
         nodes = [needed[k] for k in sorted(needed)]
-        outs = self.executor.run_nodes(nodes, list(names), self.get, self.store.fixed, self.constants.version)
+        outs = self.executor.run_nodes(nodes, list(names), self.get, self.fixed, self.constants.version, self.embedded)
         self.keep(outs)
         self.evict()
         return outs
@@ -205,6 +236,10 @@ class Values:
 
     def set(self, name: str, value: Any) -> list[str]:
         """Replace a value; its computed dependents become stale. A scalar broadcasts. Returns the stale names."""
+        if not self.own(name):
+            assert self.outer is not None
+            stale = self.outer.set(name, value)
+            return stale + self.outer_changed([name])
         current = self.value(name)
         if isinstance(current, list):
             raise GraphDapError(f"value '{name}' is a sequence; only tensors can be set")
@@ -219,12 +254,19 @@ class Values:
             hint = f"; convert it with .astype('{cur.dtype}')" if new.shape == cur.shape else ""
             raise GraphDapError(f"value '{name}' is {type_text(cur)}, got {type_text(new)}{hint}")
         if name in self.store.fixed:
-            self.constants.changed(name)
+            producer = self.scope.producer(name)
+            self.constants.changed(name, producer is not None and producer.is_static, name in self.embedded)
         self.store.put(name, np.array(new, copy=True, order="C"))
         if name not in self.store.fixed:
             self.overrides.add(name)  # kept until its producer runs again: it cannot be recomputed
         self.stale.discard(name)
-        stale = [o for n in self.graph.downstream([name]) for o in n.outputs if o and self.available(o)]
+        stale = [o for n in self.scope.downstream([name]) for o in n.outputs if o and self.available(o)]
+        self.stale.update(stale)
+        return stale
+
+    def outer_changed(self, names: Sequence[str]) -> list[str]:
+        """Values of an enclosing level changed: what this level computed from them is stale."""
+        stale = [o for n in self.scope.downstream(names) for o in n.outputs if o and self.available(o)]
         self.stale.update(stale)
         return stale
 
@@ -235,7 +277,9 @@ class Values:
         """
         if not self.stale:
             return
-        stale = [v for v in self.graph.value_names() if v in self.stale]
+        stale = [v for v in self.scope.value_names() if v in self.stale]
+        if self.outer is not None:
+            self.outer.refresh()
         pinned = [v for v in stale if v in self.store and self.last_use.get(v, -1) >= self.timeline.pc]
         for v in stale:
             if v not in pinned and v not in self.store.fixed:

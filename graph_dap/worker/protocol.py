@@ -122,7 +122,7 @@ class StopInfo:
     comparison with the reference.
     """
 
-    reason: str  # entry, breakpoint, nan, inf, error, mismatch, step, pause, goto, end
+    reason: str  # entry, breakpoint, nan, inf, error, mismatch, step, pause, goto, end, failed
     node: NodeRef | None
     pc: str | None
     last_node: str | None

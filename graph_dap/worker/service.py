@@ -250,7 +250,7 @@ class WorkerService(ValueCalls):
     def _stop(self, stop: Stop) -> p.StopInfo:
         """A stop for the wire; at the end, with the timings of the iterations and the comparison's summary."""
         self.forget_temps()
-        if stop.reason is not StopReason.END:
+        if stop.reason not in (StopReason.END, StopReason.FAILED):
             return wire.stop_info(self.s, stop)
         comparison = tuple(self.lockstep.summary()) if self.lockstep is not None else ()
         return wire.stop_info(self.s, stop, self._repeat, comparison)

@@ -72,32 +72,48 @@ class Executor:
     def providers(self) -> list[str]:
         return self.runner.providers
 
-    def split(self, reads: Iterable[str], get: Getter, constants: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``reads`` as (feeds, embedded constants), by :func:`split_reads`."""
-        return split_reads(reads, self.embedded, constants, get)
+    def split(
+        self, reads: Iterable[str], get: Getter, constants: Mapping[str, Any], embedded: Collection[str] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``reads`` as (feeds, embedded constants), by :func:`split_reads`; ``embedded`` defaults to the model's."""
+        return split_reads(reads, self.embedded if embedded is None else embedded, constants, get)
 
-    def execute(self, node: Node, get: Getter, constants: Mapping[str, Any], version: int, count: bool = True) -> dict[str, Any]:
+    def execute(
+        self,
+        node: Node,
+        get: Getter,
+        constants: Mapping[str, Any],
+        version: int,
+        count: bool = True,
+        embedded: Collection[str] | None = None,
+    ) -> dict[str, Any]:
         """``node``'s outputs by name; ``count=False`` for a look ahead that is not a step."""
-        feeds, embedded = self.split(node.all_inputs, get, constants)
+        feeds, embed = self.split(node.all_inputs, get, constants, embedded)
         if count:
             self.executions[node.id] += 1
         self.ort_calls += 1
-        outs = self.runner.run(node, feeds, embedded, version)
+        outs = self.runner.run(node, feeds, embed, version)
         for k, v in outs.items():
             self.dtypes.setdefault(k, value_kind(v))
         return outs
 
     def run_nodes(
-        self, nodes: Sequence[Node], wanted: Sequence[str], get: Getter, constants: Mapping[str, Any], version: int
+        self,
+        nodes: Sequence[Node],
+        wanted: Sequence[str],
+        get: Getter,
+        constants: Mapping[str, Any],
+        version: int,
+        embedded: Collection[str] | None = None,
     ) -> dict[str, Any]:
         """Outputs ``wanted`` of ``nodes`` (in run order) in one call; node by node where a segment cannot be built."""
         if len(nodes) == 1:
-            return self.execute(nodes[0], get, constants, version)
+            return self.execute(nodes[0], get, constants, version, embedded=embedded)
         produced = {o for n in nodes for o in n.outputs if o}
         reads = [i for n in nodes for i in n.all_inputs if i not in produced]
-        feeds, embedded = self.split(reads, get, constants)
+        feeds, embed = self.split(reads, get, constants, embedded)
         try:
-            result = self.segments.run(nodes, feeds, embedded, wanted, version=version)
+            result = self.segments.run(nodes, feeds, embed, wanted, version=version)
         except SegmentError as e:
             # Node by node, which names the node that fails.
             _logger.info("%d nodes in one call failed in onnxruntime (%s); running them node by node", len(nodes), e)
@@ -107,7 +123,7 @@ class Executor:
                 return local[name] if name in local else get(name)
 
             for n in nodes:
-                local.update(self.execute(n, inner, constants, version))
+                local.update(self.execute(n, inner, constants, version, embedded=embedded))
             return {k: local[k] for k in wanted}
         self.ort_calls += 1
         self.executions.update(n.id for n in nodes)

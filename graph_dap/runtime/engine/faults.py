@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.runtime.engine.watch import WatchPlan
-from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph import Lookup, Node
 from graph_dap.runtime.tensor import first_nonfinite
 
 
@@ -80,7 +80,7 @@ class FaultFilter:
 
     def first_fault(
         self,
-        graph: Graph,
+        graph: Lookup,
         plan: WatchPlan,
         sums: np.ndarray,
         get: Callable[[str], Any],
@@ -127,7 +127,7 @@ class FaultFilter:
         return stop_cls(reasons.NAN if kind == "nan" else reasons.INF, node, message, name, details)
 
 
-def _position(graph: Graph, value: str) -> tuple[int, int]:
+def _position(graph: Lookup, value: str) -> tuple[int, int]:
     p = graph.producer(value)
     if p is None:
         return (-1, 0)

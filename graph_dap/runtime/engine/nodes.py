@@ -35,12 +35,26 @@ class NodeRunner:
         Weights are embedded as the whole model embeds them, so that onnxruntime
         takes the same kernels (it pre-packs constant weights) and the values match.
         """
-        reads = [name for name in node.all_inputs]
+        reads = list(node.all_inputs)
         outputs = [o for o in node.outputs if o]
-        return assemble_model(self.graph.model, [node.proto], f"node_{node.order}", feeds, constants, reads, outputs)
+        scope = self.graph.scope_of(node)
+        holds = node.has_subgraphs or node.calls is not None
+        declared = {r: self.graph.info_at(node.path, r) for r in reads}
+        return assemble_model(
+            self.graph.model,
+            [node.proto],
+            f"node_{node.order}",
+            feeds,
+            constants,
+            reads,
+            outputs,
+            opsets=scope.opsets,
+            declared=declared,
+            declared_for=reads if holds else (),
+        )
 
     def _session(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any], version: int) -> ort.InferenceSession:
-        key = (node.order, version) + tuple(signature(feeds[n]) if n in feeds else n for n in node.all_inputs)
+        key = (node.id, version) + tuple(signature(feeds[n]) if n in feeds else n for n in node.all_inputs)
         sess = self._sessions.get(key)
         if sess is None:
             model = self.one_node_model(node, feeds, constants)

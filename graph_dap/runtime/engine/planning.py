@@ -15,7 +15,7 @@ from typing import Any
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.store import nbytes
 from graph_dap.runtime.engine.watch import WatchPlan, watch_plan
-from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph import Lookup, Node
 
 CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
 INLINE_CONSTANT_BYTES = 64 << 10  # constants up to this size are recomputed in segments, not fed
@@ -33,7 +33,7 @@ class SegmentPlan:
 class SegmentPlanner:
     """Plans segments of one run sequence; plans are cached by everything they depend on."""
 
-    def __init__(self, graph: Graph, seq: Sequence[Node], last_use: Mapping[str, int]) -> None:
+    def __init__(self, graph: Lookup, seq: Sequence[Node], last_use: Mapping[str, int]) -> None:
         self.graph = graph
         self.seq = seq
         self.last_use = last_use

@@ -63,7 +63,7 @@ class SegmentRunner:
         """Run ``nodes`` (in run order); ``constants`` are embedded, ``feeds`` fed."""
         outs = list(dict.fromkeys(outputs))
         key = (
-            tuple(n.order for n in nodes),
+            tuple(n.id for n in nodes),
             tuple(outs),
             tuple(watch.watched) if watch else (),
             tuple((k, signature(v)) for k, v in sorted(feeds.items())),
@@ -125,7 +125,24 @@ class SegmentRunner:
         if sums:
             node_protos.append(helper.make_node("Concat", sums, [SENTINEL], axis=0))
         outs = list(outputs) + ([SENTINEL] if sums else [])
-        return assemble_model(self.graph.model, node_protos, "segment", feeds, constants, reads, outs, inits), watched
+        scope = self.graph.scope_of(nodes[0])
+        holders = [n for n in nodes if n.has_subgraphs or n.calls is not None]
+        declared_for = {r for n in holders for r in n.all_inputs}
+        declared = {r: self.graph.info_at(scope.path, r) for r in reads}
+        model = assemble_model(
+            self.graph.model,
+            node_protos,
+            "segment",
+            feeds,
+            constants,
+            reads,
+            outs,
+            inits,
+            opsets=scope.opsets,
+            declared=declared,
+            declared_for=declared_for,
+        )
+        return model, watched
 
 
 class SegmentError(Exception):

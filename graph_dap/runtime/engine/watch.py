@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph import Lookup, Node
 
 _WATCHABLE = {"float32", "float64", "float16"}
 
@@ -40,7 +40,7 @@ _PROPAGATES: dict[str, tuple[int, ...] | None] = {
 }
 
 
-def propagates(graph: Graph, consumer: Node, value: str) -> bool:
+def propagates(graph: Lookup, consumer: Node, value: str) -> bool:
     """True when a NaN/Inf anywhere in ``value`` always makes ``consumer``'s first output non-finite."""
     if consumer.domain not in ("", "ai.onnx") or consumer.op_type not in _PROPAGATES:
         return False
@@ -66,7 +66,7 @@ def propagates(graph: Graph, consumer: Node, value: str) -> bool:
     return True
 
 
-def _no_zero_dims(graph: Graph, names: Sequence[str]) -> bool:
+def _no_zero_dims(graph: Lookup, names: Sequence[str]) -> bool:
     for name in names:
         shape = graph.value_info(name).shape
         if shape is None or not all(isinstance(d, int) and d > 0 for d in shape):
@@ -74,7 +74,7 @@ def _no_zero_dims(graph: Graph, names: Sequence[str]) -> bool:
     return True
 
 
-def _windows_cover(graph: Graph, node: Node) -> bool:
+def _windows_cover(graph: Lookup, node: Node) -> bool:
     """True when every spatial input position falls in at least one window."""
     x = graph.value_info(node.inputs[0]).shape
     if x is None or not all(isinstance(d, int) and d > 0 for d in x) or len(x) < 3:
@@ -121,7 +121,7 @@ class WatchPlan:
     guards: dict[str, str]
 
 
-def watch_plan(graph: Graph, nodes: Sequence[Node], dtypes: Mapping[str, str], never_prune: Callable[[Node], bool]) -> WatchPlan:
+def watch_plan(graph: Lookup, nodes: Sequence[Node], dtypes: Mapping[str, str], never_prune: Callable[[Node], bool]) -> WatchPlan:
     """Tensors to watch among ``nodes``' outputs, pruned where a watched consumer shows the fault."""
     candidates: list[str] = []
     for n in nodes:

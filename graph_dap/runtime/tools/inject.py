@@ -167,7 +167,7 @@ class Injector:
             ):
                 self._apply(self._pending.pop(node.id))
                 continue
-            if stop.reason is StopReason.END and node is None:
+            if stop.reason is StopReason.END:
                 for producer in self._at_end:
                     self._apply(self._pending.pop(producer, []))
             return stop
