@@ -39,6 +39,7 @@ from graph_dap.runtime.listing import read_header
 
 _logger = _log.get_logger(__name__)
 NAME = "graph-dap-lsp"
+_PROGRESS_TIMEOUT = 2.0  # seconds to wait for the client to accept a progress token
 VERSION = "0.1.0"
 
 
@@ -191,7 +192,7 @@ class ListingServer(LanguageServer):
         return await asyncio.shield(pending)
 
     async def _load(self, path: Path, previous: Result | None) -> Result:
-        token = self._progress_begin(f"Loading {path.name}")
+        token = await self._progress_begin(f"Loading {path.name}")
         try:
             loop = asyncio.get_running_loop()
             result = await loop.run_in_executor(None, self._load_sync, path)
@@ -255,15 +256,16 @@ class ListingServer(LanguageServer):
             if path not in self._loading and (known is None or _stamp(known) != stamp_of(path)):
                 asyncio.ensure_future(self.ensure(path))
 
-    def _progress_begin(self, title: str) -> str | None:
+    async def _progress_begin(self, title: str) -> str | None:
+        """Start a ``$/progress`` for a load, when the client takes them (it answers ``create`` first)."""
         caps = self.client_capabilities.window
         if not (caps and caps.work_done_progress):
             return None
         token = f"graph-dap-{uuid.uuid4().hex[:12]}"
         try:
-            self.work_done_progress.create(token)
+            await asyncio.wait_for(self.work_done_progress.create_async(token), _PROGRESS_TIMEOUT)
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=False))
-        except Exception:  # a client that refuses progress: load without it
+        except Exception:  # a client that refuses progress, or does not answer: load without it
             return None
         return token
 
