@@ -87,7 +87,6 @@ async def test_hover_on_a_node_shows_its_id_attributes_and_python_source(client:
         'File "/home/me/tinynet.py", line 25, in forward\n    y = F.relu(x)\n'
         'File "/usr/lib/python3/site-packages/torch/nn/functional.py", line 1500, in relu\n    return torch.relu(x)'
     )
-    helper.set_model_props  # (metadata on the node itself)
     relu.metadata_props.add(key="pkg.torch.onnx.stack_trace", value=trace)
     listing = write_listing(make_model([relu], [tensor("x", [2])], [tensor("y", [2])]), tmp_path)
     uri, _ = await open_listing(client, listing)
