@@ -33,7 +33,7 @@ from graph_dap.lsp import actions, diagnostics, highlighting, outline
 from graph_dap.lsp.analysis import Analysis
 from graph_dap.lsp.index import Span
 from graph_dap.lsp.live import DEBUG_STATE, LiveValues
-from graph_dap.lsp.models import LoadFailure, load_version, stamp_of
+from graph_dap.lsp.models import LoadFailure, load_version, release_memory, stamp_of
 from graph_dap.lsp.wire import ListingProtocol, RawResult, raw
 from graph_dap.runtime.listing import read_header
 
@@ -206,6 +206,7 @@ class ListingServer(LanguageServer):
             if doc.model == path:
                 self._bind(doc, result)
                 self.publish(uri)
+        release_memory()  # what reading and comparing the listings' text left behind
         return result
 
     def _load_sync(self, path: Path) -> Result:
@@ -219,6 +220,7 @@ class ListingServer(LanguageServer):
         self.symbols(a)
         self.semantic_tokens(a)
         self.folding(a)
+        release_memory()
         _logger.info("loaded %s: %d nodes", path, len(a.graph.nodes))
         return a
 
