@@ -61,7 +61,7 @@ def create_server() -> ListingServer:
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def on_hover(ls: ListingServer, params: types.HoverParams) -> types.Hover | None:
-        a = ls.analysis(params.text_document.uri)
+        a = await ls.ready(params.text_document.uri)
         if a is None:
             return None
         line, col = _at(a, params.position)
@@ -96,8 +96,8 @@ def create_server() -> ListingServer:
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=rng)
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
-    def definition(ls: ListingServer, params: types.DefinitionParams) -> types.Location | None:
-        a = ls.analysis(params.text_document.uri)
+    async def definition(ls: ListingServer, params: types.DefinitionParams) -> types.Location | None:
+        a = await ls.ready(params.text_document.uri)
         if a is None:
             return None
         hit = a.index.value_at(*_at(a, params.position))
@@ -107,8 +107,8 @@ def create_server() -> ListingServer:
         return types.Location(uri=params.text_document.uri, range=a.range(span)) if span else None
 
     @server.feature(types.TEXT_DOCUMENT_REFERENCES)
-    def references(ls: ListingServer, params: types.ReferenceParams) -> list[types.Location] | None:
-        a = ls.analysis(params.text_document.uri)
+    async def references(ls: ListingServer, params: types.ReferenceParams) -> list[types.Location] | None:
+        a = await ls.ready(params.text_document.uri)
         if a is None:
             return None
         hit = a.index.value_at(*_at(a, params.position))
@@ -122,13 +122,13 @@ def create_server() -> ListingServer:
         return [types.Location(uri=uri, range=a.range(s)) for s in spans]
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_HIGHLIGHT)
-    def document_highlight(ls: ListingServer, params: types.DocumentHighlightParams) -> list[types.DocumentHighlight] | None:
-        a = ls.analysis(params.text_document.uri)
+    async def document_highlight(ls: ListingServer, params: types.DocumentHighlightParams) -> list[types.DocumentHighlight] | None:
+        a = await ls.ready(params.text_document.uri)
         return outline.highlights(a, *_at(a, params.position)) if a else None
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    def document_symbol(ls: ListingServer, params: types.DocumentSymbolParams) -> RawResult | None:
-        a = ls.analysis(params.text_document.uri)
+    async def document_symbol(ls: ListingServer, params: types.DocumentSymbolParams) -> RawResult | None:
+        a = await ls.ready(params.text_document.uri)
         return ls.symbols(a) if a else None
 
     @server.feature(types.WORKSPACE_SYMBOL)
@@ -137,18 +137,18 @@ def create_server() -> ListingServer:
         return outline.workspace_symbols(served, params.query)  # type: ignore[arg-type]
 
     @server.feature(types.TEXT_DOCUMENT_FOLDING_RANGE)
-    def folding_range(ls: ListingServer, params: types.FoldingRangeParams) -> RawResult | None:
-        a = ls.analysis(params.text_document.uri)
+    async def folding_range(ls: ListingServer, params: types.FoldingRangeParams) -> RawResult | None:
+        a = await ls.ready(params.text_document.uri)
         return ls.folding(a) if a else None
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
-    def semantic_tokens_full(ls: ListingServer, params: types.SemanticTokensParams) -> RawResult | None:
-        a = ls.analysis(params.text_document.uri)
+    async def semantic_tokens_full(ls: ListingServer, params: types.SemanticTokensParams) -> RawResult | None:
+        a = await ls.ready(params.text_document.uri)
         return ls.semantic_tokens(a) if a else None
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
     async def inlay_hint(ls: ListingServer, params: types.InlayHintParams) -> list[types.InlayHint] | None:
-        a = ls.analysis(params.text_document.uri)
+        a = await ls.ready(params.text_document.uri)
         if a is None:
             return None
         first, last = params.range.start.line + 1, params.range.end.line + 1
@@ -161,15 +161,15 @@ def create_server() -> ListingServer:
         return out
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION)
-    def code_action(ls: ListingServer, params: types.CodeActionParams) -> list[types.Command] | None:
-        a = ls.analysis(params.text_document.uri)
+    async def code_action(ls: ListingServer, params: types.CodeActionParams) -> list[types.Command] | None:
+        a = await ls.ready(params.text_document.uri)
         if a is None:
             return None
         return actions.code_actions(a, params.text_document.uri, params.range.start.line + 1, params.range.end.line + 1)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
-    def code_lens(ls: ListingServer, params: types.CodeLensParams) -> RawResult | list[types.CodeLens] | None:
-        a = ls.analysis(params.text_document.uri)
+    async def code_lens(ls: ListingServer, params: types.CodeLensParams) -> RawResult | list[types.CodeLens] | None:
+        a = await ls.ready(params.text_document.uri)
         if a is None:
             return None
         return ls.lenses(a, params.text_document.uri) if ls.settings.code_lens else []

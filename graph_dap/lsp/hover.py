@@ -68,7 +68,7 @@ def value_markdown(a: Analysis, ref: ValueRef, live: str | None = None) -> str:
             lines.append(f"read on line{'s' if len(uses) > 1 else ''} {', '.join(str(u.line) for u in uses[:_MAX_LISTED])}")
     if live:
         lines += ["", f"**live**: `{live}`"]
-    return "\n".join(lines)
+    return "\n\n".join(line for line in lines if line)  # one paragraph a line
 
 
 def _kind(a: Analysis, name: str) -> str:

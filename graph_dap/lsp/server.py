@@ -83,6 +83,7 @@ class _Document:
     analysis: Analysis | None = None  # set while the text is the model's rendering
     problems: list[types.Diagnostic] | None = None  # why it is not served, when it is not
     served: Analysis | None = None  # the version it was last served from (kept while it is stale)
+    pending: asyncio.Future[None] | None = None  # done when the text has been matched with its model
 
 
 Result = Analysis | LoadFailure
@@ -109,6 +110,17 @@ class ListingServer(LanguageServer):
         doc = self.docs.get(uri)
         return doc.analysis if doc else None
 
+    async def ready(self, uri: str, timeout: float = 60.0) -> Analysis | None:
+        """The analysis of a listing, once its model is loaded (a request that comes during the load waits:
+        an editor asks for the outline and the tokens once, when it opens the document)."""
+        doc = self.docs.get(uri)
+        if doc is not None and doc.pending is not None and not doc.pending.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(doc.pending), timeout)
+            except asyncio.TimeoutError:
+                return None
+        return self.analysis(uri)
+
     def opened(self, uri: str) -> None:
         """A listing was opened or changed: find its model, load it if need be, serve it."""
         doc = self.docs.setdefault(uri, _Document(uri))
@@ -123,7 +135,7 @@ class ListingServer(LanguageServer):
             return
         doc.model = _model_path(uri, header.title, header.model_path)
         self._start_watching()
-        asyncio.ensure_future(self._serve(uri))
+        doc.pending = asyncio.ensure_future(self._serve(uri))
 
     def closed(self, uri: str) -> None:
         self.docs.pop(uri, None)
