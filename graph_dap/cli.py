@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from graph_dap.runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
+from graph_dap.runtime.engine.options import OPT_LEVELS
 from graph_dap.runtime.tensor import format_bytes
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
 EXIT_DIVERGED = 1
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-OPT_LEVEL_CHOICES = ("none", "basic", "extended", "all")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,14 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     ref.add_argument("--against-model", metavar="OTHER.onnx", help="another model; values are matched by name")
     ref.add_argument(
         "--against-opt-level",
-        choices=OPT_LEVEL_CHOICES,
+        choices=tuple(OPT_LEVELS),
         metavar="LEVEL",
         help="the model at another onnxruntime optimization level (none, basic, extended, all); "
         "an optimized side runs whole and only the values its graph still names are compared",
     )
     cmp_.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_CHOICES,
+        choices=tuple(OPT_LEVELS),
         metavar="LEVEL",
         help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
     )
@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--repeat", type=_positive, default=3, metavar="N", help="timed runs (default 3), after one warm-up")
     prof.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_CHOICES,
+        choices=tuple(OPT_LEVELS),
         default=None,
         metavar="LEVEL",
         help="onnxruntime optimization level (default none: the model's own nodes; all with --fused)",

@@ -67,7 +67,7 @@ def test_pruning_rule_on_its_own(op, extras, attrs, shape, pruned):
     model = rule_model(op, extras, attrs, shape)
     s = DebugSession(model, break_on=["nan", "inf"])
     nodes = list(s.sequence)
-    plan = watch_plan(s.graph, nodes, s._dtypes, FaultFilter(True, True).never_prune)
+    plan = watch_plan(s.graph, nodes, s.executor.dtypes, FaultFilter(True, True).never_prune)
     assert ("t" in plan.guards) is pruned
     assert ("t" in plan.watched) is not pruned
     # whatever the plan, a fault in t is found at its producer, for NaN, +Inf and -Inf

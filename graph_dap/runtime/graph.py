@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from graph_dap.errors import ModelError
+from graph_dap.errors import ModelError, NodeNotFoundError
 from graph_dap.runtime.tensor import numel
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
@@ -112,6 +112,11 @@ class Node:
     @property
     def label(self) -> str:
         return f"{self.id} ({self.op_type})"
+
+    @property
+    def is_constant_op(self) -> bool:
+        """An ONNX ``Constant`` node (onnxruntime turns its output into an initializer at load)."""
+        return self.op_type == "Constant" and self.domain in ("", "ai.onnx")
 
 
 class Graph:
@@ -230,7 +235,7 @@ class Graph:
         try:
             return self._by_id[node_id]
         except KeyError:
-            raise ModelError(f"no node '{node_id}' in the graph") from None
+            raise NodeNotFoundError(f"no node '{node_id}' in the graph") from None
 
     def has_node(self, node_id: str) -> bool:
         return node_id in self._by_id

@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from graph_dap.errors import InputError
+from graph_dap.files import ARCHIVE_ERRORS
 from graph_dap.runtime.graph import Graph, ValueInfo
 
 InputsArg = Mapping[str, Any] | str | os.PathLike[str] | None
@@ -66,9 +68,7 @@ def _read(graph: Graph, inputs: InputsArg) -> dict[str, Any]:
             return {graph.inputs[0].name: np.load(path, allow_pickle=False)}
         if suffix == ".pb":
             return {graph.inputs[0].name: _read_pb(path)} if len(graph.inputs) == 1 else _read_test_data_dir(graph, path.parent)
-    except InputError:
-        raise
-    except Exception as e:
+    except (*ARCHIVE_ERRORS, DecodeError) as e:
         raise InputError(f"cannot read inputs from {path}: {e}") from None
     raise InputError(f"inputs must be a .npz, a .npy or a folder of input_N.pb files, got {path}")
 
@@ -82,7 +82,7 @@ def _read_test_data_dir(graph: Graph, path: Path) -> dict[str, Any]:
         t = onnx.TensorProto()
         try:
             t.ParseFromString(f.read_bytes())
-        except Exception as e:
+        except (OSError, DecodeError) as e:
             raise InputError(f"cannot read {f} as a TensorProto: {e}") from None
         name = t.name or (graph.inputs[i].name if i < len(graph.inputs) else f"input_{i}")
         out[name] = numpy_helper.to_array(t)

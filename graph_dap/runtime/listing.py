@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
 
 import onnx
 
-from graph_dap.runtime.graph import Graph, ValueInfo, _value_info, dtype_name
+from graph_dap.runtime.graph import Graph, ValueInfo, _attribute_value, _value_info, dtype_name
 from graph_dap.runtime.tensor import numel
 
 _MAX_ATTR = 60
@@ -215,6 +214,8 @@ def render_listing(graph: Graph) -> Listing:
     producer = f"; producer {m.producer_name} {m.producer_version}".rstrip() if m.producer_name else ""
     out.comment(f"# ir_version {m.ir_version}; opsets: {opsets}{producer}")
     out.comment(f"# {len(graph.nodes)} nodes, {len(graph.initializer_names)} initializers (data elided)")
+    for note in graph.notes:
+        out.comment(f"# note: {note}")
     declarations: dict[str, int] = {}
     for label, values, role in (
         ("# input  ", graph.inputs, Role.DEF),
@@ -289,11 +290,7 @@ def _attr(a: onnx.AttributeProto) -> str:
         return f"<{dtype_name(t.data_type)}[{','.join(map(str, t.dims))}]>"
     if a.type == onnx.AttributeProto.TENSORS:
         return f"<{len(a.tensors)} tensors>"
-    v: Any = onnx.helper.get_attribute_value(a)
-    if isinstance(v, bytes):
-        v = v.decode("utf-8", "replace")
-    if isinstance(v, list):
-        v = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+    v = _attribute_value(a)
     text = repr(v) if isinstance(v, str) else str(v).replace(" ", "")
     if isinstance(v, float):
         text = f"{v:g}"

@@ -7,6 +7,7 @@ kernels (it pre-packs constant weights) and the values match.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,3 +38,26 @@ def tensor_proto(name: str, value: Any) -> onnx.TensorProto:
         return value
     return numpy_helper.from_array(np.asarray(value), name)
 
+
+def assemble_model(
+    source: onnx.ModelProto,
+    nodes: Sequence[onnx.NodeProto],
+    name: str,
+    feeds: Mapping[str, Any],
+    constants: Mapping[str, Any],
+    reads: Sequence[str],
+    outputs: Sequence[str],
+    extra_initializers: Sequence[onnx.TensorProto] = (),
+) -> onnx.ModelProto:
+    """A model of ``nodes`` with ``source``'s opsets and functions.
+
+    Each name in ``reads`` is an input typed from ``feeds`` or, when not fed, an
+    initializer from ``constants``; ``outputs`` are left untyped for onnxruntime to infer.
+    """
+    inputs = [helper.make_value_info(r, type_proto_of(feeds[r])) for r in reads if r in feeds]
+    inits = [tensor_proto(r, constants[r]) for r in reads if r not in feeds] + list(extra_initializers)
+    out_infos = [helper.make_value_info(o, onnx.TypeProto()) for o in outputs]
+    g = helper.make_graph(list(nodes), name, inputs, out_infos, inits)
+    model = helper.make_model(g, opset_imports=list(source.opset_import), ir_version=max(source.ir_version, 4))
+    model.functions.extend(source.functions)
+    return model

@@ -22,8 +22,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from graph_dap.runtime.engine.models import signature, tensor_proto, type_proto_of
-from graph_dap.runtime.engine.options import ort_message, session_options
+from graph_dap.runtime.engine.models import assemble_model, signature
+from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Graph, Node
 
@@ -74,7 +74,7 @@ class SegmentRunner:
             model, watched = self.build_model(nodes, feeds, constants, outs, watch.watched if watch else ())
             try:
                 sess = ort.InferenceSession(model.SerializeToString(), self._options(), providers=self.providers)
-            except Exception as e:
+            except ORT_ERRORS as e:
                 raise SegmentError(ort_message(e)) from None
             fetch = outs + ([SENTINEL] if watched else [])
             entry = (sess, fetch, watched)
@@ -83,7 +83,7 @@ class SegmentRunner:
         sess, fetch, watched = entry
         try:
             results = sess.run(fetch, dict(feeds), run_options)
-        except Exception as e:
+        except ORT_ERRORS as e:
             raise SegmentError(ort_message(e)) from None
         values = dict(zip(outs, results[: len(outs)]))
         return SegmentResult(values, watched, results[-1] if watched else None)
@@ -102,11 +102,9 @@ class SegmentRunner:
         watch: Sequence[str],
     ) -> tuple[onnx.ModelProto, list[str]]:
         """The segment's model and the watched tensors in the order of its sentinel."""
-        m = self.graph.model
         produced = {o for n in nodes for o in n.outputs if o}
         reads = list(dict.fromkeys(i for n in nodes for i in n.all_inputs if i not in produced))
-        inputs = [helper.make_value_info(r, type_proto_of(feeds[r])) for r in reads if r in feeds]
-        inits = [tensor_proto(r, constants[r]) for r in reads if r not in feeds]
+        inits: list[onnx.TensorProto] = []
         watch_set = set(watch)
         node_protos: list[onnx.NodeProto] = []
         sums: list[str] = []
@@ -124,14 +122,10 @@ class SegmentRunner:
                     node_protos.append(helper.make_node("Reshape", [c, "__graph_dap_shape1"], [r]))
                     sums.append(r)
                     watched.append(o)
-        out_infos = [helper.make_value_info(o, onnx.TypeProto()) for o in outputs]
         if sums:
             node_protos.append(helper.make_node("Concat", sums, [SENTINEL], axis=0))
-            out_infos.append(helper.make_value_info(SENTINEL, onnx.TypeProto()))
-        g = helper.make_graph(node_protos, "segment", inputs, out_infos, inits)
-        model = helper.make_model(g, opset_imports=list(m.opset_import), ir_version=max(m.ir_version, 4))
-        model.functions.extend(m.functions)
-        return model, watched
+        outs = list(outputs) + ([SENTINEL] if sums else [])
+        return assemble_model(self.graph.model, node_protos, "segment", feeds, constants, reads, outs, inits), watched
 
 
 class SegmentError(Exception):
