@@ -468,6 +468,15 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
             raise InvalidRequest(f"unknown goto target {target}: ask gotoTargets first")
         self._begin(request, "goto", node)
 
+    async def run_to_custom(self, request: Request) -> dict[str, Any]:
+        """``graphDap/runTo {"node": ID}``: run until that node is next (as "Run to Cursor" on its line); ``stopped`` follows."""
+        node = request.arg("node", str)
+        if self.listing is None or node not in self.listing.nodes:
+            raise InvalidRequest(f"no node '{node}' in the model")
+        self._need_stopped()
+        self._later(lambda: self._start_run("run_to", node))
+        return {}
+
     async def pause_request(self, request: Request) -> None:
         self._thread(request)
         worker = self._need_worker()
