@@ -236,6 +236,7 @@ _DELEGATED = {
         "run a runtime worker for an adapter, e.g. on a GPU box (see graph-dap worker --help)",
         "graph_dap.worker.server",
     ),
+    "lsp": ("serve the language server of graph listings on stdio, or over TCP with --tcp (see graph-dap lsp --help)", "graph_dap.lsp.__main__"),
 }
 
 

@@ -1,4 +1,5 @@
-"""Requests that move the run: continue, next, stepIn, stepOut, stepBack, reverseContinue, goto, pause, cancel.
+"""Requests that move the run: continue, next, stepIn, stepOut, stepBack, reverseContinue, goto, pause, cancel,
+and graph-dap's own ``graphDap/runTo``.
 
 Each answers at once and starts the run after its response (:class:`RunControl`); the
 stop comes later as a ``stopped`` event. ``pause`` and ``cancel`` reach a run that
@@ -54,6 +55,15 @@ class RunRequests(RunControl):
         if node is None:
             raise InvalidRequest(f"unknown goto target {target}: ask gotoTargets first")
         self._begin(request, RunCommand.GOTO, node)
+
+    async def run_to_custom(self, request: Request) -> dict[str, Any]:
+        """``graphDap/runTo {"node": ID}``: run until that node is next (as "Run to Cursor" on its line); ``stopped`` follows."""
+        node = request.arg("node", str)
+        if self.listing is None or node not in self.listing.nodes:
+            raise InvalidRequest(f"no node '{node}' in the model")
+        self._need_stopped()
+        self._later(lambda: self._start_run(RunCommand.RUN_TO, node))
+        return {}
 
     async def pause_request(self, request: Request) -> None:
         self._thread(request)

@@ -24,11 +24,20 @@ _logger = _log.get_logger(__name__)
 # -- loading -----------------------------------------------------------------------
 
 
-def load_graph(model: str | os.PathLike[str] | onnx.ModelProto) -> Graph:
-    """Load a model from a path (external data kept inside its folder) or a ModelProto."""
+def load_graph(model: str | os.PathLike[str] | onnx.ModelProto, path: str | os.PathLike[str] | None = None) -> Graph:
+    """Load a model from a path (external data kept inside its folder) or a ModelProto.
+
+    ``path``: for a ModelProto, the file it was read from (the graph and its listing name it).
+    """
     if isinstance(model, onnx.ModelProto):
-        return _build(model, None)
-    path = Path(model)
+        return _build(model, Path(path).resolve() if path is not None else None)
+    file = Path(model)
+    return _build(read_model(file), file.resolve())
+
+
+def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Read a model file and its external data (never from outside its folder), without building its graph."""
+    path = Path(path)
     if not path.exists():
         raise ModelError(f"model not found: {path}")
     if not path.is_file():
@@ -40,7 +49,7 @@ def load_graph(model: str | os.PathLike[str] | onnx.ModelProto) -> Graph:
     if not proto.graph.node and not proto.graph.output:
         raise ModelError(f"{path} holds no ONNX graph (is it an ONNX model?)")
     _load_external_data(proto, path.parent)
-    return _build(proto, path.resolve())
+    return proto
 
 
 def _build(model: onnx.ModelProto, path: Path | None) -> Graph:
