@@ -9,7 +9,7 @@ terminate), ``run_handlers.py`` (continue, step, goto, pause), ``breakpoint_hand
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from graph_dap.adapter.access import TokenGate, Turn
@@ -61,6 +61,14 @@ RESUMABLE = {
 WorkerFactory = Callable[[], Awaitable[WorkerClient]]
 
 
+class Deferred:
+    """What a handler returns to be answered later: the request loop goes on, and ``work``'s result is the body."""
+
+    def __init__(self, what: str, work: Coroutine[Any, Any, dict[str, Any] | None]) -> None:
+        self.what = what  # what the worker is busy with meanwhile, for other requests' refusals
+        self.work = work
+
+
 class AdapterCore:
     """One DAP session's state; ends at ``disconnect`` or when the stream ends."""
 
@@ -94,6 +102,12 @@ class AdapterCore:
         self._goto_targets: dict[int, str] = {}
         self._after: list[Callable[[], None]] = []
         self._done = False
+        self.busy: asyncio.Task[None] | None = None  # a request answered in the background (a profile)
+        self._busy_with = ""
+
+    def _in_background(self, what: str, work: Coroutine[Any, Any, dict[str, Any] | None]) -> Deferred:
+        """Answer this request when ``work`` ends, without holding the request loop (see ``dispatch``)."""
+        return Deferred(what, work)
 
     def _later(self, action: Callable[[], None]) -> None:
         """Do ``action`` right after this request's response is sent."""
@@ -124,6 +138,8 @@ class AdapterCore:
             raise CantHandle("no model is loaded: launch first")
         if self.worker.dead is not None:
             raise CantHandle(f"the runtime worker is gone: {self.worker.dead}")
+        if self.busy is not None and not self.busy.done():
+            raise CantHandle(f"the runtime is busy {self._busy_with}: wait for its answer")
         return self.worker
 
     def _need_idle(self) -> WorkerClient:

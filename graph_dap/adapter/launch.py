@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_dap.adapter.requests import InvalidRequest, Request, UserError, checked, items_of
+from graph_dap.adapter.requests import MAX_INTEGER, InvalidRequest, Request, UserError, checked, items_of
 from graph_dap.worker.protocol import LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
@@ -80,6 +80,8 @@ class LaunchArgs:
         for key, value in self.dims.items():
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UserError(f"dims: '{key}' must be an integer, got {value!r}")
+            if not 0 <= value <= MAX_INTEGER:
+                raise UserError(f"dims: '{key}' must be a size from 0 to 2**53 - 1, got {value}")
         if self.worker and not self.token:
             raise UserError("'worker' needs the 'token' the worker was started with")
         if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from graph_dap.adapter.access import AUTH_TIMEOUT, TOKEN_KEY, WrongToken
 from graph_dap.adapter.breakpoint_handlers import BreakpointRequests
+from graph_dap.adapter.core import Deferred
 from graph_dap.adapter.custom_handlers import CUSTOM_REQUESTS, CustomRequests
 from graph_dap.adapter.inspect_handlers import InspectionRequests
 from graph_dap.adapter.protocol import Channel, FramingError, Malformed, Message, SocketStream, StdioStream
@@ -88,23 +89,40 @@ class DebugAdapter(SessionRequests, RunRequests, InspectionRequests, BreakpointR
             if handler is None:
                 raise InvalidRequest(f"unknown command '{request.command}'")
             body = await handler(self, request)
-        except RequestError as error:
-            self.channel.error(request.seq, request.command, str(error), show=error.show_user)
-            self._done = self._done or isinstance(error, WrongToken)
+        except Exception as error:  # noqa: BLE001 - sorted out in _refuse; a bug answers this request, not the session
+            self._refuse(request, error)
             return
-        except WorkerDied as error:
-            self.channel.error(request.seq, request.command, f"the runtime worker is gone: {error}")
-            return
-        except GraphDapError as error:
-            self.channel.error(request.seq, request.command, str(error))
-            return
-        except Exception as error:  # noqa: BLE001 - a bug answers this request, not the session
-            traceback.print_exc(file=sys.stderr)
-            self.channel.error(request.seq, request.command, f"internal error in graph-dap: {error!r}")
+        if isinstance(body, Deferred):
+            self._busy_with = body.what
+            self.busy = asyncio.ensure_future(self._answer_later(request, body))
             return
         self.channel.response(request.seq, request.command, body)
         for action in self._after:
             action()
+
+    def _refuse(self, request: Request, error: Exception) -> None:
+        """The ``success: false`` answer for a request whose handler raised ``error``."""
+        if isinstance(error, RequestError):
+            self.channel.error(request.seq, request.command, str(error), show=error.show_user)
+            self._done = self._done or isinstance(error, WrongToken)
+        elif isinstance(error, WorkerDied):
+            self.channel.error(request.seq, request.command, f"the runtime worker is gone: {error}")
+        elif isinstance(error, GraphDapError):
+            self.channel.error(request.seq, request.command, str(error))
+        else:
+            traceback.print_exception(error, file=sys.stderr)
+            self.channel.error(request.seq, request.command, f"internal error in graph-dap: {error!r}")
+
+    async def _answer_later(self, request: Request, deferred: Deferred) -> None:
+        try:
+            body = await deferred.work
+        except asyncio.CancelledError:
+            self.channel.error(request.seq, request.command, "cancelled: the session ended")
+            raise
+        except Exception as error:  # noqa: BLE001 - answered like any request (see dispatch)
+            self._refuse(request, error)
+            return
+        self.channel.response(request.seq, request.command, body)
 
 
 # -- transports ---------------------------------------------------------------------------

@@ -147,10 +147,14 @@ class WorkerClient:
             raise WorkerDied(self.dead)
         self._next_id += 1
         request_id = self._next_id
+        try:
+            data = self._packer.pack(p.request_message(request_id, method, args))
+        except (OverflowError, TypeError, ValueError) as error:  # msgpack: an integer past 64 bits, a lone surrogate
+            raise ProtocolError(f"the {method.name} call cannot be sent to the worker: {error}") from None
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            self._writer.write(self._packer.pack(p.request_message(request_id, method, args)))
+            self._writer.write(data)
         except (ConnectionError, RuntimeError) as error:
             self._pending.pop(request_id, None)
             raise WorkerDied(f"{self.place} is gone: {error}") from None

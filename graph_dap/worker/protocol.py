@@ -373,9 +373,12 @@ class NameArgs:
     name: str
 
 
+MAX_PROFILE_REPEAT = 1000  # timed runs in one profile call
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileArgs:
-    """Profile the whole model ``repeat`` times after a warm-up."""
+    """Profile the whole model ``repeat`` times (1 to :data:`MAX_PROFILE_REPEAT`) after a warm-up."""
 
     repeat: int = 3
 

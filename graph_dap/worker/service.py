@@ -27,6 +27,7 @@ from graph_dap.errors import (
     InputError,
     ModelError,
     NotLoadedError,
+    ProfileError,
     ProtocolError,
     ValueNotFoundError,
 )
@@ -394,6 +395,8 @@ class WorkerService(ValueCalls):
         """The model run whole ``repeat`` times under onnxruntime's profiler, as ``graph-dap profile --json``."""
         from graph_dap.runtime.tools.profile import profile_model
 
+        if not 1 <= a.repeat <= p.MAX_PROFILE_REPEAT:
+            raise ProfileError(f"a profile takes 1 to {p.MAX_PROFILE_REPEAT} runs, got {a.repeat}")
         s = self.s
         return profile_model(s.graph, s.inputs, repeat=a.repeat, providers=s.runner.providers).to_dict()
 
