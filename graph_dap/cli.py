@@ -271,6 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GraphDapError as e:
         print(f"graph-dap: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except MemoryError:
+        print("graph-dap: out of memory (the model, its inputs or its values do not fit in this machine's memory)", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("graph-dap: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -15,6 +15,7 @@ from onnx import external_data_helper, helper
 
 from graph_dap import log as _log
 from graph_dap.errors import ModelError
+from graph_dap.runtime.checks import check_tensors
 from graph_dap.runtime.graph import Graph, ValueInfo, _value_info
 from graph_dap.runtime.tensor import numel
 
@@ -53,6 +54,7 @@ def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
 
 
 def _build(model: onnx.ModelProto, path: Path | None) -> Graph:
+    check_tensors(model)  # before shape inference or anything else looks at a tensor
     inferred, notes = _inferred_infos(model)
     return Graph(model, path, inferred, notes)
 
@@ -63,7 +65,10 @@ def _load_external_data(model: onnx.ModelProto, base: Path) -> None:
     for tensor in external_data_helper._get_all_tensors(model):
         if not external_data_helper.uses_external_data(tensor):
             continue
-        info = external_data_helper.ExternalDataInfo(tensor)
+        try:
+            info = external_data_helper.ExternalDataInfo(tensor)
+        except (ValueError, TypeError) as e:  # a negative or non-numeric offset or length
+            raise ModelError(f"tensor '{tensor.name}': bad external data reference: {e}") from None
         location = info.location
         target = (root / location).resolve()
         if os.path.isabs(location) or not target.is_relative_to(root):
@@ -73,6 +78,14 @@ def _load_external_data(model: onnx.ModelProto, base: Path) -> None:
             )
         if not target.is_file():
             raise ModelError(f"tensor '{tensor.name}': external data file not found: {target}")
+        size = target.stat().st_size
+        offset, length = info.offset or 0, info.length
+        end = offset + (length or 0)
+        if offset > size or end > size:
+            raise ModelError(
+                f"tensor '{tensor.name}': external data {location} holds {size:,} bytes, "
+                f"but the tensor's data is at bytes {offset:,} to {end:,} (a truncated file?)"
+            )
         try:
             external_data_helper.load_external_data_for_tensor(tensor, str(root))
         except (OSError, ValueError) as e:

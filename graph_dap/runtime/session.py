@@ -32,6 +32,7 @@ from graph_dap import log as _log
 from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundError, ValueNotFoundError
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
+from graph_dap.runtime.checks import check_runnable
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
@@ -88,6 +89,7 @@ class DebugSession:
         on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.graph = model if isinstance(model, Graph) else load_graph(model)
+        check_runnable(self.graph)  # an opset, IR version or operator onnxruntime lacks: refused here, with the reason
         self.inputs = resolve_inputs(self.graph, inputs, dims)
         self.skip_constants = skip_constants
         self.fast = fast
