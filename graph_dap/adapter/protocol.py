@@ -106,7 +106,7 @@ def decode_body(body: bytes) -> Message | Malformed:
     try:
         message = json.loads(body.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
     except (UnicodeDecodeError, ValueError) as error:
-        return Malformed(f"invalid JSON: {error}")
+        return Malformed(f"invalid JSON: {error}", *_request_header(body))
     except RecursionError:
         seq, command = _request_header(body)
         return Malformed(f"the message nests arrays and objects more than {MAX_NESTING} levels deep", seq, command)
@@ -179,19 +179,23 @@ def _structure_problem(message: Any, body: bytes) -> str | None:
 
 
 _SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,16})\s*[,}]')
-_COMMAND = re.compile(rb'"command"\s*:\s*"([A-Za-z0-9_/.-]{1,100})"')
+_COMMAND = re.compile(rb'"command"\s*:\s*("(?:[^"\\\\]|\\\\.){0,200}")')
 
 
 def _request_header(body: bytes) -> tuple[int | None, str | None]:
-    """The ``seq`` and ``command`` of a request too deep to parse, read from its first bytes, so that it is answered.
+    """The ``seq`` and ``command`` of a request that cannot be parsed, read from its first bytes, so that it is answered.
 
-    (Best effort: a client puts them before ``arguments``; without both, the message is only reported.)
+    (Best effort: a client puts them before ``arguments``; without a ``seq``, the message is only reported.)
     """
     head = body[:4096]
     seq, command = _SEQ.search(head), _COMMAND.search(head)
-    if seq is None or command is None or b'"request"' not in head or not 1 <= int(seq.group(1)) <= MAX_SEQ:
+    if seq is None or b'"request"' not in head or not 1 <= int(seq.group(1)) <= MAX_SEQ:
         return None, None
-    return int(seq.group(1)), command.group(1).decode()
+    try:
+        name = json.loads(command.group(1).decode("utf-8")) if command is not None else ""
+    except (UnicodeDecodeError, ValueError):
+        name = ""
+    return int(seq.group(1)), _printable(name)
 
 
 def _has_surrogate(text: str) -> bool:
