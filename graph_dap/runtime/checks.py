@@ -163,12 +163,14 @@ def _check_imports(ir_version: int, imports: tuple[tuple[str, int], ...]) -> Non
     """Ask onnxruntime to load an empty model with these imports: it refuses versions it does not support."""
     import onnxruntime as ort
 
+    from graph_dap.runtime.engine.options import session_options
+
     probe = onnx.helper.make_model(
         onnx.helper.make_graph([], "probe", [_float_input()], [_float_input()]),
         opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in imports],
     )
     probe.ir_version = ir_version
-    options = ort.SessionOptions()
+    options = session_options()  # the process's global thread pool, as every session here
     options.log_severity_level = 4
     try:
         ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
