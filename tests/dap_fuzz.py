@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from dap_client import schema
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 #: Examples per fuzz test: a short run in CI, the long run with GRAPH_DAP_FUZZ_EXAMPLES=10000.
@@ -26,8 +26,9 @@ ANSWER_TIMEOUT = 5.0
 
 
 def fuzz_settings(examples: int = EXAMPLES, **kw: Any) -> settings:
-    """Settings for a fuzz test: no deadline per example (the answer timeout is the bound), no database files."""
+    """Settings for a fuzz test: no deadline per example (the answer timeout is the bound), no database files, no shrinking."""
     long_run = examples > EXAMPLES or "GRAPH_DAP_FUZZ_EXAMPLES" in os.environ
+    kw.setdefault("phases", (Phase.explicit, Phase.reuse, Phase.generate))  # shrinking a failure takes minutes: it is printed as drawn
     return settings(
         max_examples=examples,
         deadline=None,

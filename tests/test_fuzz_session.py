@@ -15,7 +15,6 @@ from typing import Any
 
 from dap_client import DapClient, DapError, chain_model
 from dap_fuzz import ANSWER_TIMEOUT, EXAMPLES, PLAUSIBLE, fuzz_settings
-from hypothesis import Phase
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
@@ -24,8 +23,6 @@ _EXPRESSIONS = st.one_of(
     st.sampled_from(["`x`.max()", "conv_out * 2", "x[0, 0]", "np.mean(x)", "`x`.tolist()", "x.shape", "abs(", "__import__('os')"]),
     st.text(max_size=20),
 )
-#: Shrinking a session of processes takes minutes: the failing steps are printed as they ran.
-_NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 _INTEGERS = st.one_of(st.integers(-2, 40), st.sampled_from([2**31, 2**53 - 1, 2**53]))
 
 
@@ -194,5 +191,5 @@ class DapSession(RuleBasedStateMachine):
 def test_random_sessions(tmp_path: Path) -> None:
     DapSession.folder = tmp_path
     examples, steps = (max(EXAMPLES // 25, 2), 12) if EXAMPLES <= 30 else (max(EXAMPLES // 25, 2), 25)
-    run_state_machine_as_test(DapSession, settings=fuzz_settings(examples=examples, stateful_step_count=steps, phases=_NO_SHRINK))
+    run_state_machine_as_test(DapSession, settings=fuzz_settings(examples=examples, stateful_step_count=steps))
 
