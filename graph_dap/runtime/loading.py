@@ -37,7 +37,11 @@ def load_graph(model: str | os.PathLike[str] | onnx.ModelProto, path: str | os.P
 
 
 def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
-    """Read a model file and its external data (never from outside its folder), without building its graph."""
+    """Read a model file and its external data (never from outside its folder), without building its graph.
+
+    Tensors whose shape or data is impossible, and names declared twice, are refused here
+    (:func:`~graph_dap.runtime.checks.check_tensors`); a ModelProto built in memory is taken as it is.
+    """
     path = Path(path)
     if not path.exists():
         raise ModelError(f"model not found: {path}")
@@ -50,11 +54,11 @@ def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     if not proto.graph.node and not proto.graph.output:
         raise ModelError(f"{path} holds no ONNX graph (is it an ONNX model?)")
     _load_external_data(proto, path.parent)
+    check_tensors(proto)  # before shape inference or anything else looks at a tensor
     return proto
 
 
 def _build(model: onnx.ModelProto, path: Path | None) -> Graph:
-    check_tensors(model)  # before shape inference or anything else looks at a tensor
     inferred, notes = _inferred_infos(model)
     return Graph(model, path, inferred, notes)
 
