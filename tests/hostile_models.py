@@ -261,3 +261,27 @@ def make(case: Case, root: Path) -> Path:
     folder = root / case.build.__name__
     folder.mkdir(parents=True, exist_ok=True)
     return case.build(folder)
+
+
+def _table() -> str:
+    """The markdown table of RELIABILITY.md: each case and the line ``graph-dap run`` answers it with."""
+    import contextlib
+    import io
+    import tempfile
+
+    from graph_dap import cli
+
+    rows = ["| model | exit | what graph-dap says |", "| --- | --- | --- |"]
+    with tempfile.TemporaryDirectory() as root:
+        for case in CASES:
+            path = make(case, Path(root))
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                code = cli.main(["run", str(path)])
+            line = err.getvalue().strip().replace(root, "DIR").replace("|", "\\|")
+            rows.append(f"| {case.name} | {code} | `{line}` |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(_table())
