@@ -1,5 +1,10 @@
+import os
 import sys
 from pathlib import Path
+
+# The tests build thousands of small sessions: none of their optimized graphs go to the user's disk cache
+# (tests/test_optimized.py turns it on in a folder of its own).
+os.environ["GRAPH_DAP_CACHE"] = "off"
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -18,7 +18,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from models import init, make_model, tensor
-from onnx import TensorProto, helper
+from onnx import helper
 
 from graph_dap.runtime import DebugSession, StopReason
 from graph_dap.runtime.engine.faults import FaultFilter
@@ -210,3 +210,34 @@ def test_the_watch_leaves_the_optimized_graph_as_it_is(name):
         own = sorted(n.op_type for n in nodes if n not in watch)
         assert own == sorted(n.op_type for n in plain), (name, filt)
         assert len(watch) <= 3 * len(plan.watch.watched) + 1
+
+
+def test_a_second_launch_loads_its_optimized_segments_from_disk(tmp_path, monkeypatch):
+    import conv_models
+
+    monkeypatch.setenv("GRAPH_DAP_CACHE", str(tmp_path / "cache"))
+    model = conv_models.resnet(64)
+    feeds = {"image": R.standard_normal((1, 3, 64, 64)).astype(np.float32)}
+    runs = []
+    for _ in range(2):
+        s = DebugSession(model, feeds, break_on=["nan", "inf"])
+        assert s.continue_().reason is StopReason.END
+        runs.append((s.segments.sessions_from_disk, s.value("pooled")))
+    assert runs[0][0] == 0 and runs[1][0] >= 1  # the second built nothing with the optimizer
+    exact(runs[1][1], runs[0][1], "the same outputs")
+    assert any((tmp_path / "cache").glob("*.onnx")) and not any((tmp_path / "cache").glob(".*.tmp"))
+
+
+def test_the_next_segment_is_built_while_the_session_is_stopped():
+    import conv_models
+
+    model = conv_models.mobile(64)
+    s = DebugSession(model, {"image": R.standard_normal((1, 3, 64, 64)).astype(np.float32)}, break_on=["nan"])
+    s.start()
+    threads = s.prepare_next()
+    assert threads
+    for t in threads:
+        t.join(60)
+    built = s.segments.sessions_built
+    assert s.continue_().reason is StopReason.END
+    assert s.segments.sessions_built == built  # pressing continue only ran it

@@ -22,7 +22,7 @@ import onnxruntime as ort
 
 from graph_dap import log as _log
 from graph_dap.runtime.engine.nodes import NodeRunner
-from graph_dap.runtime.engine.options import check_opt_level
+from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, ort_message, session_options
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Graph, Node
@@ -65,6 +65,7 @@ class Executor:
         self.runner = NodeRunner(graph, providers, "none")
         self.exact = SegmentRunner(graph, self.runner.providers, "none")  # recomputations: the original graph's values
         self.segments = SegmentRunner(graph, self.runner.providers, opt_level) if opt_level != "none" else self.exact
+        self._whole: ort.InferenceSession | None = None
         self.embedded = frozenset(embedded)
         self.executions: Counter[str] = Counter()
         self.ort_calls = 0
@@ -136,6 +137,24 @@ class Executor:
         self.ort_calls += 1
         self.executions.update(n.id for n in nodes)
         return result.values
+
+    def run_whole(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The graph outputs of the whole model run in one onnxruntime session at ``opt_level``, as a
+        plain ``InferenceSession`` runs it (the model file itself when it has one). SegmentError when it fails."""
+        if self._whole is None:
+            graph = self.graph
+            source: Any = str(graph.path) if graph.path is not None and graph.path.is_file() else graph.model.SerializeToString()
+            try:
+                self._whole = ort.InferenceSession(source, session_options(self.opt_level), providers=self.providers)
+            except ORT_ERRORS as e:
+                raise SegmentError(ort_message(e)) from None
+        names = list(self.graph.output_names)
+        try:
+            results = self._whole.run(names, {k: v for k, v in inputs.items()})
+        except ORT_ERRORS as e:
+            raise SegmentError(ort_message(e)) from None
+        self.ort_calls += 1
+        return dict(zip(names, results))
 
     @property
     def optimized(self) -> bool:
