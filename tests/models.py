@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import glob
-import os
 from typing import Any
 
 import numpy as np
@@ -14,8 +12,6 @@ from onnx import TensorProto, helper, numpy_helper
 from graph_dap.runtime.engine.options import session_options
 
 F = TensorProto.FLOAT
-LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-LIGHT_MODELS = sorted(glob.glob(os.path.join(LIGHT_DIR, "*.onnx")))
 
 
 def make_model(nodes, inputs, outputs, inits=(), opset=17, extra_opsets=()) -> onnx.ModelProto:
@@ -67,19 +63,6 @@ def ort_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str] |
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     outs = [o.name for o in m.graph.output]
     return dict(zip(outs, sess.run(outs, feeds)))
-
-
-def light_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """The inputs the onnx backend tests use for the light models: arange(n)/n."""
-    inits = {i.name for i in model.graph.initializer}
-    feeds = {}
-    for x in model.graph.input:
-        if x.name in inits:
-            continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in x.type.tensor_type.shape.dim)
-        n = int(np.prod(shape))
-        feeds[x.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    return feeds
 
 
 def assert_same(a: Any, b: Any, name: str = "") -> None:

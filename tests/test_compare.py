@@ -8,7 +8,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from models import LIGHT_MODELS, chain_model, light_inputs, make_model, ort_values, tensor
+from light import LIGHT_MODELS, light_inputs
+from models import chain_model, make_model, ort_values, tensor
 from onnx import helper, numpy_helper
 
 from graph_dap.runtime import DebugSession, StopReason, load_graph
@@ -256,7 +257,7 @@ def _materialized(model: onnx.ModelProto, conv_name: str, feeds, scale: float = 
 
 
 def test_a_perturbed_weight_in_a_light_model_is_the_first_divergence(tmp_path):
-    path = next(p for p in LIGHT_MODELS if "squeezenet" in p)
+    path = LIGHT_MODELS["squeezenet"]
     original = onnx.load(path)
     feeds = light_inputs(original)
     base = _materialized(original, "n29", feeds)
@@ -321,7 +322,7 @@ def _ort_outputs(model: onnx.ModelProto, feeds, level: str):
 
 @pytest.mark.parametrize("budget", [1, 256 << 20])
 def test_the_optimized_side_shows_what_onnxruntime_computes_at_that_level(budget):
-    path = next(p for p in LIGHT_MODELS if "squeezenet" in p)
+    path = LIGHT_MODELS["squeezenet"]
     model = onnx.load(path)
     feeds = light_inputs(model)
     graph = load_graph(path)
@@ -341,7 +342,7 @@ def test_the_optimized_side_shows_what_onnxruntime_computes_at_that_level(budget
 
 
 def test_against_an_optimization_level_compares_only_the_names_that_survive():
-    path = next(p for p in LIGHT_MODELS if "squeezenet" in p)
+    path = LIGHT_MODELS["squeezenet"]
     model = onnx.load(path)
     feeds = light_inputs(model)
     result = compare_model(path, Reference("opt_level", "none"), feeds, opt_level="extended", tolerance=Tolerance(1e-4, 1e-3))

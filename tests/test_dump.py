@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from models import LIGHT_MODELS, assert_same, chain_model, init, light_inputs, make_model, ort_values, tensor
+from light import LIGHT_MODELS, light_inputs
+from models import assert_same, chain_model, init, make_model, ort_values, tensor
 from onnx import helper
 
 from graph_dap.runtime import load_graph
@@ -92,7 +93,7 @@ def test_value_names_with_slashes_and_colons_round_trip(tmp_path):
 
 @pytest.mark.parametrize("name", ["squeezenet", "inception_v1"])
 def test_light_model_dump_equals_onnxruntime(tmp_path, name):
-    path = next(p for p in LIGHT_MODELS if name in p)
+    path = LIGHT_MODELS[name]
     model = onnx.load(path)
     feeds = light_inputs(model)
     out = tmp_path / "light.npz"

@@ -7,7 +7,8 @@ import os
 import numpy as np
 import onnx
 import pytest
-from models import LIGHT_MODELS, chain_model, light_inputs, ort_values
+from light import LIGHT_MODELS, light_inputs
+from models import chain_model, ort_values
 from onnx import helper, numpy_helper
 
 from graph_dap.runtime import DebugSession, StopReason, load_graph
@@ -64,8 +65,7 @@ def _targets(path_or_model):
 def _cases():
     """The chain model and every light model (the whole test corpus), each fault kind, both engines."""
     cases = [("chain", chain_model(), kind, fast) for kind in KINDS for fast in (True, False)]
-    for path in LIGHT_MODELS:
-        name = os.path.basename(path)[6:-5]
+    for name, path in LIGHT_MODELS.items():
         cases += [(name, path, kind, True) for kind in KINDS]
         if name in ("squeezenet", "resnet50"):
             cases += [(name, path, kind, False) for kind in KINDS]
@@ -100,6 +100,6 @@ def test_injected_fault_found_at_first_producer(label, model, kind, fast):
 
 
 def test_targets_cover_several_depths():
-    path = next(p for p in LIGHT_MODELS if "resnet50" in p)
+    path = LIGHT_MODELS["resnet50"]
     targets = _targets(path)
     assert len(set(targets)) == 4 and os.path.exists(path)
