@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,19 @@ def chain_model() -> onnx.ModelProto:
         init("s", np.array([1.5], np.float32)),
     ]
     return make_model(nodes, [tensor("x", [1, 2, 8, 8])], [tensor("y", [1, 4, 8, 8]), tensor("side", [])], inits)
+
+
+def chain_feeds(seed: int = 1) -> dict[str, np.ndarray]:
+    """Inputs for :func:`chain_model`: ``x`` drawn from a standard normal."""
+    return {"x": np.random.default_rng(seed).standard_normal((1, 2, 8, 8)).astype(np.float32)}
+
+
+def chain_files(folder: Path, seed: int = 1) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    """:func:`chain_model` saved as ``folder/chain.onnx``, its inputs as ``folder/chain_inputs.npz``, and those inputs."""
+    path, inputs, feeds = folder / "chain.onnx", folder / "chain_inputs.npz", chain_feeds(seed)
+    onnx.save(chain_model(), str(path))
+    np.savez(inputs, **feeds)
+    return path, inputs, feeds
 
 
 def ort_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str] | None = None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from light import LIGHT_MODELS, light_inputs
-from models import chain_model, ort_values
+from models import chain_feeds, chain_model, ort_values
 from onnx import helper
 
 from graph_dap.runtime import DebugSession, Graph, StopReason, load_graph
@@ -47,8 +47,7 @@ def _targets(g: Graph) -> list[str]:
 
 def _load(label: str) -> Subject:
     if label == "chain":
-        proto = chain_model()
-        feeds = {"x": np.random.default_rng(3).standard_normal((1, 2, 8, 8)).astype(np.float32)}
+        proto, feeds = chain_model(), chain_feeds(3)
     else:
         proto = onnx.load(LIGHT_MODELS[label])
         feeds = light_inputs(proto)
