@@ -144,7 +144,7 @@ def bench_in_process(name: str, repeat: int) -> dict[str, Any]:
         step_times.append(time.perf_counter() - t)
         st.step_back()
         t = time.perf_counter()
-        st.runner.run(mid, feeds_mid, consts, st._constants_version)
+        st.runner.run(mid, feeds_mid, consts, st.constants.version)
         compute_times.append(time.perf_counter() - t)
     out["step_s"] = statistics.median(step_times)
     out["step_node_compute_s"] = statistics.median(compute_times)

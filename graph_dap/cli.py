@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from graph_dap.runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
+from graph_dap.runtime.engine.options import OPT_LEVELS
 from graph_dap.runtime.tensor import format_bytes
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
 EXIT_DIVERGED = 1
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-OPT_LEVEL_CHOICES = ("none", "basic", "extended", "all")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,14 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     ref.add_argument("--against-model", metavar="OTHER.onnx", help="another model; values are matched by name")
     ref.add_argument(
         "--against-opt-level",
-        choices=OPT_LEVEL_CHOICES,
+        choices=tuple(OPT_LEVELS),
         metavar="LEVEL",
         help="the model at another onnxruntime optimization level (none, basic, extended, all); "
         "an optimized side runs whole and only the values its graph still names are compared",
     )
     cmp_.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_CHOICES,
+        choices=tuple(OPT_LEVELS),
         metavar="LEVEL",
         help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
     )
@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--repeat", type=_positive, default=3, metavar="N", help="timed runs (default 3), after one warm-up")
     prof.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_CHOICES,
+        choices=tuple(OPT_LEVELS),
         default=None,
         metavar="LEVEL",
         help="onnxruntime optimization level (default none: the model's own nodes; all with --fused)",
@@ -236,6 +236,7 @@ _DELEGATED = {
         "run a runtime worker for an adapter, e.g. on a GPU box (see graph-dap worker --help)",
         "graph_dap.worker.server",
     ),
+    "lsp": ("serve the language server of graph listings on stdio, or over TCP with --tcp (see graph-dap lsp --help)", "graph_dap.lsp.__main__"),
 }
 
 
@@ -345,7 +346,7 @@ def _run(args: argparse.Namespace) -> int:
         for i in range(args.repeat):
             started = time.perf_counter()
             stop = injection.run(restart=i > 0)
-            completed = stop.reason is StopReason.END and stop.node is None
+            completed = stop.reason is StopReason.END
             repeats.record((time.perf_counter() - started) * 1000.0, session.outputs() if completed else None)
             if not completed:
                 break
@@ -509,7 +510,7 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
-    completed = stop.reason is StopReason.END and stop.node is None
+    completed = stop.reason is StopReason.END
     node = stop.node
     summaries: dict[str, Any] = {}
     if node is not None:
@@ -520,10 +521,9 @@ def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
         for name, v in session.outputs().items():
             summaries[name] = summarize(v).to_dict()
     reason = None if completed else stop.reason.value
-    if stop.reason is StopReason.END and not completed:
-        reason = "error"
+    status = "completed" if completed else "failed" if stop.reason is StopReason.FAILED else "stopped"
     return {
-        "status": "completed" if completed else "stopped",
+        "status": status,
         "reason": reason,
         "node": None if node is None else {"name": node.id, "op_type": node.op_type, "index": node.index},
         "tensor": stop.tensor,

@@ -20,6 +20,10 @@ class InputError(GraphDapError):
     """Inputs given for the model do not match what it declares."""
 
 
+class OptionError(GraphDapError):
+    """An option given a value it does not take (an optimization level, a provider...)."""
+
+
 class ExpressionError(GraphDapError):
     """A tensor expression is refused (not allowed) or fails while evaluating."""
 
@@ -30,6 +34,10 @@ class BreakpointError(GraphDapError):
 
 class ValueNotFoundError(GraphDapError):
     """A value name that the graph does not have, or that is not computed yet."""
+
+
+class NodeNotFoundError(GraphDapError):
+    """A node id that the graph does not have."""
 
 
 class NodeExecutionError(GraphDapError):

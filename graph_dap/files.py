@@ -1,10 +1,14 @@
-"""Writing files safely: to a temporary name in the same folder, then renamed."""
+"""Files: written safely (to a temporary name in the same folder, then renamed); what reading a broken one raises."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import zipfile
 from pathlib import Path
+
+#: What reading a missing, truncated or foreign .npy/.npz raises (numpy.load and zipfile).
+ARCHIVE_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, EOFError, zipfile.BadZipFile)
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:

@@ -31,7 +31,7 @@ TIMEOUT = float(os.environ.get("DAP_TEST_TIMEOUT", "20"))
 # Objects whose extra properties the protocol leaves to the implementation.
 _OPEN_OBJECTS = {"LaunchRequestArguments", "AttachRequestArguments"}
 # graph-dap's own requests (vscode-ext/PROTOCOL.md): held to the schema's generic Request and Response.
-CUSTOM_COMMANDS = ("graphDap/tensorView", "graphDap/compareTable", "graphDap/profile")
+CUSTOM_COMMANDS = ("graphDap/tensorView", "graphDap/summaries", "graphDap/runTo", "graphDap/compareTable", "graphDap/profile")
 # Properties outside the schema that VS Code reads on purpose (a Variable's context-menu key).
 _VSCODE_PROPERTIES = {"__vscodeVariableMenuContext"}
 

@@ -88,3 +88,38 @@ def assert_same(a: Any, b: Any, name: str = "") -> None:
     a, b = np.asarray(a), np.asarray(b)
     assert a.dtype == b.dtype and a.shape == b.shape, f"{name}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
     np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def layered_model(n_nodes: int, width: int = 64) -> onnx.ModelProto:
+    """A model of about ``n_nodes`` nodes: layers of MatMul, Add, Relu and a normalization
+    (``Sqrt(var + eps)``, safe), named ``layer{k}/...`` (module scopes); every 50th layer computes
+    ``Sqrt(var - eps)`` instead (a hazard)."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], [init("eps", np.array([1e-5], np.float32))]
+    x, k = "x", 0
+    while len(nodes) + 9 <= n_nodes:
+        p = f"layer{k}"
+        inits += [init(f"{p}.w", (rng.standard_normal((width, width)) * 0.1).astype(np.float32)), init(f"{p}.b", np.zeros(width, np.float32))]
+        add_eps = "Sub" if k % 50 == 49 else "Add"
+        nodes += [
+            helper.make_node("MatMul", [x, f"{p}.w"], [f"{p}.mm"], name=f"{p}/matmul"),
+            helper.make_node("Add", [f"{p}.mm", f"{p}.b"], [f"{p}.lin"], name=f"{p}/bias"),
+            helper.make_node("Relu", [f"{p}.lin"], [f"{p}.act"], name=f"{p}/relu"),
+            helper.make_node("ReduceMean", [f"{p}.act"], [f"{p}.mean"], name=f"{p}/norm/mean", axes=[1], keepdims=1),
+            helper.make_node("Sub", [f"{p}.act", f"{p}.mean"], [f"{p}.c"], name=f"{p}/norm/center"),
+            helper.make_node("Mul", [f"{p}.c", f"{p}.c"], [f"{p}.sq"], name=f"{p}/norm/square"),
+            helper.make_node("ReduceMean", [f"{p}.sq"], [f"{p}.var"], name=f"{p}/norm/var", axes=[1], keepdims=1),
+            helper.make_node(add_eps, [f"{p}.var", "eps"], [f"{p}.ve"], name=f"{p}/norm/eps"),
+            helper.make_node("Sqrt", [f"{p}.ve"], [f"{p}.std"], name=f"{p}/norm/std"),
+        ]
+        if len(nodes) < n_nodes:
+            nodes.append(helper.make_node("Div", [f"{p}.c", f"{p}.std"], [f"{p}.out"], name=f"{p}/norm/scale"))
+            x = f"{p}.out"
+        else:
+            x = f"{p}.std"
+        k += 1
+    while len(nodes) < n_nodes:
+        out = f"tail{len(nodes)}"
+        nodes.append(helper.make_node("Relu", [x], [out], name=f"tail/relu{len(nodes)}"))
+        x = out
+    return make_model(nodes, [tensor("x", [1, width])], [tensor(x, [1, width])], inits)

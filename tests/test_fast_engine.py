@@ -67,7 +67,7 @@ def test_pruning_rule_on_its_own(op, extras, attrs, shape, pruned):
     model = rule_model(op, extras, attrs, shape)
     s = DebugSession(model, break_on=["nan", "inf"])
     nodes = list(s.sequence)
-    plan = watch_plan(s.graph, nodes, s._dtypes, FaultFilter(True, True).never_prune)
+    plan = watch_plan(s.graph, nodes, s.executor.dtypes, FaultFilter(True, True).never_prune)
     assert ("t" in plan.guards) is pruned
     assert ("t" in plan.watched) is not pruned
     # whatever the plan, a fault in t is found at its producer, for NaN, +Inf and -Inf
@@ -239,7 +239,7 @@ def test_a_long_run_is_split_so_a_pause_lands_part_way():
     model = make_model(nodes, [tensor("m0", [256, 256])], [tensor(f"m{n}", [256, 256])], [init("w", np.eye(256, dtype=np.float32))])
     s = DebugSession(model, {"m0": np.ones((256, 256), np.float32)})
     s.start()
-    s._segment_seconds[(0, n)] = 10.0  # as if the last run of it took 10 s: it is split in 8
+    s._segment_seconds[((), 0, n)] = 10.0  # as if the last run of it (main graph, 0..n) took 10 s: it is split in 8
     parts: list[int] = []
     started = threading.Event()
 

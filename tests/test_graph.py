@@ -132,3 +132,15 @@ def test_external_data_outside_the_model_folder_is_refused(tmp_path):
     onnx.save(model, str(inner / "m.onnx"))
     with pytest.raises(ModelError, match="outside the model's folder"):
         load_graph(inner / "m.onnx")
+
+
+def test_a_failed_shape_inference_is_noted_and_shown_in_the_listing():
+    from graph_dap.runtime import render_listing
+
+    node = helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")  # a domain the model imports no opset of
+    model = make_model([node], [tensor("x", [2])], [tensor("y", [2])])
+    g = load_graph(model)
+    assert len(g.notes) == 1 and g.notes[0].startswith("shape inference failed (")
+    header = render_listing(g).text.split("\n\n")[0]
+    assert f"# note: {g.notes[0]}" in header.splitlines()
+    assert load_graph(chain_model()).notes == ()

@@ -6,6 +6,8 @@
 - ``worker`` (the process boundary) imports the runtime, never the adapter.
 - ``adapter`` (DAP) imports, of graph-dap, only the worker's client and protocol and the
   shared leaves (``errors``, ``files``, ``log``); importing it loads no numpy.
+- ``lsp`` (the language server of listings) is built on the runtime and imports neither the
+  worker nor the adapter: it never runs a model.
 """
 
 from __future__ import annotations
@@ -70,6 +72,10 @@ def test_tools_import_neither_worker_nor_adapter():
 
 def test_the_worker_does_not_import_the_adapter():
     assert _offenders(_modules("worker"), ("graph_dap.adapter", "graph_dap.cli")) == []
+
+
+def test_the_language_server_imports_neither_worker_nor_adapter():
+    assert _offenders(_modules("lsp"), ("graph_dap.worker", "graph_dap.adapter", "graph_dap.cli", "graph_dap.runtime.tools")) == []
 
 
 def test_the_adapter_imports_only_the_worker_client_its_protocol_and_the_leaves():

@@ -12,6 +12,7 @@ from light import LIGHT_MODELS, light_inputs
 from models import chain_model, init, make_model, ort_values, tensor
 from onnx import helper
 
+from graph_dap.errors import OptionError
 from graph_dap.runtime import load_graph
 from graph_dap.runtime.tools.profile import ProfileError, fused_graph, profile_model
 
@@ -160,5 +161,5 @@ def test_saving_the_optimized_model(tmp_path):
 def test_bad_profile_requests_are_refused():
     with pytest.raises(ProfileError, match="repeat must be at least 1"):
         profile_model(chain_model(), repeat=0)
-    with pytest.raises(ProfileError, match="unknown optimization level"):
+    with pytest.raises(OptionError, match="unknown optimization level"):
         profile_model(chain_model(), opt_level="max")

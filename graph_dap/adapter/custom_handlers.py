@@ -1,8 +1,9 @@
-"""graph-dap's own requests, beyond DAP: ``graphDap/tensorView``, ``graphDap/compareTable``, ``graphDap/profile``.
+"""graph-dap's own requests, beyond DAP: ``graphDap/tensorView``, ``graphDap/summaries``, ``graphDap/runTo``,
+``graphDap/compareTable``, ``graphDap/profile``.
 
 A client sends them like any request (VS Code: ``session.customRequest(command, args)``);
-each body is computed in the worker, so that no whole tensor crosses. The contract of
-``graphDap/tensorView`` is ``vscode-ext/PROTOCOL.md``.
+each body is computed in the worker, so that no whole tensor crosses. The contracts of
+``graphDap/tensorView``, ``graphDap/summaries`` and ``graphDap/runTo`` are in ``vscode-ext/PROTOCOL.md``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, item
 #: Custom command -> the name of its handler (never reachable as a standard ``<command>_request``).
 CUSTOM_REQUESTS = {
     "graphDap/tensorView": "tensor_view_custom",
+    "graphDap/summaries": "summaries_custom",
+    "graphDap/runTo": "run_to_custom",
     "graphDap/compareTable": "compare_table_custom",
     "graphDap/profile": "profile_custom",
 }
 DEFAULT_PROFILE_RUNS = 3
+MAX_SUMMARIES = 2000  # names in one graphDap/summaries request
 
 
 class CustomRequests(AdapterCore):
@@ -34,6 +38,15 @@ class CustomRequests(AdapterCore):
         worker = self._need_stopped()
         body: dict[str, Any] = await worker.call("tensor_view", name=name, index=index, max_size=max_size)
         return body
+
+    async def summaries_custom(self, request: Request) -> dict[str, Any]:
+        """The one-line summaries of values (``names``) while stopped; ``available: false`` for those not computed."""
+        names = items_of(request.arg("names", list), str, "names")
+        if len(names) > MAX_SUMMARIES:
+            raise InvalidRequest(f"'names' holds {len(names)} names; at most {MAX_SUMMARIES} in one request")
+        worker = self._need_stopped()
+        found = await worker.summaries(names)
+        return {"summaries": [{"name": s.name, "text": s.text, "available": s.available, "stale": s.stale} for s in found]}
 
     async def compare_table_custom(self, request: Request) -> dict[str, Any]:
         """The comparison with the launch's reference so far (the JSON of ``graph-dap compare --json``)."""

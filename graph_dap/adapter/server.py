@@ -384,7 +384,7 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
 
     def _stopped(self, stop: StopInfo) -> None:
         """Turn a runtime stop into a ``stopped`` event (or the end of the session)."""
-        if stop.reason == "end":
+        if stop.reason in ("end", "failed"):
             asyncio.ensure_future(self._end(stop))
             return
         self.stop = stop
@@ -406,7 +406,7 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
         """At the end of the run: the outputs in the console, then ``exited`` and ``terminated``."""
         self.state = "ended"
         self.stop = None
-        failed = stop.node is not None
+        failed = stop.reason == "failed"
         if failed:
             self._output(f"graph-dap: {stop.message}\n", "stderr")
         elif self.worker is not None:
@@ -467,6 +467,15 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
         if node is None:
             raise InvalidRequest(f"unknown goto target {target}: ask gotoTargets first")
         self._begin(request, "goto", node)
+
+    async def run_to_custom(self, request: Request) -> dict[str, Any]:
+        """``graphDap/runTo {"node": ID}``: run until that node is next (as "Run to Cursor" on its line); ``stopped`` follows."""
+        node = request.arg("node", str)
+        if self.listing is None or node not in self.listing.nodes:
+            raise InvalidRequest(f"no node '{node}' in the model")
+        self._need_stopped()
+        self._later(lambda: self._start_run("run_to", node))
+        return {}
 
     async def pause_request(self, request: Request) -> None:
         self._thread(request)

@@ -1,17 +1,23 @@
-"""Breakpoint specifications and how they resolve to nodes.
+"""Breakpoints: specifications, how they resolve to nodes, and the table a session keeps.
 
 A spec names a node id, a value (it stops at the value's producer), an op type
 (``op:Conv``) or a glob over node ids (``*attn*``). Where a name is both a node
-id and a value, the node id wins.
+id and a value, the node id wins. The :class:`BreakpointTable` counts hits and
+evaluates conditions and logpoints where the run reaches a node.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
-from graph_dap.errors import BreakpointError
+from graph_dap.errors import BreakpointError, ExpressionError, GraphDapError
+from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.graph import Graph, Node
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -71,7 +77,10 @@ def hit_condition_met(op: str, n: int, hits: int) -> bool:
 
 
 def resolve_spec(graph: Graph, spec: str, stoppable: set[str]) -> tuple[tuple[str, ...], str]:
-    """Node ids ``spec`` stops before, among ``stoppable``; and a message when none."""
+    """Node ids ``spec`` stops before, among ``stoppable``; and a message when none.
+
+    Nodes of every scope count: those inside If branches, Loop and Scan bodies and called functions too.
+    """
     text = spec.strip()
     if not text:
         raise BreakpointError("empty breakpoint; expected a node id, a value name, op:TYPE or a glob like *attn*")
@@ -79,18 +88,18 @@ def resolve_spec(graph: Graph, spec: str, stoppable: set[str]) -> tuple[tuple[st
         return _only_stoppable([graph.node(text)], stoppable, text)
     if text.startswith("op:"):
         op = text[3:].strip()
-        nodes = [n for n in graph.nodes if n.op_type == op or f"{n.domain}.{n.op_type}" == op]
+        nodes = [n for n in graph.all_nodes() if n.op_type == op or f"{n.domain}.{n.op_type}" == op]
         if not nodes:
-            ops = sorted({n.op_type for n in graph.nodes})
+            ops = sorted({n.op_type for n in graph.all_nodes()})
             return (), f"no node has op type '{op}' (this graph has: {', '.join(ops)})"
         return _only_stoppable(nodes, stoppable, text)
-    producer = graph.producer(text)
-    if producer is not None:
-        return _only_stoppable([producer], stoppable, text)
+    producers = graph.producers(text)
+    if producers:
+        return _only_stoppable(producers, stoppable, text)
     if graph.has_value(text):
         return (), f"'{text}' is a graph input or initializer: no node produces it"
     if _GLOB_CHARS.search(text):
-        nodes = [n for n in graph.nodes if fnmatch.fnmatchcase(n.id, text)]
+        nodes = [n for n in graph.all_nodes() if fnmatch.fnmatchcase(n.id, text)]
         if not nodes:
             return (), f"no node id matches '{text}'"
         return _only_stoppable(nodes, stoppable, text)
@@ -102,3 +111,122 @@ def _only_stoppable(nodes: list[Node], stoppable: set[str], text: str) -> tuple[
     if ids:
         return ids, ""
     return (), f"'{text}' matches only constant nodes, which are computed once at load; launch with skipConstants off to stop at them"
+
+
+class BreakpointContext(Protocol):
+    """What the table needs of a session to decide whether a breakpoint stops."""
+
+    base_dir: Path
+
+    def is_available(self, name: str) -> bool: ...
+
+    def resolver(self, extra: Mapping[str, Any] | None = None) -> Callable[[str], Any]: ...
+
+    def look_ahead(self, node: Node) -> dict[str, Any]:
+        """``node``'s outputs, computed without running it (for a condition on its outputs)."""
+        ...
+
+    def log(self, line: str) -> None: ...
+
+
+class BreakpointTable:
+    """The breakpoints of a session: what each resolved to, their hit counts, conditions and logpoints."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._breakpoints: dict[int, Breakpoint] = {}
+        self._by_node: dict[str, list[int]] = {}
+        self._hits: Counter[int] = Counter()
+        self._next_id = 1
+        self.version = 0  # changes with every set: segment plans depend on where breakpoints are
+
+    def replace(self, specs: Iterable[BreakpointSpec | str], stoppable: set[str]) -> list[Breakpoint]:
+        """Replace every breakpoint; returns each resolved, in the order given."""
+        self._breakpoints.clear()
+        self._by_node.clear()
+        self._hits.clear()
+        self.version += 1
+        out: list[Breakpoint] = []
+        for s in specs:
+            spec = BreakpointSpec(s) if isinstance(s, str) else s
+            bp_id = self._next_id
+            self._next_id += 1
+            try:
+                node_ids, message = resolve_spec(self.graph, spec.spec, stoppable)
+                if spec.hit_condition:
+                    parse_hit_condition(spec.hit_condition)
+                if spec.condition:
+                    _expr.compile_expression(spec.condition)
+            except (BreakpointError, ExpressionError) as e:
+                node_ids, message = (), str(e)
+            bp = Breakpoint(bp_id, spec, node_ids, bool(node_ids), message)
+            self._breakpoints[bp_id] = bp
+            for nid in node_ids:
+                self._by_node.setdefault(nid, []).append(bp_id)
+            out.append(bp)
+        return out
+
+    @property
+    def all(self) -> list[Breakpoint]:
+        return list(self._breakpoints.values())
+
+    def reset_hits(self) -> None:
+        self._hits.clear()
+
+    def at(self, node_id: str) -> bool:
+        """Whether any breakpoint (a logpoint too) is on ``node_id``: a run must look at it there."""
+        return node_id in self._by_node
+
+    def stops_at(self, node_id: str) -> bool:
+        """Whether a breakpoint that can stop (not a logpoint) is on ``node_id``."""
+        return any(not self._breakpoints[b].is_logpoint for b in self._by_node.get(node_id, ()))
+
+    def condition_names(self, node_id: str, produced: set[str]) -> list[str]:
+        """Values among ``produced`` that a condition at ``node_id`` reads (a segment must return them)."""
+        names: list[str] = []
+        for bp_id in self._by_node.get(node_id, ()):
+            text = self._breakpoints[bp_id].spec.condition
+            if text:
+                try:
+                    names += [n for n in _expr.compile_expression(text).names if n in produced]
+                except ExpressionError:
+                    pass  # refused when it was set: the breakpoint stops with that message
+        return names
+
+    def check(self, node: Node, ctx: BreakpointContext) -> tuple[list[int], str]:
+        """Breakpoints that stop before ``node`` (logpoints log here and never stop); a note on failed conditions."""
+        stopping: list[int] = []
+        notes: list[str] = []
+        trial: dict[str, Any] | None = None
+        for bp_id in self._by_node.get(node.id, ()):
+            spec = self._breakpoints[bp_id].spec
+            if spec.condition:
+                try:
+                    cond = _expr.compile_expression(spec.condition)
+                    names = {n for n in cond.names if self.graph.has_value(n)}
+                    if trial is None and names & set(node.outputs):
+                        trial = ctx.look_ahead(node)
+                    # A condition over values this node cannot see yet (not computed) does not hold here.
+                    if any(not ctx.is_available(n) and not (trial and n in trial) for n in names):
+                        continue
+                    if not _expr.is_truthy(_expr.evaluate(cond, ctx.resolver(trial), base_dir=ctx.base_dir)):
+                        continue
+                except GraphDapError as e:
+                    notes.append(f"condition '{spec.condition}' failed: {e}")
+                    stopping.append(bp_id)
+                    continue
+            self._hits[bp_id] += 1
+            if spec.hit_condition:
+                op, n = parse_hit_condition(spec.hit_condition)
+                if not hit_condition_met(op, n, self._hits[bp_id]):
+                    continue
+            if spec.log_message:
+                ctx.log(_expr.interpolate(spec.log_message, ctx.resolver(trial), base_dir=ctx.base_dir))
+                continue
+            stopping.append(bp_id)
+        return stopping, "; ".join(notes)
+
+    def log_only(self, node: Node, ctx: BreakpointContext) -> None:
+        """Print ``node``'s logpoints, as a debugger prints a logpoint line it steps over."""
+        if any(self._breakpoints[b].is_logpoint for b in self._by_node.get(node.id, ())):
+            self.check(node, ctx)

@@ -2,6 +2,9 @@
 
 Every input is checked against what the model declares; a mismatch is an
 :class:`InputError` that names the input, what it expects and what it got.
+Tensors are numpy arrays (0-d ones stay 0-d; strings as str or object arrays),
+sequences are Python lists of arrays, and an absent optional is ``None``; an ONNX
+test-data folder may hold ``SequenceProto``, ``OptionalProto`` and ``MapProto`` files.
 """
 
 from __future__ import annotations
@@ -13,15 +16,17 @@ from typing import Any
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from graph_dap.errors import InputError
+from graph_dap.files import ARCHIVE_ERRORS
 from graph_dap.runtime.graph import Graph, ValueInfo
 
 InputsArg = Mapping[str, Any] | str | os.PathLike[str] | None
 
 
-def resolve_inputs(graph: Graph, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+def resolve_inputs(graph: Graph, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Turn any accepted form of inputs into checked arrays, one per graph input."""
     dims = dict(dims or {})
     for k, v in dims.items():
@@ -33,7 +38,7 @@ def resolve_inputs(graph: Graph, inputs: InputsArg = None, dims: Mapping[str, in
     if unknown:
         names = ", ".join(expected) or "none"
         raise InputError(f"the model has no input '{unknown[0]}' (its inputs: {names})")
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Any] = {}
     for name, info in expected.items():
         if name in given:
             out[name] = _check(info, given[name], dims)
@@ -65,10 +70,8 @@ def _read(graph: Graph, inputs: InputsArg) -> dict[str, Any]:
                 )
             return {graph.inputs[0].name: np.load(path, allow_pickle=False)}
         if suffix == ".pb":
-            return {graph.inputs[0].name: _read_pb(path)} if len(graph.inputs) == 1 else _read_test_data_dir(graph, path.parent)
-    except InputError:
-        raise
-    except Exception as e:
+            return {graph.inputs[0].name: _read_proto(path, graph.inputs[0])[1]} if len(graph.inputs) == 1 else _read_test_data_dir(graph, path.parent)
+    except (*ARCHIVE_ERRORS, DecodeError) as e:
         raise InputError(f"cannot read inputs from {path}: {e}") from None
     raise InputError(f"inputs must be a .npz, a .npy or a folder of input_N.pb files, got {path}")
 
@@ -79,37 +82,70 @@ def _read_test_data_dir(graph: Graph, path: Path) -> dict[str, Any]:
         raise InputError(f"folder {path} has no input_N.pb files (the ONNX test-data layout)")
     out: dict[str, Any] = {}
     for i, f in enumerate(files):
-        t = onnx.TensorProto()
-        try:
-            t.ParseFromString(f.read_bytes())
-        except Exception as e:
-            raise InputError(f"cannot read {f} as a TensorProto: {e}") from None
-        name = t.name or (graph.inputs[i].name if i < len(graph.inputs) else f"input_{i}")
-        out[name] = numpy_helper.to_array(t)
+        info = graph.inputs[i] if i < len(graph.inputs) else ValueInfo(f"input_{i}")
+        name, value = _read_proto(f, info)
+        out[name or info.name] = value
     return out
 
 
-def _read_pb(path: Path) -> np.ndarray:
-    t = onnx.TensorProto()
-    t.ParseFromString(path.read_bytes())
-    return numpy_helper.to_array(t)
+def _read_proto(path: Path, info: ValueInfo) -> tuple[str, Any]:
+    """A test-data file as the message the model's input declares: tensor, sequence, optional or map."""
+    kinds: dict[str, Any] = {
+        "tensor": (onnx.TensorProto, numpy_helper.to_array),
+        "sequence": (onnx.SequenceProto, numpy_helper.to_list),
+        "optional": (onnx.OptionalProto, numpy_helper.to_optional),
+        "map": (onnx.MapProto, numpy_helper.to_dict),
+    }
+    message_type, convert = kinds.get(info.kind, kinds["tensor"])
+    message = message_type()
+    try:
+        message.ParseFromString(path.read_bytes())
+        return message.name, convert(message)
+    except (OSError, DecodeError) as e:
+        raise InputError(f"cannot read {path} as a {message_type.__name__}: {e}") from None
+    except (TypeError, ValueError, NotImplementedError) as e:
+        raise InputError(f"{path}: the {message_type.__name__} cannot be converted: {e}") from None
 
 
-def _check(info: ValueInfo, value: Any, dims: Mapping[str, int]) -> np.ndarray:
-    a = np.asarray(value)
-    got = f"{a.dtype}[{','.join(map(str, a.shape))}]"
+def _dtype_text(a: np.ndarray) -> str:
+    return "string" if a.dtype.kind in "OUS" else str(a.dtype)
+
+
+def _check(info: ValueInfo, value: Any, dims: Mapping[str, int], what: str = "") -> Any:
+    label = what or f"input '{info.name}'"
     want = info.type_text()
-    if info.dtype is not None and info.dtype != str(a.dtype):
-        raise InputError(f"input '{info.name}' expects {want}, got {got}")
+    if info.kind == "optional":
+        if value is None:
+            return None
+        return _check(ValueInfo(info.name, info.dtype, info.shape, "sequence" if isinstance(value, list) else "tensor"), value, dims, label)
+    if info.kind == "sequence":
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"{label} expects {want} (a list of arrays), got {type(value).__name__}")
+        element = ValueInfo(info.name, info.dtype, info.shape)
+        return [_check(element, v, dims, f"{label}[{k}]") for k, v in enumerate(value)]
+    if info.kind == "map":
+        if not isinstance(value, dict):
+            raise InputError(f"{label} expects a map (a dict), got {type(value).__name__}")
+        return value
+    if value is None or isinstance(value, (list, tuple, dict)):
+        raise InputError(f"{label} expects {want} (an array), got {type(value).__name__}")
+    a = np.asarray(value)
+    if a.dtype.kind == "O" and info.dtype != "string":
+        raise InputError(f"{label} expects {want}, got an array of Python objects")
+    got = f"{_dtype_text(a)}[{','.join(map(str, a.shape))}]"
+    if info.dtype is not None and info.dtype != _dtype_text(a):
+        raise InputError(f"{label} expects {want}, got {got}")
     if info.shape is not None:
         if len(info.shape) != a.ndim:
-            raise InputError(f"input '{info.name}' expects {want}, got {got}")
+            raise InputError(f"{label} expects {want}, got {got}")
         for d, n in zip(info.shape, a.shape):
             if isinstance(d, int) and d != n:
-                raise InputError(f"input '{info.name}' expects {want}, got {got}")
+                raise InputError(f"{label} expects {want}, got {got}")
             if isinstance(d, str) and d in dims and dims[d] != n:
-                raise InputError(f"input '{info.name}' expects {want} with {d}={dims[d]}, got {got}")
-    return np.ascontiguousarray(a)
+                raise InputError(f"{label} expects {want} with {d}={dims[d]}, got {got}")
+    if info.dtype == "string" and a.dtype.kind in "US":
+        a = a.astype(object)
+    return np.require(a, requirements="C")  # keeps a 0-d array 0-d (ascontiguousarray makes it 1-d)
 
 
 def random_input(info: ValueInfo, dims: Mapping[str, int] | None = None) -> np.ndarray:

@@ -4,29 +4,80 @@
 
 Tensor data is elided (onnx's printer writes it in full). Subgraphs are
 indented under their node. The listing keeps a map from lines to node ids, so
-that a breakpoint on a line is a breakpoint on its node.
+that a breakpoint on a line is a breakpoint on its node, and, computed while it
+is rendered, where each name stands on its line (:class:`Token`) and which
+lines each subgraph spans (:class:`Block`): what an editor needs to colour the
+text and to find a value's producer and uses without parsing it again.
+
+The header names the model (``# model /abs/path/m.onnx``) and declares its
+inputs, initializers and outputs, one a line.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
-from typing import Any
 
 import onnx
 
-from graph_dap.runtime.graph import Graph, ValueInfo, _value_info, dtype_name
+from graph_dap.runtime.graph import Graph, Scope, ValueInfo, attribute_value, dtype_name
 from graph_dap.runtime.tensor import numel
 
 _MAX_ATTR = 60
+_TITLE = "# graph-dap listing of "
+_MODEL = "# model "
+
+
+class TokenKind(enum.Enum):
+    """What a stretch of a listing line is."""
+
+    VALUE = "value"  # a value's name
+    OP = "op"  # an op type, with its domain when not ai.onnx
+    ATTRIBUTE = "attribute"  # an attribute's name (``pads`` in ``<pads=[1,1]>``)
+    TYPE = "type"  # a value's type (``float32[1,3]``)
+    NODE_ID = "node_id"  # the node id after the trailing ``#``
+    COMMENT = "comment"  # a header line, or a line's trailing ``#``
+    KEYWORD = "keyword"  # ``return``
+
+
+class Role(enum.Enum):
+    """How a value token stands to its value."""
+
+    DEF = "def"  # the value is made here: a node's output, a graph or subgraph input, an initializer
+    USE = "use"  # the value is read here: a node's input, a subgraph's return, a graph output's declaration
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """A stretch ``[start, end)`` of one line (0-based columns, in characters)."""
+
+    start: int
+    end: int
+    kind: TokenKind
+    text: str
+    role: Role | None = None  # for VALUE tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A subgraph's lines, from its ``attr(...) {`` to its ``}`` (1-based, inclusive)."""
+
+    start: int
+    end: int
+    scope: str  # ``If_0/then_branch``: the owning node's id and the attribute, nested with ``/``
+    node: str  # the id of the top-level node it belongs to
 
 
 @dataclass(slots=True)
 class Listing:
-    """The text and the line of every top-level node (lines are 1-based)."""
+    """The text, the line of every node, subgraph nodes too (lines are 1-based), and where names stand."""
 
     text: str
     node_lines: dict[str, int] = field(default_factory=dict)
     _line_nodes: dict[int, str] = field(default_factory=dict)
+    line_tokens: dict[int, tuple[Token, ...]] = field(default_factory=dict)  # line -> its tokens, left to right
+    blocks: tuple[Block, ...] = ()  # subgraphs, in order of their first line
+    declarations: dict[str, int] = field(default_factory=dict)  # graph input, initializer or output -> its header line
 
     def __post_init__(self) -> None:
         self._line_nodes = {line: nid for nid, line in self.node_lines.items()}
@@ -43,59 +94,182 @@ class Listing:
         after = [ln for ln in self._line_nodes if ln >= line]
         return self._line_nodes[min(after)] if after else None
 
+    def tokens_at(self, line: int) -> tuple[Token, ...]:
+        """The tokens of ``line`` (1-based), left to right."""
+        return self.line_tokens.get(line, ())
+
+    def token_at(self, line: int, column: int) -> Token | None:
+        """The token under ``column`` (0-based; its end column counts, for a cursor just after a name)."""
+        for t in self.line_tokens.get(line, ()):
+            if t.start <= column <= t.end and t.kind is not TokenKind.COMMENT:
+                return t
+        return None
+
+    def block_at(self, line: int) -> Block | None:
+        """The innermost subgraph that holds ``line``, or None at the top level."""
+        found = None
+        for b in self.blocks:
+            if b.start > line:
+                break
+            if b.end >= line:
+                found = b
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class ListingHeader:
+    """What a listing's first lines say about its model."""
+
+    title: str  # the model file's name (or the graph's)
+    model_path: str | None  # absolute path of the model, when it was loaded from a file
+
+
+def read_header(text: str) -> ListingHeader | None:
+    """The header of a listing's ``text``; None when it is not a graph-dap listing."""
+    lines = text.split("\n", 3)[:3]
+    if not lines or not lines[0].startswith(_TITLE):
+        return None
+    path = next((ln[len(_MODEL) :].rstrip("\r") for ln in lines[1:] if ln.startswith(_MODEL)), None)
+    return ListingHeader(lines[0][len(_TITLE) :].rstrip("\r"), path or None)
+
+
+class _Lines:
+    """The listing being written: lines of text, and the tokens of each as it is built."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.tokens: dict[int, tuple[Token, ...]] = {}
+        self._parts: list[str] = []
+        self._col = 0
+        self._line_tokens: list[Token] = []
+
+    @property
+    def next_line(self) -> int:
+        return len(self.lines) + 1
+
+    def put(self, text: str, kind: TokenKind | None = None, role: Role | None = None, name: str | None = None) -> None:
+        """Append ``text`` to the current line; a token of ``kind`` when given (``name``: its text, if not ``text``)."""
+        if kind is not None:
+            self._line_tokens.append(Token(self._col, self._col + len(text), kind, text if name is None else name, role))
+        self._parts.append(text)
+        self._col += len(text)
+
+    def end(self) -> int:
+        """Finish the current line; its number."""
+        self.lines.append("".join(self._parts))
+        number = len(self.lines)
+        if self._line_tokens:
+            self.tokens[number] = tuple(self._line_tokens)
+        self._parts, self._col, self._line_tokens = [], 0, []
+        return number
+
+    def comment(self, text: str) -> int:
+        self.put(text, TokenKind.COMMENT)
+        return self.end()
+
+    def typed(self, v: ValueInfo, role: Role) -> None:
+        self.put(v.name, TokenKind.VALUE, role)
+        if v.dtype is not None or v.shape is not None:
+            self.put(": ")
+            self.put(v.type_text(), TokenKind.TYPE)
+
+    def call(self, p: onnx.NodeProto) -> None:
+        op = p.op_type if not p.domain or p.domain == "ai.onnx" else f"{p.domain}.{p.op_type}"
+        self.put(op, TokenKind.OP)
+        attrs = [a for a in p.attribute if a.type not in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)]
+        if attrs:
+            self.put("<")
+            for k, a in enumerate(attrs):
+                self.put(", " if k else "")
+                self.put(a.name, TokenKind.ATTRIBUTE)
+                self.put(f"={_attr(a)}")
+            self.put(">")
+        self.put("(")
+        for k, i in enumerate(p.input):
+            self.put(", " if k else "")
+            if i:
+                self.put(i, TokenKind.VALUE, Role.USE)
+            else:
+                self.put("_")
+        self.put(")")
+
+    def trailer(self, node_id: str, static: bool = False) -> None:
+        self.put("  ")
+        self.put("#", TokenKind.COMMENT)
+        self.put(" ")
+        self.put(node_id, TokenKind.NODE_ID)
+        if static:
+            self.put("  (constant)", TokenKind.COMMENT)
+
 
 def render_listing(graph: Graph) -> Listing:
-    """The listing of ``graph``'s model."""
+    """The listing of ``graph``'s model: a line per node of every scope, subgraphs indented under their node."""
     m = graph.model
-    lines: list[str] = []
+    out = _Lines()
     title = graph.path.name if graph.path else (m.graph.name or "model")
-    lines.append(f"# graph-dap listing of {title}")
+    out.comment(f"{_TITLE}{title}")
+    if graph.path is not None and "\n" not in str(graph.path):
+        out.comment(f"{_MODEL}{graph.path}")
     opsets = ", ".join(f"{d} {v}" for d, v in graph.opsets.items())
     producer = f"; producer {m.producer_name} {m.producer_version}".rstrip() if m.producer_name else ""
-    lines.append(f"# ir_version {m.ir_version}; opsets: {opsets}{producer}")
-    lines.append(f"# {len(graph.nodes)} nodes, {len(graph.initializer_names)} initializers (data elided)")
-    for v in graph.inputs:
-        lines.append(f"# input  {_typed(v)}")
-    for v in graph.outputs:
-        lines.append(f"# output {_typed(graph.value_info(v.name))}")
-    lines.append("")
+    out.comment(f"# ir_version {m.ir_version}; opsets: {opsets}{producer}")
+    inner = sum(len(sc.nodes) for sc in graph.scopes.values()) - len(graph.nodes)
+    inside = f" (and {inner} inside subgraphs and functions)" if inner else ""
+    out.comment(f"# {len(graph.nodes)} nodes{inside}, {len(graph.initializer_names)} initializers (data elided)")
+    for note in graph.notes:
+        out.comment(f"# note: {note}")
+    declarations: dict[str, int] = {}
+    for label, values, role in (
+        ("# input  ", graph.inputs, Role.DEF),
+        ("# init   ", [graph.value_info(n) for n in graph.initializer_names], Role.DEF),
+        ("# output ", [graph.value_info(v.name) for v in graph.outputs], Role.USE),
+    ):
+        for v in values:
+            out.put(label, TokenKind.COMMENT)
+            out.typed(v, role)
+            declarations.setdefault(v.name, out.end())
+    out.end()
     node_lines: dict[str, int] = {}
-    for node in graph.nodes:
-        node_lines[node.id] = len(lines) + 1
-        outs = ", ".join(_typed(graph.value_info(o)) if o else "_" for o in node.outputs)
-        static = "  (constant)" if node.is_static else ""
-        lines.append(f"{outs} = {_call(node.proto)}  # {node.id}{static}")
-        for attr in node.proto.attribute:
-            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
-                _subgraph(lines, attr.name, sub, "  ")
-    return Listing("\n".join(lines) + "\n", node_lines)
+    blocks: list[Block] = []
+    _scope_lines(graph, graph.main, out, node_lines, blocks, "")
+    blocks.sort(key=lambda b: b.start)
+    return Listing("\n".join(out.lines) + "\n", node_lines, line_tokens=out.tokens, blocks=tuple(blocks), declarations=declarations)
 
 
-def _subgraph(lines: list[str], attr: str, g: onnx.GraphProto, indent: str) -> None:
-    ins = ", ".join(_typed(_value_info(v)) for v in g.input)
-    lines.append(f"{indent}{attr}({ins}) {{")
-    for n in g.node:
-        outs = ", ".join(n.output)
-        lines.append(f"{indent}  {outs} = {_call(n)}" + (f"  # {n.name}" if n.name else ""))
-        for a in n.attribute:
-            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
-                _subgraph(lines, a.name, sub, indent + "    ")
-    lines.append(f"{indent}  return {', '.join(o.name for o in g.output)}")
-    lines.append(f"{indent}}}")
-
-
-def _typed(v: ValueInfo) -> str:
-    if v.dtype is None and v.shape is None:
-        return v.name
-    return f"{v.name}: {v.type_text()}"
-
-
-def _call(p: onnx.NodeProto) -> str:
-    op = p.op_type if not p.domain or p.domain == "ai.onnx" else f"{p.domain}.{p.op_type}"
-    attrs = [f"{a.name}={_attr(a)}" for a in p.attribute if a.type not in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)]
-    attr_text = f"<{', '.join(attrs)}>" if attrs else ""
-    args = ", ".join(i if i else "_" for i in p.input)
-    return f"{op}{attr_text}({args})"
+def _scope_lines(graph: Graph, scope: Scope, out: _Lines, node_lines: dict[str, int], blocks: list[Block], indent: str) -> None:
+    """A line per node of ``scope`` in run order, each followed by the scopes it holds, indented."""
+    for node in scope.nodes:
+        node_lines[node.id] = out.next_line
+        out.put(indent)
+        for k, o in enumerate(node.outputs):
+            out.put(", " if k else "")
+            if o:
+                out.typed(scope.value_info(o), Role.DEF)
+            else:
+                out.put("_")
+        out.put(" = ")
+        out.call(node.proto)
+        out.trailer(node.id, node.is_static)
+        out.end()
+        for sub in graph.subscopes(node):
+            start = out.next_line
+            out.put(f"{indent}  {sub.attribute}(")
+            for k, v in enumerate(sub.inputs):
+                out.put(", " if k else "")
+                out.typed(v, Role.DEF)
+            out.put(") {")
+            out.end()
+            _scope_lines(graph, sub, out, node_lines, blocks, indent + "    ")
+            out.put(f"{indent}    ")
+            out.put("return", TokenKind.KEYWORD)
+            out.put(" ")
+            for k, o in enumerate(sub.output_names):
+                out.put(", " if k else "")
+                out.put(o, TokenKind.VALUE, Role.USE)
+            out.end()
+            out.put(f"{indent}  }}")
+            label = "/".join(f"{s.node}/{s.attribute}" for s in sub.path)
+            blocks.append(Block(start, out.end(), label, sub.path[0].node))
 
 
 def _attr(a: onnx.AttributeProto) -> str:
@@ -107,11 +281,7 @@ def _attr(a: onnx.AttributeProto) -> str:
         return f"<{dtype_name(t.data_type)}[{','.join(map(str, t.dims))}]>"
     if a.type == onnx.AttributeProto.TENSORS:
         return f"<{len(a.tensors)} tensors>"
-    v: Any = onnx.helper.get_attribute_value(a)
-    if isinstance(v, bytes):
-        v = v.decode("utf-8", "replace")
-    if isinstance(v, list):
-        v = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+    v = attribute_value(a)
     text = repr(v) if isinstance(v, str) else str(v).replace(" ", "")
     if isinstance(v, float):
         text = f"{v:g}"

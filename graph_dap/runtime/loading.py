@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import external_data_helper, helper
 
 from graph_dap import log as _log
@@ -23,23 +24,32 @@ _logger = _log.get_logger(__name__)
 # -- loading -----------------------------------------------------------------------
 
 
-def load_graph(model: str | os.PathLike[str] | onnx.ModelProto) -> Graph:
-    """Load a model from a path (external data kept inside its folder) or a ModelProto."""
+def load_graph(model: str | os.PathLike[str] | onnx.ModelProto, path: str | os.PathLike[str] | None = None) -> Graph:
+    """Load a model from a path (external data kept inside its folder) or a ModelProto.
+
+    ``path``: for a ModelProto, the file it was read from (the graph and its listing name it).
+    """
     if isinstance(model, onnx.ModelProto):
-        return _build(model, None)
-    path = Path(model)
+        return _build(model, Path(path).resolve() if path is not None else None)
+    file = Path(model)
+    return _build(read_model(file), file.resolve())
+
+
+def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Read a model file and its external data (never from outside its folder), without building its graph."""
+    path = Path(path)
     if not path.exists():
         raise ModelError(f"model not found: {path}")
     if not path.is_file():
         raise ModelError(f"model path is not a file: {path}")
     try:
         proto = onnx.load(str(path), load_external_data=False)
-    except Exception as e:  # protobuf raises DecodeError and friends
+    except (OSError, DecodeError, RuntimeError, ValueError) as e:  # onnx.load: protobuf's and onnx's own errors
         raise ModelError(f"cannot read {path} as an ONNX model: {e}") from None
     if not proto.graph.node and not proto.graph.output:
         raise ModelError(f"{path} holds no ONNX graph (is it an ONNX model?)")
     _load_external_data(proto, path.parent)
-    return _build(proto, path.resolve())
+    return proto
 
 
 def _build(model: onnx.ModelProto, path: Path | None) -> Graph:
@@ -65,7 +75,7 @@ def _load_external_data(model: onnx.ModelProto, base: Path) -> None:
             raise ModelError(f"tensor '{tensor.name}': external data file not found: {target}")
         try:
             external_data_helper.load_external_data_for_tensor(tensor, str(root))
-        except Exception as e:
+        except (OSError, ValueError) as e:
             raise ModelError(f"tensor '{tensor.name}': cannot read external data {target}: {e}") from None
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT
@@ -74,8 +84,11 @@ def _load_external_data(model: onnx.ModelProto, base: Path) -> None:
 _SMALL_INITIALIZER = 1024  # elements; kept for shape inference (Reshape targets...)
 
 
-def _inferred_infos(model: onnx.ModelProto) -> tuple[dict[str, ValueInfo], tuple[str, ...]]:
-    """Shapes from onnx shape inference on a copy without large initializer data; notes when it failed."""
+InferredInfos = dict[tuple[tuple[int, str], ...], dict[str, ValueInfo]]
+
+
+def _inferred_infos(model: onnx.ModelProto) -> tuple[InferredInfos, tuple[str, ...]]:
+    """Shapes from onnx shape inference (on a copy without large initializer data), per graph; notes when it failed."""
     light = onnx.ModelProto()
     light.CopyFrom(model) if model.ByteSize() < 64 * 1024 * 1024 else _copy_without_big_data(model, light)
     g = light.graph
@@ -96,7 +109,17 @@ def _inferred_infos(model: onnx.ModelProto) -> tuple[dict[str, ValueInfo], tuple
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         _logger.info("shape inference failed: %s", e)
         return {}, (f"shape inference failed ({first}); value types are those the model declares",)
-    return {v.name: _value_info(v) for v in list(inferred.graph.value_info) + list(inferred.graph.output)}, ()
+    out: InferredInfos = {}
+
+    def collect(graph: onnx.GraphProto, where: tuple[tuple[int, str], ...]) -> None:
+        out[where] = {v.name: _value_info(v) for v in list(graph.value_info) + list(graph.output)}
+        for index, node in enumerate(graph.node):
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    collect(a.g, (*where, (index, a.name)))
+
+    collect(inferred.graph, ())
+    return out, ()
 
 
 def _copy_without_big_data(model: onnx.ModelProto, into: onnx.ModelProto) -> None:

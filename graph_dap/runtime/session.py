@@ -1,13 +1,16 @@
 """The stepping state machine: a program counter over a graph's nodes, values, stops.
 
-``DebugSession`` is what a debugger drives: ``continue_``, ``step``, ``step_back``,
-``goto``, ``run_to``, ``restart`` each return a :class:`Stop` saying why and where
-the run stopped. It knows nothing of DAP.
+``DebugSession`` is what a debugger drives: ``continue_``, ``step``, ``step_in``,
+``step_out``, ``step_back``, ``goto``, ``run_to``, ``restart`` each return a
+:class:`Stop` saying why and where the run stopped. It knows nothing of DAP.
 
-A ``continue_`` runs the nodes up to the next node that has a breakpoint in one
-onnxruntime call (a segment), watched for NaN/Inf by in-graph sums when those
-filters are on; steps run single nodes. Values are kept within a memory budget
-and recomputed on demand from what is kept.
+The counter is a stack of :class:`~.frames.Frame` s: the main graph, then a frame for
+each If, Loop, Scan or function call being stepped through (a branch, an iteration
+of a body, a function's body). Each frame has its own :class:`~.timeline.Timeline`
+and :class:`~.values.Values`; the session coordinates them with the breakpoint
+table and the engine. A ``continue_`` runs the nodes of a frame up to the next node
+that has a breakpoint (or holds one) in one onnxruntime call (a segment), watched
+for NaN/Inf by in-graph sums when those filters are on; steps run single nodes.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +28,37 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from graph_dap.errors import BreakpointError, ExpressionError, GraphDapError, NodeExecutionError, ValueNotFoundError
+from graph_dap import log as _log
+from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundError, ValueNotFoundError
 from graph_dap.runtime import expr as _expr
-from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, hit_condition_met, parse_hit_condition, resolve_spec
+from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
+from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError, SegmentRunner
 from graph_dap.runtime.engine.store import ValueStore
-from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.frames import ControlFlow, Frame, LoopState, last_uses, run_sequence
+from graph_dap.runtime.graph import Graph, Node, Scope
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
-from graph_dap.runtime.stops import Stop, StopReason
-from graph_dap.runtime.tensor import TensorSummary, summarize, type_text
+from graph_dap.runtime.stops import PathStep, Stop, StopReason
+from graph_dap.runtime.tensor import TensorSummary, summarize
+from graph_dap.runtime.timeline import Timeline
+from graph_dap.runtime.values import Constants, Values
 
 BREAK_FILTERS = ("nan", "inf", "error")
+ITERATION = "iteration"  # the expression language's name for the innermost loop's iteration
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
+_logger = _log.get_logger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One entry of the step-back history: a node that ran, or a goto."""
+class _LookInside:
+    """What a segment run returns when the watch fired inside a control-flow node: step into it to find the node."""
 
-    pc: int  # program counter before
-    ran: tuple[int, ...]  # orders of the nodes this entry marked as run
-    last: Node | None  # last node before
+
+_LOOK_INSIDE = _LookInside()
 
 
 class DebugSession:
@@ -58,7 +66,8 @@ class DebugSession:
 
     Values are exactly what onnxruntime computes (optimizations off by default,
     the same for single nodes and segments). Constant nodes are computed once at
-    start and skipped by the program counter unless ``skip_constants`` is False.
+    start (in a body: when its frame starts) and skipped by the program counter
+    unless ``skip_constants`` is False.
     """
 
     def __init__(
@@ -80,8 +89,6 @@ class DebugSession:
     ) -> None:
         self.graph = model if isinstance(model, Graph) else load_graph(model)
         self.inputs = resolve_inputs(self.graph, inputs, dims)
-        self.runner = NodeRunner(self.graph, providers, opt_level)
-        self.segments = SegmentRunner(self.graph, self.runner.providers, opt_level)
         self.skip_constants = skip_constants
         self.fast = fast
         self.break_on: set[str] = set()
@@ -91,96 +98,112 @@ class DebugSession:
         self.on_log = on_log
         self.on_progress = on_progress
         self.logs: list[str] = []
-        self.executions: Counter[str] = Counter()
-        self.ort_calls = 0
-        budget = None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20))
-        self.store = ValueStore(budget)
-        # Initializers are embedded in every session, as in the whole model (onnxruntime
-        # pre-packs constant weights, which changes the last bits); all else is fed.
-        # onnxruntime makes Constant nodes initializers too, at load: embed their outputs alike.
-        constant_outputs = [o for n in self.graph.nodes if n.op_type == "Constant" and n.domain in ("", "ai.onnx") for o in n.outputs]
-        self._initializers = frozenset(self.graph.initializer_names) | frozenset(constant_outputs if skip_constants else ())
-        self._seq: tuple[Node, ...] = tuple(n for n in self.graph.nodes if not (skip_constants and n.is_static))
-        self._seq_pos = {n.id: i for i, n in enumerate(self._seq)}
-        self._last_use = self._last_uses()
-        self.planner = SegmentPlanner(self.graph, self._seq, self._last_use)
-        self._dtypes: dict[str, str] = {}  # value -> dtype, or "seq"/"other"; the watch plan needs them
-        for v in self.graph.value_names():
-            info = self.graph.value_info(v)
-            if info.kind != "tensor":
-                self._dtypes[v] = info.kind
-            elif info.dtype:
-                self._dtypes[v] = info.dtype
-        self._breakpoints: dict[int, Breakpoint] = {}
-        self._bp_by_node: dict[str, list[int]] = {}
-        self._hits: Counter[int] = Counter()
-        self._next_bp_id = 1
+        self.constants = Constants(self.graph, skip_constants)
+        self.executor = Executor(self.graph, providers, opt_level, self.constants.embedded)
+        self.store = ValueStore(None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20)))
+        self.flow = ControlFlow(self.graph)
+        self.instruments = Instruments(self.graph)
+        main = self.graph.main
+        self._sequences = {path: run_sequence(scope, skip_constants) for path, scope in self.graph.scopes.items()}
+        self._last_uses = {path: last_uses(scope, self._sequences[path]) for path, scope in self.graph.scopes.items()}
+        self._planners: dict[Any, SegmentPlanner] = {}
+        sequence = self._sequences[()]
+        self.timeline = Timeline(sequence, lambda order: self.values.forget(self.graph.nodes[order]))
+        self._last_use = self._last_uses[()]
+        self.values = Values(main, self.store, self.constants, self.executor, self.timeline, self._last_use, skip_constants)
+        self.frames: list[Frame] = [Frame(main, self.timeline, self.values, self._last_use)]
+        self.breakpoint_table = BreakpointTable(self.graph)
+        self._holders: set[str] = set()  # enterable nodes with a breakpoint somewhere inside
+        self._localize: set[str] = set()  # enterable nodes whose watch fired: step into them to find the node
         self._pause = threading.Event()
         self._run_options: ort.RunOptions | None = None
-        self._constants_version = 0
-        self._versions = 0  # a new constants version for every change of an initializer
-        self._originals: dict[str, Any] | None = None
-        self._static_values: dict[str, Any] = {}
-        self._bp_version = 0
-        self._segment_seconds: dict[tuple[int, int], float] = {}
-        self._statics_dirty = False
-        self._statics_overridden = False
-        self._static_faults: dict[FaultFilter, tuple[Node, str, str] | None] = {}  # cleared when a constant changes
+        self._segment_seconds: dict[tuple[Any, int, int], float] = {}
         self._reset()
 
-    def _last_uses(self) -> dict[str, int]:
-        """For each value, the last position in the run sequence that reads it."""
-        last: dict[str, int] = {}
-        for pos, n in enumerate(self._seq):
-            for i in n.all_inputs:
-                last[i] = pos
-        end = len(self._seq)
-        for o in self.graph.output_names:
-            last[o] = end
-        return last
+    # -- the parts, for tools and tests -------------------------------------------------
+
+    @property
+    def runner(self) -> NodeRunner:
+        return self.executor.runner
+
+    @property
+    def segments(self) -> SegmentRunner:
+        return self.executor.segments
+
+    @property
+    def planner(self) -> SegmentPlanner:
+        return self._planner(self.frames[0])
+
+    @property
+    def executions(self) -> Counter[str]:
+        """How many times each node ran (look-aheads for breakpoint conditions not counted)."""
+        return self.executor.executions
+
+    @property
+    def ort_calls(self) -> int:
+        """onnxruntime calls made so far (one per node step, one per segment)."""
+        return self.executor.ort_calls
+
+    def _planner(self, frame: Frame) -> SegmentPlanner:
+        key = frame.scope.path
+        planner = self._planners.get(key)
+        if planner is None:
+            planner = self._planners[key] = SegmentPlanner(frame.scope, frame.timeline.sequence, frame.last_use)
+        return planner
 
     # -- state ---------------------------------------------------------------------
 
     def _reset(self) -> None:
-        self.store.clear()
-        self.store.fixed.update(self.inputs)
-        if self._originals is None:
-            self._originals = {t.name: onnx.numpy_helper.to_array(t) for t in self.graph.model.graph.initializer}
-        self.store.fixed.update(self._originals)
-        self.store.fixed.update(self._static_values)  # constants of the original initializers
-        if self._statics_dirty:
-            self._static_faults.clear()
-            self._statics_dirty = False
-        self._statics_overridden = False
-        self._constants_version = 0  # sessions of version 0 embed the original initializers
-        self._ran: set[int] = set()  # orders of nodes that ran in this timeline
-        self._overrides: set[str] = set()  # computed values the user set: never evicted
-        self._stale: set[str] = set()
-        self._pc = 0
-        self._history: list[_Entry] = []
-        self._last: Node | None = None
-        self._hits.clear()
-        self._started = False
+        del self.frames[1:]
+        self._localize.clear()
+        self.constants.reset()
+        self.values.reset(self.inputs)
+        self.timeline.reset()
+        self.breakpoint_table.reset_hits()
         self._statics_checked = False
+
+    @property
+    def top(self) -> Frame:
+        """The innermost frame: where the counter is."""
+        return self.frames[-1]
 
     @property
     def pc(self) -> Node | None:
         """The next node to run; None once the run is at its end."""
-        return self._seq[self._pc] if self._pc < len(self._seq) else None
+        return self.top.timeline.next_node
 
     @property
     def last_node(self) -> Node | None:
-        """The node that ran last (its outputs are the "last outputs")."""
-        return self._last
+        """The node that ran last in the innermost frame (its outputs are the "last outputs")."""
+        return self.top.timeline.last
 
     @property
     def sequence(self) -> tuple[Node, ...]:
-        """The nodes the program counter walks through, in run order."""
-        return self._seq
+        """The nodes the main graph's counter walks through, in run order."""
+        return self.timeline.sequence
 
     @property
     def at_end(self) -> bool:
-        return self._pc >= len(self._seq)
+        return len(self.frames) == 1 and self.timeline.at_end
+
+    @property
+    def path(self) -> tuple[PathStep, ...]:
+        """Where the counter is: the enclosing control-flow levels, outermost first."""
+        return tuple(s for f in self.frames if (s := f.step()) is not None)
+
+    @property
+    def iteration(self) -> int | None:
+        """The innermost loop's iteration; None outside loops."""
+        for frame in reversed(self.frames):
+            if frame.loop is not None:
+                return frame.loop.iteration
+        return None
+
+    def frame(self, level: int = 0) -> Frame:
+        """A frame by level: 0 is the innermost, ``len(frames) - 1`` the main graph."""
+        if not 0 <= level < len(self.frames):
+            raise GraphDapError(f"no frame at level {level}: there are {len(self.frames)}")
+        return self.frames[len(self.frames) - 1 - level]
 
     def set_break_on(self, filters: Iterable[str]) -> None:
         """Enable the break filters ``nan``, ``inf`` and ``error``."""
@@ -196,296 +219,205 @@ class DebugSession:
 
     # -- values --------------------------------------------------------------------
 
-    def _available(self, name: str) -> bool:
-        """Known in this timeline: fixed, kept, or produced by a node that ran."""
-        if name in self.store:
-            return True
-        producer = self.graph.producer(name)
-        return producer is not None and (producer.order in self._ran or (producer.is_static and self.skip_constants and self._started))
+    def _values(self, level: int) -> Values:
+        return self.frame(level).values
 
-    def value(self, name: str) -> Any:
-        """The current value of ``name`` (possibly stale; see :meth:`is_stale`)."""
-        if name in self.store:
-            return self.store.get(name)
-        if not self.graph.has_value(name):
-            raise ValueNotFoundError(f"no value '{name}' in the graph")
-        if self._available(name):
-            return self._get(name)
-        producer = self.graph.producer(name)
-        where = f": node {producer.id} ({producer.op_type}) has not run yet" if producer else ""
-        raise ValueNotFoundError(f"value '{name}' is not computed yet{where}")
+    def value(self, name: str, level: int = 0) -> Any:
+        """The current value of ``name`` as the frame at ``level`` sees it (possibly stale; see :meth:`is_stale`)."""
+        return self._values(level).value(name)
 
-    def has_value(self, name: str) -> bool:
-        return self._available(name)
+    def has_value(self, name: str, level: int = 0) -> bool:
+        return self._values(level).available(name)
 
-    def summary(self, name: str) -> TensorSummary:
-        return summarize(self.value(name))
+    def summary(self, name: str, level: int = 0) -> TensorSummary:
+        return summarize(self.value(name, level))
 
-    def computed_values(self) -> list[str]:
-        """Names of every value known now: inputs, initializers, then computed ones in run order."""
-        return [n for n in self.graph.value_names() if self._available(n)]
+    def computed_values(self, level: int = 0) -> list[str]:
+        """Names of every value of the frame's own level known now: inputs, initializers, computed ones in run order."""
+        values = self._values(level)
+        return [n for n in values.scope.value_names() if values.available(n)]
 
-    def is_stale(self, name: str) -> bool:
+    def is_stale(self, name: str, level: int = 0) -> bool:
         """True when an upstream value was set and this one is not recomputed yet."""
-        return name in self._stale
+        values: Values | None = self._values(level)
+        while values is not None and not values.own(name):
+            values = values.outer
+        return values is not None and name in values.stale
 
     def outputs(self) -> dict[str, Any]:
         """The graph outputs computed so far."""
-        return {n: self.value(n) for n in self.graph.output_names if self._available(n)}
+        return {n: self.value(n, len(self.frames) - 1) for n in self.graph.output_names if self.values.available(n)}
 
-    def evaluate(self, text: str | _expr.Expression, extra: Mapping[str, Any] | None = None) -> Any:
-        """Evaluate a tensor expression over the current values."""
-        return _expr.evaluate(text, self._resolver(extra), base_dir=self.base_dir)
+    def evaluate(self, text: str | _expr.Expression, extra: Mapping[str, Any] | None = None, level: int = 0) -> Any:
+        """Evaluate a tensor expression over the values the frame at ``level`` sees (and ``iteration``)."""
+        return _expr.evaluate(text, self._resolver(extra, level), base_dir=self.base_dir)
 
-    def _resolver(self, extra: Mapping[str, Any] | None = None) -> Callable[[str], Any]:
+    def _resolver(self, extra: Mapping[str, Any] | None = None, level: int = 0) -> Callable[[str], Any]:
+        values = self._values(level)
+        frames = self.frames[: len(self.frames) - level]
+
         def resolve(name: str) -> Any:
             if extra and name in extra:
                 return extra[name]
-            return self.value(name)
+            try:
+                return values.value(name)
+            except ValueNotFoundError:
+                if name != ITERATION:
+                    raise
+            for frame in reversed(frames):
+                if frame.loop is not None:
+                    return np.int64(frame.loop.iteration)
+            raise ValueNotFoundError("'iteration' is the innermost loop's iteration, and no loop is running here")
 
         return resolve
 
-    def set_value(self, name: str, value: Any) -> list[str]:
-        """Replace a value; its computed dependents become stale and are recomputed next.
+    def set_value(self, name: str, value: Any, level: int = 0) -> list[str]:
+        """Replace a value (as the frame at ``level`` sees it); its computed dependents become stale, recomputed next.
 
         A scalar broadcasts to the value's shape. Returns the names made stale.
         """
-        current = self.value(name)
-        if isinstance(current, list):
-            raise GraphDapError(f"value '{name}' is a sequence; only tensors can be set")
-        cur = np.asarray(current)
-        new = np.asarray(value)
-        if new.ndim == 0 or (new.size == 1 and new.shape != cur.shape and new.ndim <= cur.ndim):
-            try:
-                new = np.full(cur.shape, new.reshape(()), dtype=cur.dtype)
-            except (TypeError, ValueError) as e:
-                raise GraphDapError(f"cannot set '{name}' ({type_text(cur)}) to {value!r}: {e}") from None
-        elif new.shape != cur.shape or new.dtype != cur.dtype:
-            hint = f"; convert it with .astype('{cur.dtype}')" if new.shape == cur.shape else ""
-            raise GraphDapError(f"value '{name}' is {type_text(cur)}, got {type_text(new)}{hint}")
-        if name in self.store.fixed:
-            self._static_faults.clear()
-            self._statics_dirty = True
-            producer = self.graph.producer(name)
-            if producer is not None and producer.is_static:
-                self._statics_overridden = True  # segments must be fed it, not recompute it
-        if name in self._initializers:
-            self._versions += 1  # embedded in sessions: build new ones
-            self._constants_version = self._versions
-        self.store.put(name, np.array(new, copy=True, order="C"))
-        if name not in self.store.fixed:
-            self._overrides.add(name)  # kept until its producer runs again: it cannot be recomputed
-        self._stale.discard(name)
-        stale = [o for n in self.graph.downstream([name]) for o in n.outputs if o and self._available(o)]
-        self._stale.update(stale)
+        values = self._values(level)
+        stale = values.set(name, value)
+        for frame in self.frames[len(self.frames) - level :]:  # the levels inside read it from here
+            stale += frame.values.outer_changed([name, *stale])
         return stale
 
-    def _refresh(self) -> None:
-        """Recompute the stale values, each producer once, in as few onnxruntime calls as possible."""
-        if not self._stale:
-            return
-        stale = [v for v in self.graph.value_names() if v in self._stale]
-        # Recompute what the next nodes read; any other stale value is dropped and,
-        # like an evicted one, recomputed from the new values when it is read.
-        pinned = [v for v in stale if v in self.store and self._last_use.get(v, -1) >= self._pc]
-        for v in stale:
-            if v not in pinned and v not in self.store.fixed:
-                self.store.drop(v)
-        self._compute(pinned)
-        self._stale.clear()
+    # -- what the breakpoint table asks of the session -------------------------------
 
-    def _get(self, name: str) -> Any:
-        """The value of ``name``, recomputing it (and what it needs) when it is not kept."""
-        if name in self.store and name not in self._stale:
-            return self.store.get(name)
-        return self._compute([name])[name]
+    def is_available(self, name: str) -> bool:
+        return self.top.values.available(name) or (name == ITERATION and self.iteration is not None)
 
-    def _compute(self, names: Sequence[str]) -> dict[str, Any]:
-        """Compute ``names`` from what is kept, in one segment (or one node)."""
-        needed: dict[int, Node] = {}
-        frontier = list(names)
-        seen: set[str] = set()
-        while frontier:
-            v = frontier.pop()
-            if v in seen:
-                continue
-            seen.add(v)
-            if v in self.store and v not in self._stale and v not in names:
-                continue
-            producer = self.graph.producer(v)
-            if producer is None:
-                if v in self.store:
-                    continue
-                raise ValueNotFoundError(f"no value '{v}' in the graph")
-            if producer.order not in needed:
-                needed[producer.order] = producer
-                frontier.extend(producer.all_inputs)
-        nodes = [needed[k] for k in sorted(needed)]
-        outs = self._run_nodes(nodes, list(names))
-        self._store_outputs(outs)
-        self._evict()
-        return outs
+    def resolver(self, extra: Mapping[str, Any] | None = None) -> Callable[[str], Any]:
+        return self._resolver(extra)
 
-    def _run_nodes(self, nodes: Sequence[Node], wanted: Sequence[str]) -> dict[str, Any]:
-        """Outputs ``wanted`` of running ``nodes`` (in run order) over the kept values."""
-        if len(nodes) == 1:
-            return self._execute(nodes[0])
-        produced = {o for n in nodes for o in n.outputs if o}
-        feeds, constants = self._segment_inputs(nodes, produced)
-        try:
-            result = self.segments.run(nodes, feeds, constants, wanted, version=self._constants_version)
-        except SegmentError:
-            # Fall back to single nodes, which name the node that fails.
-            local: dict[str, Any] = {}
-            for n in nodes:
-                local.update(self._execute(n, extra=local))
-            return {k: local[k] for k in wanted}
-        self.ort_calls += 1
-        for n in nodes:
-            self.executions[n.id] += 1
-        return result.values
+    def look_ahead(self, node: Node) -> dict[str, Any]:
+        """``node``'s outputs without running it: a look ahead, not a step."""
+        return self.top.values.execute(node, count=False)
 
-    def _segment_inputs(self, nodes: Sequence[Node], produced: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-        feeds: dict[str, Any] = {}
-        constants: dict[str, Any] = {}
-        for n in nodes:
-            for i in n.all_inputs:
-                if i in produced or i in feeds or i in constants:
-                    continue
-                if i in self._initializers:
-                    constants[i] = self.store.fixed[i]
-                else:
-                    feeds[i] = self._get(i)
-        return feeds, constants
-
-    def _execute(self, node: Node, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        feeds: dict[str, Any] = {}
-        constants: dict[str, Any] = {}
-        for i in node.all_inputs:
-            if i in self._initializers:
-                constants[i] = self.store.fixed[i]
-            else:
-                feeds[i] = extra[i] if extra and i in extra else self._get(i)
-        self.executions[node.id] += 1
-        self.ort_calls += 1
-        outs = self.runner.run(node, feeds, constants, self._constants_version)
-        for k, v in outs.items():
-            self._dtypes.setdefault(k, str(v.dtype) if isinstance(v, np.ndarray) else "seq" if isinstance(v, list) else "other")
-        return outs
-
-    def _evict(self) -> None:
-        pc = self._pc
-        self.store.evict(lambda name: self._last_use.get(name, -1) >= pc or name in self._overrides)
-
-    def _store_outputs(self, outs: Mapping[str, Any]) -> None:
-        for k, v in outs.items():
-            if k in self.store.fixed:
-                self._static_faults.clear()
-            self.store.put(k, v)
-            self._overrides.discard(k)
-            self._stale.discard(k)
+    def log(self, line: str) -> None:
+        self.logs.append(line)
+        if self.on_log is not None:
+            self.on_log(line)
 
     # -- breakpoints ---------------------------------------------------------------
 
     def set_breakpoints(self, specs: Iterable[BreakpointSpec | str]) -> list[Breakpoint]:
         """Replace every breakpoint; returns each resolved, in the order given."""
-        self._breakpoints.clear()
-        self._bp_by_node.clear()
-        self._hits.clear()
-        self._bp_version += 1
-        stoppable = set(self._seq_pos)
-        out: list[Breakpoint] = []
-        for s in specs:
-            spec = BreakpointSpec(s) if isinstance(s, str) else s
-            bp_id = self._next_bp_id
-            self._next_bp_id += 1
-            try:
-                node_ids, message = resolve_spec(self.graph, spec.spec, stoppable)
-                if spec.hit_condition:
-                    parse_hit_condition(spec.hit_condition)
-                if spec.condition:
-                    _expr.compile_expression(spec.condition)
-            except (BreakpointError, ExpressionError) as e:
-                node_ids, message = (), str(e)
-            bp = Breakpoint(bp_id, spec, node_ids, bool(node_ids), message)
-            self._breakpoints[bp_id] = bp
-            for nid in node_ids:
-                self._bp_by_node.setdefault(nid, []).append(bp_id)
-            out.append(bp)
+        stoppable = {n.id for seq in self._sequences.values() for n in seq}
+        out = self.breakpoint_table.replace(specs, stoppable)
+        self._holders = {step.node for bp in out for nid in bp.node_ids for step in self.graph.node(nid).path}
         return out
 
     @property
     def breakpoints(self) -> list[Breakpoint]:
-        return list(self._breakpoints.values())
+        return self.breakpoint_table.all
 
-    def _check_breakpoints(self, node: Node) -> tuple[list[int], str]:
-        """Breakpoints that stop before ``node`` (logpoints log here and never stop)."""
-        stopping: list[int] = []
-        notes: list[str] = []
-        trial: dict[str, Any] | None = None
-        for bp_id in self._bp_by_node.get(node.id, ()):
-            spec = self._breakpoints[bp_id].spec
-            if spec.condition:
-                try:
-                    cond = _expr.compile_expression(spec.condition)
-                    names = {n for n in cond.names if self.graph.has_value(n)}
-                    if trial is None and names & set(node.outputs):
-                        trial = self._execute(node)
-                        self.executions[node.id] -= 1  # a look ahead, not a step
-                    # A condition over values this node cannot see yet (not computed) does not hold here.
-                    if any(not self._available(n) and not (trial and n in trial) for n in names):
-                        continue
-                    if not _expr.is_truthy(_expr.evaluate(cond, self._resolver(trial), base_dir=self.base_dir)):
-                        continue
-                except GraphDapError as e:
-                    notes.append(f"condition '{spec.condition}' failed: {e}")
-                    stopping.append(bp_id)
-                    continue
-            self._hits[bp_id] += 1
-            if spec.hit_condition:
-                op, n = parse_hit_condition(spec.hit_condition)
-                if not hit_condition_met(op, n, self._hits[bp_id]):
-                    continue
-            if spec.log_message:
-                self._log(_expr.interpolate(spec.log_message, self._resolver(trial), base_dir=self.base_dir))
-                continue
-            stopping.append(bp_id)
-        return stopping, "; ".join(notes)
+    # -- frames ----------------------------------------------------------------------
 
-    def _check_logpoints_only(self, node: Node) -> None:
-        # Running a node prints its logpoints, as a debugger prints a logpoint line it steps over.
-        if any(self._breakpoints[b].is_logpoint for b in self._bp_by_node.get(node.id, ())):
-            self._check_breakpoints(node)
+    def _enter(self, node: Node) -> bool:
+        """Step into ``node`` (at the counter): push the frame of its branch, body or function. False: nothing to enter."""
+        parent = self.top
+        begun = self.flow.begin(node, parent.values.get)
+        if begun is None:
+            return False
+        scope, inputs, loop = begun
+        self._push(node, scope, inputs, loop)
+        return True
 
-    def _log(self, line: str) -> None:
-        self.logs.append(line)
-        if self.on_log is not None:
-            self.on_log(line)
+    def _push(self, owner: Node, scope: Scope, inputs: Mapping[str, Any], loop: LoopState | None) -> Frame:
+        parent = self.top
+        sequence = self._sequences[scope.path]
+        last_use = self._last_uses[scope.path]
+        frame_ref: list[Frame] = []
+        timeline = Timeline(sequence, lambda order: frame_ref[0].values.forget(scope.nodes[order]))
+        store = ValueStore(self.store.budget)
+        values = Values(scope, store, self.constants, self.executor, timeline, last_use, self.skip_constants, parent.values)
+        frame = Frame(scope, timeline, values, last_use, owner, parent, loop)
+        frame_ref.append(frame)
+        self._start_frame(frame, inputs)
+        self.frames.append(frame)
+        return frame
+
+    def _start_frame(self, frame: Frame, inputs: Mapping[str, Any]) -> None:
+        """A frame at the start of its scope (or of an iteration): its inputs, its initializers, its constants."""
+        values = frame.values
+        values.store.clear()
+        values.overrides.clear()
+        values.stale.clear()
+        values.store.fixed.update(inputs)
+        values.store.fixed.update({t.name: onnx.numpy_helper.to_array(t) for t in frame.scope.initializers})
+        frame.timeline.reset()
+        if frame.loop is not None:
+            del frame.loop.inputs[frame.loop.iteration :]
+            frame.loop.inputs.append(dict(inputs))
+        if self.skip_constants:
+            for node in frame.scope.nodes:
+                if node.is_static:
+                    values.store.fixed.update(values.execute(node))
+        values.started = True
+
+    def _finish(self, frame: Frame) -> str:
+        """At the end of a frame's scope: ``"iterated"`` (the next iteration began) or ``"left"`` (popped)."""
+        assert frame.parent is not None and frame.owner is not None
+        following = self.flow.next_inputs(frame, frame.parent.values.get)
+        if following is not None:
+            self._start_frame(frame, following)
+            return "iterated"
+        outs = self.flow.results(frame)
+        self.frames.pop()
+        parent = frame.parent
+        parent.values.keep(outs)
+        parent.timeline.advance(frame.owner)
+        parent.values.evict()
+        self.executor.executions[frame.owner.id] += 1
+        return "left"
+
+    def _must_enter(self, node: Node, until: str | None) -> bool:
+        """Whether a run must step into ``node`` rather than run it whole."""
+        if not node.enterable:
+            return False
+        if node.id in self._holders or node.id in self._localize:
+            return True
+        if until is not None and self.graph.has_node(until) and any(s.node == node.id for s in self.graph.node(until).path):
+            return True
+        # The NaN/Inf watch looks inside bodies: in a segment that watches inside the node, or node by node.
+        return self._filter.active and not (self.fast and self.instruments.can(node))
+
+    def _settle(self) -> str | None:
+        """Move past the ends of bodies (the next iteration, or out); what happened last, or None."""
+        what = None
+        while self.top.timeline.at_end and self.top.parent is not None:
+            what = self._finish(self.top)
+        return what
 
     # -- running -------------------------------------------------------------------
 
     def start(self) -> Stop:
         """Compute the constant nodes and stop at the first node to run."""
-        if not self._started:
-            if self.skip_constants and not self._static_values:
+        if not self.values.started:
+            if self.skip_constants and not self.constants.computed:
                 for node in self.graph.nodes:
                     if node.is_static:
                         try:
-                            outs = self._execute(node, extra=self.store.fixed)
+                            outs = self.values.execute(node, extra=self.store.fixed)
                         except NodeExecutionError as e:
                             return Stop(StopReason.ERROR, node, str(e), details={"ort_message": e.ort_message})
                         self.store.fixed.update(outs)
-                        self._static_values.update(outs)
-            self._started = True
-        return Stop(StopReason.ENTRY, self.pc, "stopped at entry")
+                        self.constants.computed.update(outs)
+            self.values.started = True
+        return self._stop(StopReason.ENTRY, "stopped at entry")
+
+    def _stop(self, reason: StopReason, message: str = "", node: Node | None = None, **kw: Any) -> Stop:
+        """A stop at the counter (or about ``node``), with the path of the frames it is in."""
+        return Stop(reason, node if node is not None else self.pc, message, path=self.path, **kw)
 
     def _prepare(self) -> Stop | None:
-        if not self._started:
+        if not self.values.started:
             first = self.start()
             if first.reason is StopReason.ERROR:
                 return first
         self._pause.clear()
-        self._refresh()
+        self.top.values.refresh()
         if not self._statics_checked:
             self._statics_checked = True
             if self.skip_constants and self._filter.active:
@@ -497,60 +429,75 @@ class DebugSession:
     def _static_fault(self) -> tuple[Node, str, str] | None:
         """The first constant node whose output holds a watched fault (remembered per constants)."""
         key = self._filter
-        if key not in self._static_faults:
+        faults = self.constants.faults
+        if key not in faults:
             found = None
             for node in self.graph.nodes:
                 if node.is_static:
-                    fault = self._filter.check(node, {o: self.store.fixed.get(o) for o in node.outputs})
+                    fault = key.check(node, {o: self.store.fixed.get(o) for o in node.outputs})
                     if fault is not None:
                         found = (node, *fault)
                         break
-            self._static_faults[key] = found
-        return self._static_faults[key]
+            faults[key] = found
+        return faults[key]
 
-    def _record(self, pos: int, node: Node) -> None:
-        self._history.append(_Entry(pos, (node.order,), self._last))
-        self._ran.add(node.order)
-        self._last = node
+    def _paused(self) -> bool:
+        """Whether a pause was asked for (and take it: the flag is cleared)."""
+        if self._pause.is_set():
+            self._pause.clear()
+            return True
+        return False
 
     def _run_node(self, node: Node) -> Stop | None:
-        """Run the node at the program counter and move past it; a stop if it failed or faulted."""
+        """Run the node at the counter of the innermost frame and move past it; a stop if it failed or faulted."""
+        frame = self.top
         try:
-            outs = self._execute(node)
+            outs = frame.values.execute(node)
         except NodeExecutionError as e:
             return self._error_stop(node, e)
-        self._store_outputs(outs)
-        self._record(self._pc, node)
-        self._pc += 1
-        self._evict()
+        frame.values.keep(outs)
+        frame.timeline.advance(node)
+        frame.values.evict()
         fault = self._filter.check(node, outs)
         return self._fault_stop(node, *fault) if fault else None
 
     def _error_stop(self, node: Node, e: NodeExecutionError) -> Stop:
-        inputs = {i: summarize(self.store.peek(i)).text() for i in node.all_inputs if self.store.peek(i) is not None}
+        values = self.top.values
+        peek = values.store.peek
+        inputs = {i: summarize(peek(i)).text() for i in node.all_inputs if peek(i) is not None}
         details = {"ort_message": e.ort_message, "inputs": inputs}
         if "error" in self.break_on:
-            return Stop(StopReason.ERROR, node, str(e), details=details)
-        return Stop(StopReason.END, node, f"the run ended with an error: {e}", details=details)
+            return self._stop(StopReason.ERROR, str(e), node, details=details)
+        return self._stop(StopReason.FAILED, f"the run failed: {e}", node, details=details)
 
     def _fault_stop(self, node: Node, name: str, kind: str) -> Stop:
-        value = np.asarray(self.value(name))
-        inputs = {i: self.value(i) for i in node.all_inputs if self._available(i)}
-        return self._filter.stop_details(node, name, value, kind, inputs, Stop, StopReason)
+        values = self.top.values
+        value = np.asarray(values.value(name))
+        inputs = {i: values.value(i) for i in node.all_inputs if values.available(i)}
+        stop: Stop = self._filter.stop_details(node, name, value, kind, inputs, Stop, StopReason)
+        return Stop(stop.reason, stop.node, stop.message, stop.tensor, stop.details, path=self.path)
 
     def step(self) -> Stop:
-        """Run one node (an If/Loop/Scan runs whole); stop at the next."""
-        early = self._prepare()
-        if early is not None:
-            return early
-        node = self.pc
-        if node is None:
-            return self._end()
-        self._check_logpoints_only(node)
-        stop = self._run_node(node)
-        if stop is not None:
-            return stop
-        return Stop(StopReason.STEP, self.pc) if self.pc is not None else self._end()
+        """Run one node and stop at the next; an If/Loop/Scan or function call runs whole.
+
+        A control-flow node with a breakpoint inside, or run while a NaN/Inf filter is on, is
+        stepped through: a breakpoint or a fault inside it stops there, as a debugger stops in a
+        function it steps over. After the last node of a body: the first node of the next
+        iteration, or the node after the control-flow node.
+        """
+        return self._drive("step")
+
+    def step_in(self) -> Stop:
+        """Step into the control-flow node at the counter (If: the branch the condition takes; Loop/Scan:
+        iteration 0; a function call: its body); on any other node, as :meth:`step`."""
+        return self._drive("step_in")
+
+    def step_out(self) -> Stop:
+        """Finish the innermost body (all its remaining iterations) and stop at the node after its control-flow node.
+
+        In the main graph: run to the end, as :meth:`continue_`.
+        """
+        return self._drive("step_out")
 
     def continue_(self, *, until: str | None = None, check_first: bool = False) -> Stop:
         """Run until a breakpoint, an enabled break filter, a pause, ``until`` or the end.
@@ -558,156 +505,156 @@ class DebugSession:
         The breakpoints of the node at the program counter are not looked at (the run is
         stopped there already), unless ``check_first``: for a launch without a stop on entry.
         """
+        return self._drive("continue", until, check_first)
+
+    def _drive(self, mode: str, until: str | None = None, check_first: bool = False) -> Stop:
+        """The one run loop: ``mode`` is continue, step, step_in or step_out."""
         early = self._prepare()
         if early is not None:
             return early
-        total = len(self._seq)
-        first = not check_first
-        while self._pc < total:
-            node = self._seq[self._pc]
-            if not first:
-                if self._pause.is_set():
-                    self._pause.clear()
-                    return Stop(StopReason.PAUSE, node, "paused")
+        base = len(self.frames)
+        origin = self.top
+        where = (origin.timeline.pc, origin.iteration)
+        look = check_first  # look at the breakpoints of the node at the counter
+        while True:
+            self._settle()
+            depth = len(self.frames)
+            frame = self.top
+            node = frame.timeline.next_node
+            if node is None:
+                return self._end()
+            moved = origin not in self.frames or (origin.timeline.pc, origin.iteration) != where
+            if (mode in ("step", "step_in") and moved) or (mode == "step_out" and depth < base):
+                return self._stop(StopReason.STEP)
+            if look:
+                if self._paused():
+                    return self._stop(StopReason.PAUSE, "paused")
                 if until is not None and node.id == until:
-                    return Stop(StopReason.BREAKPOINT, node, f"reached {node.label}")
-                hit, note = self._check_breakpoints(node)
+                    return self._stop(StopReason.BREAKPOINT, f"reached {node.label}")
+                hit, note = self.breakpoint_table.check(node, self)
                 if hit:
-                    return Stop(StopReason.BREAKPOINT, node, note or f"breakpoint at {node.label}", breakpoint_ids=tuple(hit))
+                    return self._stop(StopReason.BREAKPOINT, note or f"breakpoint at {node.label}", breakpoint_ids=tuple(hit))
             else:
-                self._check_logpoints_only(node)
-            first = False
-            target = self._next_target(self._pc + 1, until)
-            if self.fast and target - self._pc > 1:
-                if self.on_progress is not None:
-                    self.on_progress(self._pc, total)
-                stop = self._run_segment(self._pc, target)
+                self.breakpoint_table.log_only(node, self)
+            look = True
+            at_origin = frame is origin and mode in ("step", "step_in")
+            into = at_origin and mode == "step_in"
+            if node.enterable and (into or self._must_enter(node, until)):
+                self._localize.discard(node.id)
+                if self._enter(node):
+                    if into and self.top.timeline.next_node is not None:
+                        return self._stop(StopReason.STEP)  # on the body's first node, whatever its breakpoints
+                    continue
+            total = len(frame.timeline.sequence)
+            target = frame.timeline.pc + 1 if at_origin else self._next_target(frame, frame.timeline.pc + 1, until)
+            watched_inside = node.enterable and self._filter.active  # (a segment of one: its watch goes inside)
+            if self.fast and (target - frame.timeline.pc > 1 or watched_inside):
+                self._progress(frame, frame.timeline.pc, total)
+                stop = self._run_segment(frame, frame.timeline.pc, target)
             else:
                 stop = self._run_node(node)
-            if self.on_progress is not None:
-                self.on_progress(self._pc, total)
-            if stop is not None:
+            self._progress(frame, frame.timeline.pc, total)
+            if isinstance(stop, Stop):
                 return stop
-        return self._end()
+            if stop is _LOOK_INSIDE:
+                look = False  # at the node whose watch fired, already looked at: step into it next
 
-    def _next_target(self, start: int, until: str | None) -> int:
-        """The first position from ``start`` where a breakpoint or ``until`` must be looked at."""
-        for pos in range(start, len(self._seq)):
-            nid = self._seq[pos].id
-            if nid == until or nid in self._bp_by_node:
+    def _progress(self, frame: Frame, done: int, total: int) -> None:
+        if self.on_progress is not None and frame.parent is None:
+            self.on_progress(done, total)
+
+    def _next_target(self, frame: Frame, start: int, until: str | None) -> int:
+        """The first position from ``start`` where a breakpoint, ``until`` or a node to step into must be looked at."""
+        sequence = frame.timeline.sequence
+        for pos in range(start, len(sequence)):
+            node = sequence[pos]
+            if node.id == until or self.breakpoint_table.at(node.id) or self._must_enter(node, until):
                 return pos
-        return len(self._seq)
+        return len(sequence)
 
-    def _run_segment(self, start: int, end: int) -> Stop | None:
-        """Run positions ``start..end-1``: one onnxruntime call, or a few when it ran long before.
+    def _run_segment(self, frame: Frame, start: int, end: int) -> Stop | _LookInside | None:
+        """Run positions ``start..end-1`` of ``frame``: one onnxruntime call, or a few when it ran long before.
 
         A pause aborts the call in flight; splitting a run that took seconds lets a pause
         keep what the finished parts computed and land part-way.
         """
-        took = self._segment_seconds.get((start, end))
+        took = self._segment_seconds.get((frame.scope.path, start, end))
         if took is None or took < 2 * _PAUSE_GRAIN_S or end - start < 2:
-            return self._run_one_segment(start, end)
+            return self._run_one_segment(frame, start, end)
         parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
         bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
         for a, b in zip(bounds, bounds[1:]):
             if a > start:
-                if self._pause.is_set():
-                    self._pause.clear()
-                    return Stop(StopReason.PAUSE, self._seq[a], "paused")
-                if self.on_progress is not None:
-                    self.on_progress(a, len(self._seq))
-            stop = self._run_one_segment(a, b)
+                if self._paused():
+                    return self._stop(StopReason.PAUSE, "paused")
+                self._progress(frame, a, len(frame.timeline.sequence))
+            stop = self._run_one_segment(frame, a, b)
             if stop is not None:
                 return stop
         return None
 
-    def _run_one_segment(self, start: int, end: int) -> Stop | None:
-        """Run positions ``start..end-1`` in one onnxruntime call; on any trouble, node by node."""
-        plan = self.planner.plan(
+    def _run_one_segment(self, frame: Frame, start: int, end: int) -> Stop | _LookInside | None:
+        """Run positions ``start..end-1`` of ``frame`` in one onnxruntime call; on any trouble, node by node."""
+        filt = self._filter
+        sequence = frame.timeline.sequence
+        values = frame.values
+        plan = self._planner(frame).plan(
             start,
             end,
-            filt=self._filter,
-            dtypes=self._dtypes,
+            filt=filt,
+            dtypes=self.executor.dtypes,
             budget=self.store.budget,
-            conditions=self._condition_names,
-            constants=self.store.fixed if self.skip_constants and not self._statics_overridden else None,
-            version=self._bp_version,
+            conditions=lambda pos, produced: self.breakpoint_table.condition_names(sequence[pos].id, produced)
+            if pos < len(sequence)
+            else [],
+            constants=values.fixed if self.skip_constants and not self.constants.overridden else None,
+            version=self.breakpoint_table.version,
+            instruments=self.instruments,
         )
         if plan is None:
-            return self._run_slow(start, end)  # learn the types first: the watch plan needs them
-        nodes, wanted, watch = plan.nodes, plan.wanted, plan.watch
-        filt = self._filter
-        constants = {i: self.store.fixed[i] for i in plan.reads if i in self._initializers}
-        feeds = {i: self._get(i) for i in plan.reads if i not in self._initializers}
+            return self._run_slow(frame, end)  # learn the types first: the watch plan needs them
+        feeds, embedded = self.executor.split(plan.reads, values.get, values.fixed, values.embedded)
         self._run_options = ort.RunOptions()
         began = time.perf_counter()
         try:
-            result = self.segments.run(plan.ran, feeds, constants, wanted, watch, self._run_options, self._constants_version)
-            self._segment_seconds[(start, end)] = time.perf_counter() - began
-        except SegmentError:
-            if self._pause.is_set():
-                self._pause.clear()
-                return Stop(StopReason.PAUSE, self._seq[start], "paused")
-            return self._run_slow(start, end)
+            result = self.executor.run_segment(
+                plan.ran, feeds, embedded, plan.wanted, plan.watch, self._run_options, self.constants.version
+            )
+            self._segment_seconds[(frame.scope.path, start, end)] = time.perf_counter() - began
+        except SegmentError as e:
+            if self._paused():
+                return self._stop(StopReason.PAUSE, "paused")
+            _logger.info("positions %d..%d in one call failed in onnxruntime (%s); running them node by node", start, end - 1, e)
+            return self._run_slow(frame, end)
         finally:
             self._run_options = None
-        self.ort_calls += 1
-        self.executions.update(n.id for n in plan.ran)
-        last = self._last
-        self._history.extend(_Entry(start + k, (n.order,), nodes[k - 1] if k else last) for k, n in enumerate(nodes))
-        self._ran.update(n.order for n in nodes)
-        self._last = nodes[-1]
-        self._store_outputs(result.values)
-        self._pc = end
-        self._evict()
-        if result.sums is not None and watch is not None:
-            found = filt.first_fault(self.graph, watch, result.sums, self.value)
+        frame.timeline.advance_segment(plan.nodes, end)
+        values.keep(result.values)
+        values.evict()
+        if result.sums is not None and plan.watch is not None:
+            found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value, result.watched)
             if found is not None:
                 node, name, kind = found
-                self._rewind_to(self._seq_pos[node.id] + 1)
+                if kind == "inner":  # a fault somewhere inside this control-flow node: back to it, then step in
+                    frame.timeline.rewind_to(frame.timeline.position(node))
+                    self._localize.add(node.id)
+                    return _LOOK_INSIDE
+                frame.timeline.rewind_to(frame.timeline.position(node) + 1)
                 return self._fault_stop(node, name, kind)
         return None
 
-    def _condition_names(self, pos: int, produced: set[str]) -> list[str]:
-        if pos >= len(self._seq):
-            return []
-        names: list[str] = []
-        for bp_id in self._bp_by_node.get(self._seq[pos].id, ()):
-            spec = self._breakpoints[bp_id].spec
-            for text in (spec.condition,):
-                if text:
-                    try:
-                        names += [n for n in _expr.compile_expression(text).names if n in produced]
-                    except ExpressionError:
-                        pass
-        return names
-
-    def _run_slow(self, start: int, end: int) -> Stop | None:
-        while self._pc < end:
-            stop = self._run_node(self._seq[self._pc])
+    def _run_slow(self, frame: Frame, end: int) -> Stop | None:
+        timeline = frame.timeline
+        while timeline.pc < end:
+            node = timeline.sequence[timeline.pc]
+            if node.enterable and self._must_enter(node, None):
+                return None  # the run loop steps into it
+            stop = self._run_node(node)
             if stop is not None:
                 return stop
-            if self._pause.is_set() and self._pc < end:
-                self._pause.clear()
-                return Stop(StopReason.PAUSE, self.pc, "paused")
+            if timeline.pc < end and self._paused():
+                return self._stop(StopReason.PAUSE, "paused")
         return None
-
-    def _rewind_to(self, pos: int) -> None:
-        """Undo the history back to ``pos`` (positions at or after it did not run)."""
-        while self._pc > pos and self._history:
-            self._undo()
-
-    def _undo(self) -> None:
-        entry = self._history.pop()
-        for order in entry.ran:
-            self._ran.discard(order)
-            for o in self.graph.nodes[order].outputs:
-                if o:
-                    self.store.drop(o)
-                    self._stale.discard(o)
-                    self._overrides.discard(o)
-        self._pc = entry.pc
-        self._last = entry.last
 
     def _end(self) -> Stop:
         return Stop(StopReason.END, None, "the run reached the end of the graph")
@@ -715,69 +662,108 @@ class DebugSession:
     def run_to(self, node_id: str) -> Stop:
         """Continue until ``node_id`` is next (breakpoints and filters still stop first)."""
         node = self._stoppable(node_id)
-        if self._seq_pos[node.id] < self._pc:
-            raise GraphDapError(f"node {node.label} already ran; use goto to go back to it")
-        if self._seq_pos[node.id] == self._pc:
-            return Stop(StopReason.BREAKPOINT, node, f"reached {node.label}")
+        frame = self.top
+        if node.path == frame.scope.path:
+            target = frame.timeline.position(node)
+            if target < frame.timeline.pc:
+                raise GraphDapError(f"node {node.label} already ran; use goto to go back to it")
+            if target == frame.timeline.pc:
+                return self._stop(StopReason.BREAKPOINT, f"reached {node.label}")
         return self.continue_(until=node.id)
 
     def goto(self, node_id: str) -> Stop:
-        """Make ``node_id`` the next node, computing any inputs it lacks."""
+        """Make ``node_id`` (a node of the innermost frame's level) the next node, computing any inputs it lacks."""
         node = self._stoppable(node_id)
+        frame = self.top
+        if node.path != frame.scope.path:
+            where = self.graph.scope_of(node).label
+            raise GraphDapError(
+                f"goto moves within the current level ({frame.scope.label}); {node.label} is in {where}: "
+                "step into or out of the levels between first"
+            )
         early = self._prepare()
         if early is not None:
             return early
-        missing = [i for i in node.all_inputs if not self._available(i)]
-        added: list[int] = []
+        missing = [i for i in node.all_inputs if not frame.values.available(i)]
+        computed: list[int] = []
         if missing:
-            needed = self._ancestors(missing)
+            needed = self._ancestors(frame, missing)
             try:
-                self._compute(missing)
+                frame.values.compute(missing)
             except NodeExecutionError as e:
-                return Stop(StopReason.ERROR, self.graph.node(e.node_id), str(e), details={"ort_message": e.ort_message})
-            added = [n.order for n in needed if n.order not in self._ran]
-        self._history.append(_Entry(self._pc, tuple(added), self._last))
-        self._ran.update(added)
-        self._pc = self._seq_pos[node.id]
-        return Stop(StopReason.GOTO, node, f"jumped to {node.label}")
+                return self._stop(StopReason.ERROR, str(e), self.graph.node(e.node_id), details={"ort_message": e.ort_message})
+            computed = [n.order for n in needed]
+        frame.timeline.jump(frame.timeline.position(node), computed)
+        return self._stop(StopReason.GOTO, f"jumped to {node.label}")
 
-    def _ancestors(self, names: Sequence[str]) -> list[Node]:
+    def _ancestors(self, frame: Frame, names: Sequence[str]) -> list[Node]:
         out: dict[int, Node] = {}
         frontier = list(names)
+        scope = frame.scope
         while frontier:
-            p = self.graph.producer(frontier.pop())
-            if p is None or p.order in out or p.order in self._ran or (p.is_static and self.skip_constants):
+            p = scope.producer(frontier.pop())
+            if p is None or p.order in out or p.order in frame.timeline.ran or (p.is_static and self.skip_constants):
                 continue
             out[p.order] = p
-            frontier.extend(i for i in p.all_inputs if not self._available(i))
+            frontier.extend(i for i in p.all_inputs if not frame.values.available(i))
         return [out[k] for k in sorted(out)]
 
     def _stoppable(self, node_id: str) -> Node:
         node = self.graph.node(node_id) if self.graph.has_node(node_id) else None
         if node is None:
-            producer = self.graph.producer(node_id)
-            if producer is None:
-                raise GraphDapError(f"no node '{node_id}' in the graph")
-            node = producer
-        if node.id not in self._seq_pos:
+            producers = self.graph.producers(node_id)
+            if not producers:
+                raise NodeNotFoundError(f"no node '{node_id}' in the graph")
+            node = producers[0]
+        if node not in self._sequences[node.path]:
             raise GraphDapError(f"node {node.label} is a constant, computed once at load; it cannot be the next node")
         return node
 
     def step_back(self) -> Stop:
-        """Undo the last node (or goto): its outputs are forgotten and the counter moves back."""
-        if not self._history:
-            return Stop(StopReason.STEP, self.pc, "already at the start of the history")
-        self._undo()
-        return Stop(StopReason.STEP, self.pc, "stepped back")
+        """Undo the last node (or goto): its outputs are forgotten and the counter moves back.
+
+        At the start of a body: back into the previous iteration (before its last node), or
+        out to the control-flow node, which has not run.
+        """
+        while True:
+            frame = self.top
+            if frame.timeline.undo():
+                return self._stop(StopReason.STEP, "stepped back")
+            if frame.parent is None:
+                return self._stop(StopReason.STEP, "already at the start of the history")
+            if frame.loop is not None and frame.loop.iteration > 0:
+                self._back_into_previous_iteration(frame)
+                if frame.timeline.next_node is not None:
+                    return self._stop(StopReason.STEP, "stepped back into the previous iteration")
+                continue
+            self.frames.pop()
+            return self._stop(StopReason.STEP, "stepped back out of the body")
+
+    def _back_into_previous_iteration(self, frame: Frame) -> None:
+        """The frame as it was before the last node of its previous iteration ran."""
+        loop = frame.loop
+        assert loop is not None
+        loop.iteration -= 1
+        for acc in loop.scans:
+            if acc:
+                acc.pop()
+        inputs = loop.inputs[loop.iteration]
+        self._start_frame(frame, inputs)
+        sequence = frame.timeline.sequence
+        if len(sequence) > 1:
+            wanted = [o for n in sequence[:-1] for o in n.outputs if o]
+            frame.values.compute(wanted)
+            frame.timeline.advance_segment(sequence[:-1], len(sequence) - 1)
 
     def reverse_continue(self) -> Stop:
         """Step back until a node with a breakpoint is next, or the history is empty."""
-        while self._history:
-            self._undo()
+        while True:
+            stop = self.step_back()
             node = self.pc
-            if node is not None and any(not self._breakpoints[b].is_logpoint for b in self._bp_by_node.get(node.id, ())):
-                return Stop(StopReason.BREAKPOINT, node, f"breakpoint at {node.label}")
-        return Stop(StopReason.ENTRY, self.pc, "back at the start")
+            if stop.message == "already at the start of the history":
+                return self._stop(StopReason.ENTRY, "back at the start")
+            if node is not None and self.breakpoint_table.stops_at(node.id):
+                return self._stop(StopReason.BREAKPOINT, f"breakpoint at {node.label}")
 
     def restart(self) -> Stop:
         """Back to the start, with the original inputs; breakpoints are kept."""

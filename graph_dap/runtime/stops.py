@@ -21,6 +21,20 @@ class StopReason(enum.Enum):
     GOTO = "goto"
     PAUSE = "pause"
     END = "end"
+    FAILED = "failed"  # a node failed with the error filter off: the run ended there, not at the end
+
+
+@dataclass(frozen=True, slots=True)
+class PathStep:
+    """One enclosing level of a position: the control-flow node, which of its graphs, and the iteration."""
+
+    node: str  # id of the If/Loop/Scan node or of the call of a model-local function
+    attribute: str  # "then_branch", "else_branch", "body", or the function's name
+    iteration: int | None = None  # Loop and Scan: which iteration
+
+    def text(self) -> str:
+        at = f" iteration {self.iteration}" if self.iteration is not None else ""
+        return f"{self.node} > {self.attribute}{at}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +52,7 @@ class Stop:
     tensor: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     breakpoint_ids: tuple[int, ...] = ()
+    path: tuple[PathStep, ...] = ()  # the levels the node is nested in, outermost first; () in the main graph
 
     def to_dict(self) -> dict[str, Any]:
         n = self.node

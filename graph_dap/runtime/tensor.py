@@ -53,12 +53,12 @@ class TensorSummary:
         parts = [self.type_text]
         if self.size == 1:  # one number: show it
             if self.min is not None:
-                return f"{self.type_text} = {_num(self.min)}"
+                return f"{self.type_text} = {format_number(self.min)}"
             return f"{self.type_text} = {'nan' if self.nan else 'inf' if self.posinf else '-inf'}"
         if self.size == 0:
             parts.append("empty")
         elif self.min is not None:
-            parts.append(f"min={_num(self.min)} max={_num(self.max)} mean={_num(self.mean)}")
+            parts.append(f"min={format_number(self.min)} max={format_number(self.max)} mean={format_number(self.mean)}")
         if self.nan:
             parts.append(f"nan={self.nan}")
         if self.inf:
@@ -71,12 +71,18 @@ class TensorSummary:
         return d
 
 
-def _num(v: float | None) -> str:
+def format_number(v: float | None, digits: int = 4) -> str:
+    """A number as people read it: ``3``, ``0.1235``, ``nan``, ``-inf`` (``?`` for None)."""
     if v is None:
         return "?"
-    if float(v).is_integer() and abs(v) < 1e15:
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if v.is_integer() and abs(v) < 1e15:
         return str(int(v))
-    return f"{v:.4g}"
+    return f"{v:.{digits}g}"
 
 
 def summarize(value: Any) -> TensorSummary:

@@ -395,4 +395,4 @@ class WorkerService(ValueCalls):
 
 def _completed(stop: Stop | Divergence) -> bool:
     """Whether a run reached the end of the graph (an error at the last node ends it too, but does not complete it)."""
-    return isinstance(stop, Stop) and stop.reason is StopReason.END and stop.node is None
+    return isinstance(stop, Stop) and stop.reason is StopReason.END

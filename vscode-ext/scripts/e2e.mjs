@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // The extension end to end in a real VS Code: code-server with the built .vsix, driven in
 // Debian's Chromium by playwright-core. Installs what it needs first (scripts/setup-e2e.sh,
-// idempotent). The scenario: open the example model (its listing shows), set a gutter
-// breakpoint, F5 without a launch.json, paused at the node, the call stack and a tensor in
+// idempotent). The scenario: open the example model (its listing shows), the listing's language
+// server (the Sqrt(Sub(...)) warning in Problems, a hover with a value's shape, F12 to its producer,
+// the outline), set a gutter breakpoint, F5 without a launch.json, paused at the node, the call stack and a tensor in
 // Variables, step, open the tensor viewer, step again (the viewer follows), continue to the end;
 // then "Run ONNX Model" from the explorer and a "debugServer" launch against
 // `python -m graph_dap.adapter --port 0`. Then the DAP traffic that VS Code really sent and received (the extension's tracker writes it
@@ -257,6 +258,14 @@ async function scenario(page, ws, server) {
 	await shot('listing');
 	if (until === 'listing') return;
 
+	// 1b. The listing's language server: the Sqrt(Sub(...)) warning in Problems, a hover with the
+	// value's shape, F12 to its producer, the outline. A failure is recorded and the scenario goes on.
+	await languageServerSteps(page, listingText, shot).catch(async (e) => {
+		check(false, e.message.split('\n')[0]);
+		await shot('language-server-failure');
+		await page.keyboard.press('Escape');
+	});
+
 	// 2. A gutter breakpoint on the Sqrt node (norm/std), before any session.
 	const lines = listingText.split('\n');
 	const bpLine = lines.findIndex((l) => /#\s*norm\/std\b/.test(l)) + 1;
@@ -315,6 +324,7 @@ async function scenario(page, ws, server) {
 	check(true, 'Variables show a tensor with its shape and statistics');
 	await shot('paused-at-breakpoint');
 
+
 	// 4. Step once.
 	const stepOver = page.locator('.debug-toolbar .codicon-debug-step-over').first();
 	await stepOver.click();
@@ -339,6 +349,71 @@ async function scenario(page, ws, server) {
 
 	await runFromExplorer(page, server, shot);
 	await debugServerVariant(page, server, ws, shot);
+}
+
+/** Line (1-based) and column (1-based, inside the name) of `name` on the line of node `node`. */
+function spotOf(listingText, node, name) {
+	const lines = listingText.split('\n');
+	const k = lines.findIndex((l) => l.endsWith(`# ${node}`));
+	if (k < 0) fail(`no line for node ${node} in the listing`);
+	const col = lines[k].indexOf(`(${name}`) + 2;
+	if (col < 2) fail(`no ${name} on the line of ${node}`);
+	return { line: k + 1, col: col + 2 };
+}
+
+async function gotoSpot(page, spot) {
+	await page.locator('.editor-instance .view-lines').first().click();
+	await page.keyboard.press('Control+G');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(`${spot.line}:${spot.col}`);
+	await page.keyboard.press('Enter');
+	await sleep(300);
+}
+
+/** The editor's hover at the cursor (editor.action.showHover), as text. */
+async function hoverText(page) {
+	await page.keyboard.press('Control+K');
+	await page.keyboard.press('Control+I');
+	const hover = page.locator('.monaco-hover:not(.hidden)').first();
+	await hover.waitFor({ state: 'visible', timeout: 10000 });
+	return hover.innerText();  // every part: the diagnostic's and the language server's
+}
+
+async function languageServerSteps(page, listingText, shot) {
+	const lines = listingText.split('\n');
+	// Problems: the server's warning on the Sqrt(Sub(...)) line (the server starts and loads the model first).
+	await page.keyboard.press('Control+Shift+M');
+	const problem = page.locator('.markers-panel .monaco-list-row', { hasText: "Sqrt of 'norm_var_eps'" }).first();
+	await problem.waitFor({ state: 'visible', timeout: 90000 });
+	const sqrtLine = lines.findIndex((l) => l.endsWith('# norm/std')) + 1;
+	const row = await problem.innerText();
+	check(/nan-sqrt/.test(row) && new RegExp(`\\[Ln ${sqrtLine},`).test(row), `Problems: the Sqrt(Sub(...)) warning on line ${sqrtLine} (${row.replace(/\s+/g, ' ').slice(0, 120)})`);
+	await shot('problems');
+	await page.keyboard.press('Control+Shift+M');
+	// A hover on norm_var_eps (the Sqrt's input): its type and its producer.
+	const spot = spotOf(listingText, 'norm/std', 'norm_var_eps');
+	await gotoSpot(page, spot);
+	const text = await until_('the hover on norm_var_eps', async () => {
+		const t = await hoverText(page).catch(() => '');
+		return /float32\[1,8,1,1\]/.test(t) ? t : undefined;
+	}, 30000, 500);
+	check(/made by norm\/var_eps \(Sub/.test(text), `hover on norm_var_eps: its shape and producer (${text.replace(/\s+/g, ' ').slice(0, 100)})`);
+	await shot('hover');
+	await page.keyboard.press('Escape');
+	// F12: to the producer's line.
+	const producerLine = lines.findIndex((l) => l.endsWith('# norm/var_eps')) + 1;
+	await page.keyboard.press('F12');
+	await until_(`the cursor on line ${producerLine}`, async () => new RegExp(`Ln ${producerLine},`).test(await page.locator('.statusbar-item[id="status.editor.selection"]').innerText()), 10000);
+	check(true, `F12 on norm_var_eps went to its producer, line ${producerLine}`);
+	// The outline (Go to Symbol in Editor) lists the nodes.
+	await page.keyboard.press('Control+Shift+O');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type('norm/s');
+	const symbol = page.locator('.quick-input-list .monaco-list-row', { hasText: 'norm/std' }).first();
+	await symbol.waitFor({ state: 'visible', timeout: 10000 });
+	check(true, 'the outline lists the nodes (norm/std found by Go to Symbol)');
+	await shot('outline');
+	await page.keyboard.press('Escape');
 }
 
 async function continueToEnd(page) {

@@ -19,6 +19,7 @@ import {
 } from './configuration';
 import { Interpreter, PythonExtensionApi, RunResult, checkGraphDap, chooseInterpreter, expandSetting } from './interpreter';
 import { LANGUAGE_ID, ListingFiles, ListingLanguageFeatures, ModelEditorProvider } from './listing';
+import { ListingLanguageServer } from './languageServer';
 import { TensorViews } from './tensorView';
 import { VariablesContext, tensorNameFromContext } from './variablesContext';
 import { ProtocolTracker, registerTracker } from './tracker';
@@ -31,11 +32,31 @@ export function activate(context: vscode.ExtensionContext): void {
 	const listingFeatures = new ListingLanguageFeatures();
 	const python = async (resource?: vscode.Uri) => (await interpreter.get(resource)).command;
 
+	// The extension's own outline, for when the language server is not running (it gives one).
+	let fallbackOutline: vscode.Disposable | undefined = vscode.languages.registerDocumentSymbolProvider(LANGUAGE_ID, listingFeatures);
+	const server = new ListingLanguageServer(
+		async () => {
+			const chosen = await interpreter.get(undefined);
+			return { command: chosen.command, problem: await interpreter.problem(chosen) };
+		},
+		(running) => {
+			if (running && fallbackOutline) {
+				fallbackOutline.dispose();
+				fallbackOutline = undefined;
+			} else if (!running && !fallbackOutline) {
+				fallbackOutline = vscode.languages.registerDocumentSymbolProvider(LANGUAGE_ID, listingFeatures);
+			}
+		},
+	);
+	void server.start();
+
 	context.subscriptions.push(
 		tracker,
 		registerTracker(tracker),
 		tensors,
-		vscode.languages.registerDocumentSymbolProvider(LANGUAGE_ID, listingFeatures),
+		server,
+		tracker.onDidChangeState(({ session, state }) => server.debugState(session, state)),
+		{ dispose: () => fallbackOutline?.dispose() },
 		vscode.languages.registerEvaluatableExpressionProvider(LANGUAGE_ID, listingFeatures),
 		vscode.window.registerCustomEditorProvider(ModelEditorProvider.viewType, new ModelEditorProvider(python, listings), {
 			supportsMultipleEditorsPerDocument: true,

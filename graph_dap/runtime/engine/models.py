@@ -2,32 +2,78 @@
 
 Inputs are typed from the run-time values fed; constants are embedded as
 initializers, as the whole model embeds them, so that onnxruntime takes the same
-kernels (it pre-packs constant weights) and the values match.
+kernels (it pre-packs constant weights) and the values match. Values read by
+nodes that hold subgraphs are typed as the model declares them where that fits:
+with concrete shapes, onnxruntime type-checks an If's branch that is not taken
+against them and may reject it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from graph_dap.runtime.graph import ValueInfo
 
-def type_proto_of(value: Any) -> onnx.TypeProto:
-    """The ONNX type of a run-time value: a tensor with its concrete shape, or a sequence."""
+
+def elem_type_of(dtype: np.dtype[Any]) -> int:
+    """ONNX's element type for a numpy dtype (strings and objects are ONNX strings)."""
+    if dtype.kind in "OUS":
+        return onnx.TensorProto.STRING
+    return helper.np_dtype_to_tensor_dtype(dtype)
+
+
+def type_proto_of(value: Any, declared: ValueInfo | None = None, prefer_declared: bool = False) -> onnx.TypeProto:
+    """The ONNX type of a run-time value: a tensor with its concrete shape, a sequence, an optional.
+
+    ``declared``: the model's type for it. It is used for what a value cannot tell (that it is
+    an optional, the element type of an empty sequence), and, with ``prefer_declared``, in place
+    of the concrete shape wherever the value fits it.
+    """
+    if declared is not None and declared.proto is not None and declared.kind in ("optional", "sequence", "map"):
+        if declared.kind != "optional" or prefer_declared or value is None or _fits_optional(declared, value):
+            return declared.proto
+    if declared is not None and prefer_declared and declared.proto is not None and declared.kind == "tensor" and _fits(declared, value):
+        return declared.proto
+    if value is None:
+        return helper.make_optional_type_proto(helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, None))
     if isinstance(value, list):
         elem = np.asarray(value[0]).dtype if value else np.dtype(np.float32)
-        return helper.make_sequence_type_proto(
-            helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(elem), None)
-        )
+        return helper.make_sequence_type_proto(helper.make_tensor_type_proto(elem_type_of(elem), None))
     a = np.asarray(value)
-    return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+    return helper.make_tensor_type_proto(elem_type_of(a.dtype), list(a.shape))
+
+
+def _fits_optional(info: ValueInfo, value: Any) -> bool:
+    inner = info.proto.optional_type.elem_type if info.proto is not None else None
+    if inner is None:
+        return False
+    return isinstance(value, list) == (inner.WhichOneof("value") == "sequence_type")
+
+
+def _fits(info: ValueInfo, value: Any) -> bool:
+    """Whether a tensor value has the declared dtype, rank and fixed dims."""
+    if value is None or isinstance(value, list):
+        return False
+    a = np.asarray(value)
+    want = "string" if a.dtype.kind in "OUS" else str(a.dtype)
+    if want != info.dtype:
+        return False
+    if info.shape is None:
+        return True
+    return len(info.shape) == a.ndim and all(not isinstance(d, int) or d == n for d, n in zip(info.shape, a.shape))
 
 
 def signature(value: Any) -> tuple[Any, ...]:
+    """What a session built for ``value``'s type depends on: dtype and shape (a sequence: its element type)."""
+    if value is None:
+        return ("none",)
     if isinstance(value, list):
-        return ("seq", str(value[0].dtype) if value else "?")
+        return ("seq", str(np.asarray(value[0]).dtype) if value else "?")
     a = np.asarray(value)
     return (a.dtype.str, a.shape)
 
@@ -35,5 +81,46 @@ def signature(value: Any) -> tuple[Any, ...]:
 def tensor_proto(name: str, value: Any) -> onnx.TensorProto:
     if isinstance(value, onnx.TensorProto):
         return value
-    return numpy_helper.from_array(np.asarray(value), name)
+    a = np.asarray(value)
+    if a.dtype.kind in "OUS":
+        strings: list[Any] = [x if isinstance(x, bytes) else str(x).encode() for x in a.reshape(-1)]
+        return helper.make_tensor(name, onnx.TensorProto.STRING, a.shape, strings)
+    return numpy_helper.from_array(a, name)
 
+
+def opset_imports(opsets: Mapping[str, int]) -> list[onnx.OperatorSetIdProto]:
+    return [helper.make_opsetid("" if d == "ai.onnx" else d, v) for d, v in opsets.items()]
+
+
+def assemble_model(
+    source: onnx.ModelProto,
+    nodes: Sequence[onnx.NodeProto],
+    name: str,
+    feeds: Mapping[str, Any],
+    constants: Mapping[str, Any],
+    reads: Sequence[str],
+    outputs: Sequence[str],
+    extra_initializers: Sequence[onnx.TensorProto] = (),
+    *,
+    opsets: Mapping[str, int] | None = None,
+    declared: Mapping[str, ValueInfo] | None = None,
+    declared_for: Collection[str] = (),
+    functions: Sequence[onnx.FunctionProto] = (),
+) -> onnx.ModelProto:
+    """A model of ``nodes`` with ``source``'s functions and ``opsets`` (default: ``source``'s).
+
+    Each name in ``reads`` is an input typed from ``feeds`` (and ``declared``, see :func:`type_proto_of`)
+    or, when not fed, an initializer from ``constants``; names in ``declared_for`` are typed as declared
+    wherever the value fits.
+    ``outputs`` are left untyped for onnxruntime to infer.
+    """
+    declared = declared or {}
+    inputs = [helper.make_value_info(r, type_proto_of(feeds[r], declared.get(r), r in declared_for)) for r in reads if r in feeds]
+    inits = [tensor_proto(r, constants[r]) for r in reads if r not in feeds] + list(extra_initializers)
+    out_infos = [helper.make_value_info(o, onnx.TypeProto()) for o in outputs]
+    g = helper.make_graph(list(nodes), name, inputs, out_infos, inits)
+    imports = opset_imports(opsets) if opsets is not None else list(source.opset_import)
+    model = helper.make_model(g, opset_imports=imports, ir_version=max(source.ir_version, 4))
+    model.functions.extend(source.functions)
+    model.functions.extend(functions)
+    return model

@@ -12,11 +12,10 @@ from typing import Any
 
 import onnx
 import onnxruntime as ort
-from onnx import helper
 
 from graph_dap.errors import NodeExecutionError
-from graph_dap.runtime.engine.models import signature, tensor_proto, type_proto_of
-from graph_dap.runtime.engine.options import check_providers, ort_message, session_options
+from graph_dap.runtime.engine.models import assemble_model, signature
+from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph, Node
 
 
@@ -36,17 +35,26 @@ class NodeRunner:
         Weights are embedded as the whole model embeds them, so that onnxruntime
         takes the same kernels (it pre-packs constant weights) and the values match.
         """
-        m = self.graph.model
-        inputs = [helper.make_value_info(name, type_proto_of(feeds[name])) for name in node.all_inputs if name in feeds]
-        inits = [tensor_proto(name, constants[name]) for name in node.all_inputs if name not in feeds]
-        outputs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.outputs if o]
-        g = helper.make_graph([node.proto], f"node_{node.order}", inputs, outputs, inits)
-        model = helper.make_model(g, opset_imports=list(m.opset_import), ir_version=max(m.ir_version, 4))
-        model.functions.extend(m.functions)
-        return model
+        reads = list(node.all_inputs)
+        outputs = [o for o in node.outputs if o]
+        scope = self.graph.scope_of(node)
+        holds = node.has_subgraphs or node.calls is not None
+        declared = {r: self.graph.info_at(node.path, r) for r in reads}
+        return assemble_model(
+            self.graph.model,
+            [node.proto],
+            f"node_{node.order}",
+            feeds,
+            constants,
+            reads,
+            outputs,
+            opsets=scope.opsets,
+            declared=declared,
+            declared_for=reads if holds else (),
+        )
 
     def _session(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any], version: int) -> ort.InferenceSession:
-        key = (node.order, version) + tuple(signature(feeds[n]) if n in feeds else n for n in node.all_inputs)
+        key = (node.id, version) + tuple(signature(feeds[n]) if n in feeds else n for n in node.all_inputs)
         sess = self._sessions.get(key)
         if sess is None:
             model = self.one_node_model(node, feeds, constants)
@@ -54,7 +62,7 @@ class NodeRunner:
                 sess = ort.InferenceSession(
                     model.SerializeToString(), session_options(self.opt_level), providers=self.providers
                 )
-            except Exception as e:
+            except ORT_ERRORS as e:
                 raise NodeExecutionError(node.id, node.op_type, ort_message(e)) from None
             self._sessions[key] = sess
             self.sessions_built += 1
@@ -74,6 +82,6 @@ class NodeRunner:
         names = [o for o in node.outputs if o]
         try:
             results = sess.run(names, {n: feeds[n] for n in node.all_inputs if n in feeds}, run_options)
-        except Exception as e:
+        except ORT_ERRORS as e:
             raise NodeExecutionError(node.id, node.op_type, ort_message(e)) from None
         return dict(zip(names, results))

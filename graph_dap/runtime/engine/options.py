@@ -11,18 +11,35 @@ import threading
 from collections.abc import Sequence
 
 import onnxruntime as ort
+from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 
-from graph_dap.errors import GraphDapError
+from graph_dap import log as _log
+from graph_dap.errors import GraphDapError, OptionError
 
+#: What onnxruntime raises for a model, a kernel or feeds it rejects (its own classes, and
+#: RuntimeError for C++ exceptions). Anything else from a call into it is a bug of ours.
+ORT_ERRORS: tuple[type[Exception], ...] = (RuntimeError,) + tuple(
+    v for v in vars(_ort_state).values() if isinstance(v, type) and issubclass(v, Exception)
+)
+
+_logger = _log.get_logger(__name__)
 _pool_lock = threading.Lock()
 _pool_ready = False
 
+#: onnxruntime's graph optimization levels by the names graph-dap's options take.
 OPT_LEVELS = {
     "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
+
+
+def check_opt_level(level: str, given: str | None = None) -> str:
+    """``level`` when it names an optimization level, else an :class:`OptionError` saying which exist."""
+    if level not in OPT_LEVELS:
+        raise OptionError(f"unknown optimization level '{given or level}'; expected one of {', '.join(OPT_LEVELS)}")
+    return level
 
 
 def ensure_global_thread_pool() -> None:
@@ -33,14 +50,14 @@ def ensure_global_thread_pool() -> None:
             return
         try:
             ort.set_global_thread_pool_sizes(0, 1)
-        except Exception:  # already set by someone else in this process
-            pass
+        except ORT_ERRORS as e:  # set already by someone else in this process: sessions share theirs
+            _logger.info("onnxruntime's global thread pool was set already (%s); graph-dap's sessions use it", e)
         try:
             # One CPU arena for every session: each session's own arena would keep its own peak.
             info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
             ort.create_and_register_allocator(info, None)
-        except Exception:  # registered already
-            pass
+        except ORT_ERRORS as e:  # registered already in this process: sessions share it
+            _logger.info("a shared CPU allocator was registered already (%s); graph-dap's sessions use it", e)
         _pool_ready = True
 
 
@@ -50,7 +67,7 @@ def session_options(opt_level: str = "none") -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.use_per_session_threads = False
     so.log_severity_level = 3
-    so.graph_optimization_level = OPT_LEVELS[opt_level]
+    so.graph_optimization_level = OPT_LEVELS[check_opt_level(opt_level)]
     so.add_session_config_entry("session.use_env_allocators", "1")
     return so
 

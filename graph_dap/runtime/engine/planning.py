@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.store import nbytes
 from graph_dap.runtime.engine.watch import WatchPlan, watch_plan
-from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph import Lookup, Node
 
 CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
 INLINE_CONSTANT_BYTES = 64 << 10  # constants up to this size are recomputed in segments, not fed
@@ -33,7 +34,7 @@ class SegmentPlan:
 class SegmentPlanner:
     """Plans segments of one run sequence; plans are cached by everything they depend on."""
 
-    def __init__(self, graph: Graph, seq: Sequence[Node], last_use: Mapping[str, int]) -> None:
+    def __init__(self, graph: Lookup, seq: Sequence[Node], last_use: Mapping[str, int]) -> None:
         self.graph = graph
         self.seq = seq
         self.last_use = last_use
@@ -50,12 +51,15 @@ class SegmentPlanner:
         conditions: Callable[[int, set[str]], Iterable[str]],
         constants: Mapping[str, Any] | None,
         version: Any,
+        instruments: Instruments | None = None,
     ) -> SegmentPlan | None:
         """The plan of ``start..end-1``; None while the watch plan lacks types.
 
         ``conditions(end, produced)`` names the values a breakpoint condition at ``end``
         reads; ``constants`` are the computed constants when small ones may be recomputed
-        in the segment (None: feed them all); ``version`` changes with the breakpoints.
+        in the segment (None: feed them all); ``version`` changes with the breakpoints;
+        ``instruments``: control-flow nodes are watched inside too (else they are not in segments
+        that watch: the session steps into them).
         """
         key = (start, end, filt, version, constants is not None)
         plan = self._plans.get(key)
@@ -79,6 +83,13 @@ class SegmentPlanner:
                     wanted += live
                     room -= cost
         watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune) if filt.active else None
+        if watch is not None and instruments is not None:
+            for n in nodes:
+                if n.enterable and instruments.can(n):
+                    inner = instruments.get(n, filt)
+                    watch.watched.append(inner.flag)
+                    watch.inner[inner.flag] = n
+                    watch.rewrites[n.id] = inner
         ran = nodes
         if constants is not None:
             # Small constants computed in the segment, as the whole model computes them:
@@ -100,7 +111,7 @@ class SegmentPlanner:
         frontier = [i for n in nodes for i in n.all_inputs]
         while frontier:
             p = self.graph.producer(frontier.pop())
-            if p is None or not p.is_static or p.order in needed or p.op_type == "Constant":
+            if p is None or not p.is_static or p.order in needed or p.is_constant_op:
                 continue  # Constant outputs are embedded like initializers
             if any(o and nbytes(constants.get(o)) > INLINE_CONSTANT_BYTES for o in p.outputs):
                 continue

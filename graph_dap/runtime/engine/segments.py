@@ -22,8 +22,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from graph_dap.runtime.engine.models import signature, tensor_proto, type_proto_of
-from graph_dap.runtime.engine.options import ort_message, session_options
+from graph_dap.runtime.engine.models import assemble_model, signature
+from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Graph, Node
 
@@ -63,7 +63,7 @@ class SegmentRunner:
         """Run ``nodes`` (in run order); ``constants`` are embedded, ``feeds`` fed."""
         outs = list(dict.fromkeys(outputs))
         key = (
-            tuple(n.order for n in nodes),
+            tuple(n.id for n in nodes),
             tuple(outs),
             tuple(watch.watched) if watch else (),
             tuple((k, signature(v)) for k, v in sorted(feeds.items())),
@@ -71,10 +71,10 @@ class SegmentRunner:
         )
         entry = self._sessions.get(key)
         if entry is None:
-            model, watched = self.build_model(nodes, feeds, constants, outs, watch.watched if watch else ())
+            model, watched = self.build_model(nodes, feeds, constants, outs, watch)
             try:
                 sess = ort.InferenceSession(model.SerializeToString(), self._options(), providers=self.providers)
-            except Exception as e:
+            except ORT_ERRORS as e:
                 raise SegmentError(ort_message(e)) from None
             fetch = outs + ([SENTINEL] if watched else [])
             entry = (sess, fetch, watched)
@@ -83,7 +83,7 @@ class SegmentRunner:
         sess, fetch, watched = entry
         try:
             results = sess.run(fetch, dict(feeds), run_options)
-        except Exception as e:
+        except ORT_ERRORS as e:
             raise SegmentError(ort_message(e)) from None
         values = dict(zip(outs, results[: len(outs)]))
         return SegmentResult(values, watched, results[-1] if watched else None)
@@ -99,22 +99,27 @@ class SegmentRunner:
         feeds: Mapping[str, Any],
         constants: Mapping[str, Any],
         outputs: Sequence[str],
-        watch: Sequence[str],
+        watch: WatchPlan | None,
     ) -> tuple[onnx.ModelProto, list[str]]:
         """The segment's model and the watched tensors in the order of its sentinel."""
-        m = self.graph.model
         produced = {o for n in nodes for o in n.outputs if o}
         reads = list(dict.fromkeys(i for n in nodes for i in n.all_inputs if i not in produced))
-        inputs = [helper.make_value_info(r, type_proto_of(feeds[r])) for r in reads if r in feeds]
-        inits = [tensor_proto(r, constants[r]) for r in reads if r not in feeds]
-        watch_set = set(watch)
+        inits: list[onnx.TensorProto] = []
+        watch_set = set(watch.watched) if watch is not None else set()
+        rewrites = watch.rewrites if watch is not None else {}
         node_protos: list[onnx.NodeProto] = []
         sums: list[str] = []
         watched: list[str] = []
         if watch:
             inits.append(numpy_helper.from_array(np.array([1], np.int64), "__graph_dap_shape1"))
         for n in nodes:
-            node_protos.append(n.proto)
+            inner = rewrites.get(n.id)
+            if inner is not None:  # a control-flow node watched inside: its flag is one more sum
+                node_protos.extend(inner.protos)
+                sums.append(inner.flag)
+                watched.append(inner.flag)
+            else:
+                node_protos.append(n.proto)
             for o in n.outputs:
                 if o in watch_set:
                     i = len(sums)
@@ -124,13 +129,26 @@ class SegmentRunner:
                     node_protos.append(helper.make_node("Reshape", [c, "__graph_dap_shape1"], [r]))
                     sums.append(r)
                     watched.append(o)
-        out_infos = [helper.make_value_info(o, onnx.TypeProto()) for o in outputs]
         if sums:
             node_protos.append(helper.make_node("Concat", sums, [SENTINEL], axis=0))
-            out_infos.append(helper.make_value_info(SENTINEL, onnx.TypeProto()))
-        g = helper.make_graph(node_protos, "segment", inputs, out_infos, inits)
-        model = helper.make_model(g, opset_imports=list(m.opset_import), ir_version=max(m.ir_version, 4))
-        model.functions.extend(m.functions)
+        outs = list(outputs) + ([SENTINEL] if sums else [])
+        scope = self.graph.scope_of(nodes[0])
+        holders = [n for n in nodes if n.has_subgraphs or n.calls is not None]
+        declared_for = {r for n in holders for r in n.all_inputs}
+        declared = {r: self.graph.info_at(scope.path, r) for r in reads}
+        model = assemble_model(
+            self.graph.model,
+            node_protos,
+            "segment",
+            feeds,
+            constants,
+            reads,
+            outs,
+            inits,
+            opsets=scope.opsets,
+            declared=declared,
+            declared_for=declared_for,
+        )
         return model, watched
 
 

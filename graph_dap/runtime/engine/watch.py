@@ -9,11 +9,12 @@ traces it back to the first producer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph import Lookup, Node
 
-_WATCHABLE = {"float32", "float64", "float16"}
+WATCHABLE = {"float32", "float64", "float16"}
 
 # Ops that carry a NaN or Inf in the given input positions on to their output
 # (None: every input). A tensor whose consumer is such an op, with its output
@@ -40,7 +41,7 @@ _PROPAGATES: dict[str, tuple[int, ...] | None] = {
 }
 
 
-def propagates(graph: Graph, consumer: Node, value: str) -> bool:
+def propagates(graph: Lookup, consumer: Node, value: str) -> bool:
     """True when a NaN/Inf anywhere in ``value`` always makes ``consumer``'s first output non-finite."""
     if consumer.domain not in ("", "ai.onnx") or consumer.op_type not in _PROPAGATES:
         return False
@@ -66,7 +67,7 @@ def propagates(graph: Graph, consumer: Node, value: str) -> bool:
     return True
 
 
-def _no_zero_dims(graph: Graph, names: Sequence[str]) -> bool:
+def _no_zero_dims(graph: Lookup, names: Sequence[str]) -> bool:
     for name in names:
         shape = graph.value_info(name).shape
         if shape is None or not all(isinstance(d, int) and d > 0 for d in shape):
@@ -74,7 +75,7 @@ def _no_zero_dims(graph: Graph, names: Sequence[str]) -> bool:
     return True
 
 
-def _windows_cover(graph: Graph, node: Node) -> bool:
+def _windows_cover(graph: Lookup, node: Node) -> bool:
     """True when every spatial input position falls in at least one window."""
     x = graph.value_info(node.inputs[0]).shape
     if x is None or not all(isinstance(d, int) and d > 0 for d in x) or len(x) < 3:
@@ -115,18 +116,24 @@ def _windows_cover(graph: Graph, node: Node) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class WatchPlan:
-    """The tensors summed in-graph, and for each pruned tensor the watched one that shows its fault."""
+    """The tensors summed in-graph, and for each pruned tensor the watched one that shows its fault.
+
+    ``inner``: the flags of control-flow nodes watched inside (see :mod:`.instrument`), each with
+    its node; ``rewrites``: those nodes as the segment runs them, by node id.
+    """
 
     watched: list[str]
     guards: dict[str, str]
+    inner: dict[str, Node] = field(default_factory=dict)
+    rewrites: dict[str, Any] = field(default_factory=dict)
 
 
-def watch_plan(graph: Graph, nodes: Sequence[Node], dtypes: Mapping[str, str], never_prune: Callable[[Node], bool]) -> WatchPlan:
+def watch_plan(graph: Lookup, nodes: Sequence[Node], dtypes: Mapping[str, str], never_prune: Callable[[Node], bool]) -> WatchPlan:
     """Tensors to watch among ``nodes``' outputs, pruned where a watched consumer shows the fault."""
     candidates: list[str] = []
     for n in nodes:
         for o in n.outputs:
-            if o and dtypes.get(o) in _WATCHABLE:
+            if o and dtypes.get(o) in WATCHABLE:
                 candidates.append(o)
     in_segment = {n.id for n in nodes}
     watched: set[str] = set()

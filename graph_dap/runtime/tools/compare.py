@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 
 from graph_dap import log as _log
+from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
@@ -48,7 +49,6 @@ from graph_dap.runtime.tools.references import (
     Reference,
     RunnerSource,
     Source,
-    check_opt_level,
     computed_names,
     make_source,
     model_label,

@@ -19,6 +19,7 @@ import secrets
 import tempfile
 import time
 import zipfile
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,8 @@ import onnx
 
 from graph_dap import log as _log
 from graph_dap.errors import GraphDapError
-from graph_dap.files import write_text_atomic
+from graph_dap.files import ARCHIVE_ERRORS, write_text_atomic
+from graph_dap.runtime.engine.executor import split_reads
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
@@ -64,19 +66,20 @@ class NodeStream:
         self.inputs = dict(inputs)
         self.keep = set(keep)
         self._initializers = {t.name: t for t in graph.model.graph.initializer}
-        self._constant_outputs = {
-            o for n in graph.nodes if n.op_type == "Constant" and n.domain in ("", "ai.onnx") for o in n.outputs if o
-        }
+        constant_outputs = {o for n in graph.nodes if n.is_constant_op for o in n.outputs if o}
+        self._embedded = (set(self._initializers) - set(self.inputs)) | constant_outputs
         self._last_use: dict[str, int] = {}
         for node in graph.nodes:
             for name in node.all_inputs:
                 self._last_use[name] = node.order
         self._values: dict[str, Any] = {}
+        self._constants = ChainMap(self._values, self._initializers)
         self._pos = 0
         self.reset()
 
     def reset(self) -> None:
-        self._values = dict(self.inputs)
+        self._values.clear()
+        self._values.update(self.inputs)
         self._pos = 0
 
     @property
@@ -101,17 +104,7 @@ class NodeStream:
     def next(self) -> tuple[Node, dict[str, Any]]:
         """Run the next node; its outputs by name."""
         node = self.graph.nodes[self._pos]
-        # As in the whole model, initializers and Constant outputs are embedded in the session
-        # (onnxruntime pre-packs constant weights, which changes the last bits); the rest is fed.
-        feeds: dict[str, Any] = {}
-        constants: dict[str, Any] = {}
-        for name in node.all_inputs:
-            if name in self._initializers and name not in self.inputs:
-                constants[name] = self._initializers[name]
-            elif name in self._constant_outputs:
-                constants[name] = self._get(name)
-            else:
-                feeds[name] = self._get(name)
+        feeds, constants = split_reads(node.all_inputs, self._embedded, self._constants, self._get)
         outs = self.runner.run(node, feeds, constants=constants)
         order = node.order
         for name, value in outs.items():
@@ -351,7 +344,7 @@ class Dump:
             raise DumpError(f"dump not found: {self.path}")
         try:
             self._npz = np.load(self.path, allow_pickle=False)
-        except Exception as e:
+        except ARCHIVE_ERRORS as e:
             raise DumpError(f"cannot read {self.path} as an .npz archive: {e}") from None
         if not hasattr(self._npz, "files"):
             raise DumpError(f"{self.path} holds one array, not an .npz archive of values")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import GraphDapError
+from graph_dap.files import ARCHIVE_ERRORS
 from graph_dap.runtime.breakpoints import BreakpointSpec
 from graph_dap.runtime.session import DebugSession, Stop, StopReason
 from graph_dap.runtime.tools.dump import Dump, open_dump
@@ -174,7 +175,7 @@ class Injector:
             ):
                 self._apply(self._pending.pop(node.id))
                 continue
-            if stop.reason is StopReason.END and node is None:
+            if stop.reason is StopReason.END:
                 for producer in self._at_end:
                     self._apply(self._pending.pop(producer, []))
             return stop
@@ -190,7 +191,7 @@ class Injector:
 def _load_npy(path: Path, name: str) -> Any:
     try:
         value = np.load(path, allow_pickle=False)
-    except Exception as e:
+    except ARCHIVE_ERRORS as e:
         raise InjectionError(f"--set {name}: cannot read {path} as a .npy array: {e}") from None
     if hasattr(value, "files"):
         value.close()

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import GraphDapError
+from graph_dap.runtime.tensor import format_number
 
 __all__ = [
     "DEFAULT_ATOL",
@@ -241,21 +242,11 @@ def shape_text(shape: Sequence[int]) -> str:
     return "x".join(map(str, shape)) if len(shape) else "scalar"
 
 
-def _num(v: float, digits: int = 4) -> str:
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    if v == 0:
-        return "0"
-    return f"{v:.{digits}g}"
-
-
 def metric_number(metric: str, v: float) -> str:
     """A metric's value as text; cosine similarity with enough digits to see how far from 1 it is."""
-    return _num(v, 8 if metric == "cosine" else 4)
+    return format_number(v, 8 if metric == "cosine" else 4)
 
 
 def json_number(v: float) -> float | str:
     """JSON has no NaN or infinity: those become the strings "nan", "inf", "-inf"."""
-    return v if math.isfinite(v) else _num(v)
+    return v if math.isfinite(v) else format_number(v)

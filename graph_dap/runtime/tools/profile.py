@@ -16,7 +16,6 @@ import re
 import statistics
 import tempfile
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import onnxruntime as ort
 from graph_dap import log as _log
 from graph_dap.errors import GraphDapError
 from graph_dap.files import write_text_atomic
-from graph_dap.runtime.engine.options import OPT_LEVELS, check_providers, session_options
+from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, session_options
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
@@ -47,31 +46,29 @@ class ProfileError(GraphDapError):
 # -- sessions over the whole model ----------------------------------------------------
 
 
-@contextmanager
-def _named_by_id(graph: Graph) -> Any:
-    """Give every node its graph-dap id as its name for as long as a session is being built."""
-    saved = [(n.proto, n.proto.name) for n in graph.nodes]
-    try:
-        for n in graph.nodes:
-            n.proto.name = n.id
-        yield
-    finally:
-        for proto, name in saved:
-            proto.name = name
+def _named_by_id(graph: Graph) -> onnx.ModelProto:
+    """A copy of the model whose nodes are named by their graph-dap ids (the graph's own protos stay as they are)."""
+    model = onnx.ModelProto()
+    model.CopyFrom(graph.model)
+    ids = {n.index: n.id for n in graph.nodes}
+    for index, proto in enumerate(model.graph.node):
+        proto.name = ids[index]
+    return model
 
 
 def _session(graph: Graph, so: ort.SessionOptions, providers: Sequence[str], folder: Path) -> ort.InferenceSession:
     """A session over the whole model, its nodes named by id; big models go through a file with external data."""
-    with _named_by_id(graph):
-        if graph.model.ByteSize() < _MAX_INLINE:
-            source: Any = graph.model.SerializeToString()
-        else:
-            path = folder / "model.onnx"
-            onnx.save_model(graph.model, str(path), save_as_external_data=True, location="model.onnx.data")
-            source = str(path)
+    model = _named_by_id(graph)
+    if model.ByteSize() < _MAX_INLINE:
+        source: Any = model.SerializeToString()
+    else:
+        path = folder / "model.onnx"
+        onnx.save_model(model, str(path), save_as_external_data=True, location="model.onnx.data")
+        source = str(path)
+    del model
     try:
         return ort.InferenceSession(source, so, providers=list(providers))
-    except Exception as e:
+    except ORT_ERRORS as e:
         raise ProfileError(f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from None
 
 
@@ -83,9 +80,7 @@ def _save_optimized(so: ort.SessionOptions, path: Path) -> None:
 
 def optimize_model(graph: Graph, opt_level: str, providers: Sequence[str] | None, folder: Path) -> Path:
     """Have onnxruntime optimize the model at ``opt_level`` and save it in ``folder``; its path."""
-    if opt_level not in OPT_LEVELS:
-        raise ProfileError(f"unknown optimization level '{opt_level}'; expected one of {', '.join(OPT_LEVELS)}")
-    so = session_options(opt_level)
+    so = session_options(check_opt_level(opt_level))
     path = folder / "optimized.onnx"
     _save_optimized(so, path)
     _session(graph, so, check_providers(providers), folder)
@@ -221,8 +216,7 @@ def fused_graph(
     """The graph onnxruntime runs at ``opt_level``, each node with the original nodes it came from.
     ``save_to`` also keeps onnxruntime's optimized model (with its weights in ``save_to.data``)."""
     graph = model if isinstance(model, Graph) else load_graph(model)
-    if opt_level not in OPT_LEVELS:
-        raise ProfileError(f"unknown optimization level '{opt_level}'; expected one of {', '.join(OPT_LEVELS)}")
+    check_opt_level(opt_level)
     with tempfile.TemporaryDirectory(prefix="graph-dap-fused-") as tmp:
         path = Path(save_to) if save_to else Path(tmp) / "optimized.onnx"
         so = session_options(opt_level)
@@ -359,8 +353,7 @@ def profile_model(
     """Run the model ``warmup + repeat`` times under onnxruntime's profiler; the median time of each node."""
     if repeat < 1 or warmup < 0:
         raise ProfileError(f"repeat must be at least 1 and warmup at least 0, got repeat={repeat}, warmup={warmup}")
-    if opt_level not in OPT_LEVELS:
-        raise ProfileError(f"unknown optimization level '{opt_level}'; expected one of {', '.join(OPT_LEVELS)}")
+    check_opt_level(opt_level)
     graph = model if isinstance(model, Graph) else load_graph(model)
     feeds = resolve_inputs(graph, inputs, dims)
     provs = check_providers(providers)
@@ -376,7 +369,7 @@ def profile_model(
             for i in range(warmup + repeat):
                 sess.run(None, feeds)
                 _log_.debug("profile run %d of %d done", i + 1, warmup + repeat)
-        except Exception as e:
+        except ORT_ERRORS as e:
             raise ProfileError(f"onnxruntime failed running the model: {str(e).splitlines()[0]}") from None
         finally:
             trace_file = sess.end_profiling()
@@ -454,7 +447,7 @@ def _build_profile(
     for n in graph.nodes:
         if n.id in covered:
             continue
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+        if n.is_constant_op:
             why = "Constant nodes become initializers when onnxruntime loads the model"
         elif fused is not None and n.id in fused.removed:
             why = f"the optimizer (level '{opt_level}') folded or removed them"

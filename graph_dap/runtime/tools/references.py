@@ -23,7 +23,7 @@ from onnx import helper, numpy_helper
 
 from graph_dap import log as _log
 from graph_dap.runtime.engine.nodes import NodeRunner
-from graph_dap.runtime.engine.options import OPT_LEVELS, check_providers, session_options
+from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, session_options
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import resolve_inputs
 from graph_dap.runtime.loading import load_graph
@@ -37,7 +37,6 @@ __all__ = [
     "Reference",
     "RunnerSource",
     "Source",
-    "check_opt_level",
     "computed_names",
     "make_source",
     "model_label",
@@ -253,7 +252,7 @@ class OptimizedSource:
             sess = ort.InferenceSession(str(path), session_options("none"), providers=self.providers)
             feeds = {v.name: self.inputs[v.name] for v in keep_inputs if v.name in self.inputs}
             outs = sess.run(names, feeds)
-        except Exception as e:
+        except ORT_ERRORS as e:
             raise CompareError(
                 f"onnxruntime failed on the model optimized at level '{self.opt_level}': {str(e).splitlines()[0]}"
             ) from None
@@ -299,12 +298,6 @@ def model_label(graph: Graph) -> str:
 def computed_names(graph: Graph) -> set[str]:
     """Every value a node of ``graph`` computes (not its inputs or initializers)."""
     return {o for n in graph.nodes for o in n.outputs if o}
-
-
-def check_opt_level(level: str, given: str | None = None) -> None:
-    """Raise :class:`CompareError` unless ``level`` is an onnxruntime optimization level."""
-    if level not in OPT_LEVELS:
-        raise CompareError(f"unknown optimization level '{given or level}'; expected one of {', '.join(OPT_LEVELS)}")
 
 
 # -- naming a reference ---------------------------------------------------------------

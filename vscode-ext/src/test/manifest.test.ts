@@ -62,3 +62,16 @@ test('the setting graphDap.python defaults to empty (the Python extension, else 
 	assert.equal(c.configuration.properties['graphDap.python'].default, '');
 	assert.equal(pkg.main, './dist/extension.js');
 });
+
+test('the language server settings and commands', () => {
+	const props = c.configuration.properties;
+	assert.equal(props['graphDap.languageServer'].default, true);
+	assert.deepEqual(props['graphDap.listing.providers'].default, ['CPUExecutionProvider']);
+	assert.equal(props['graphDap.listing.liveInlayHints'].default, false);
+	assert.equal(props['graphDap.listing.codeLens'].default, false);
+	const commands = new Set(c.commands.map((x: { command: string }) => x.command));
+	for (const command of ['graphDap.runToNode', 'graphDap.breakOnOpType', 'graphDap.restartLanguageServer']) {
+		assert.ok(commands.has(command), command);
+	}
+	assert.ok(pkg.devDependencies['vscode-languageclient'], 'vscode-languageclient is bundled');
+});

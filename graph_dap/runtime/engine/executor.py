@@ -1,0 +1,146 @@
+"""Running nodes for a session: one node, or several in one onnxruntime call, over its values.
+
+The :class:`Executor` is where a session's runs reach onnxruntime. It splits what a
+node reads into *embedded* values (initializers and constant-node outputs, which
+onnxruntime pre-packs as in the whole model) and *fed* ones, counts every execution
+and call, and learns the dtype of every value it sees (the NaN/Inf watch plan needs them).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from graph_dap import log as _log
+from graph_dap.runtime.engine.nodes import NodeRunner
+from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
+from graph_dap.runtime.engine.watch import WatchPlan
+from graph_dap.runtime.graph import Graph, Node
+
+Getter = Callable[[str], Any]
+_logger = _log.get_logger(__name__)
+
+
+def split_reads(
+    reads: Iterable[str], embedded: Collection[str], constants: Mapping[str, Any], get: Getter
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``reads`` as (feeds, embedded constants): names in ``embedded`` come from ``constants``, the rest from ``get``.
+
+    As in the whole model, initializers and Constant outputs are embedded in a session
+    (onnxruntime pre-packs constant weights, which changes the last bits); the rest is fed.
+    """
+    feeds: dict[str, Any] = {}
+    embed: dict[str, Any] = {}
+    for name in dict.fromkeys(reads):
+        if name in embedded:
+            embed[name] = constants[name]
+        else:
+            feeds[name] = get(name)
+    return feeds, embed
+
+
+def value_kind(value: Any) -> str:
+    """What the watch plan knows of a run-time value: its dtype, ``seq`` or ``other``."""
+    if isinstance(value, np.ndarray):
+        return str(value.dtype)
+    return "seq" if isinstance(value, list) else "other"
+
+
+class Executor:
+    """Runs nodes of one graph through onnxruntime, embedding ``embedded`` values and feeding the rest."""
+
+    def __init__(self, graph: Graph, providers: Sequence[str] | None, opt_level: str, embedded: Collection[str]) -> None:
+        self.graph = graph
+        self.runner = NodeRunner(graph, providers, opt_level)
+        self.segments = SegmentRunner(graph, self.runner.providers, opt_level)
+        self.embedded = frozenset(embedded)
+        self.executions: Counter[str] = Counter()
+        self.ort_calls = 0
+        self.dtypes: dict[str, str] = {}  # value -> dtype, or "seq"/"other"/the declared kind
+        for v in graph.value_names():
+            info = graph.value_info(v)
+            if info.kind != "tensor":
+                self.dtypes[v] = info.kind
+            elif info.dtype:
+                self.dtypes[v] = info.dtype
+
+    @property
+    def providers(self) -> list[str]:
+        return self.runner.providers
+
+    def split(
+        self, reads: Iterable[str], get: Getter, constants: Mapping[str, Any], embedded: Collection[str] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``reads`` as (feeds, embedded constants), by :func:`split_reads`; ``embedded`` defaults to the model's."""
+        return split_reads(reads, self.embedded if embedded is None else embedded, constants, get)
+
+    def execute(
+        self,
+        node: Node,
+        get: Getter,
+        constants: Mapping[str, Any],
+        version: int,
+        count: bool = True,
+        embedded: Collection[str] | None = None,
+    ) -> dict[str, Any]:
+        """``node``'s outputs by name; ``count=False`` for a look ahead that is not a step."""
+        feeds, embed = self.split(node.all_inputs, get, constants, embedded)
+        if count:
+            self.executions[node.id] += 1
+        self.ort_calls += 1
+        outs = self.runner.run(node, feeds, embed, version)
+        for k, v in outs.items():
+            self.dtypes.setdefault(k, value_kind(v))
+        return outs
+
+    def run_nodes(
+        self,
+        nodes: Sequence[Node],
+        wanted: Sequence[str],
+        get: Getter,
+        constants: Mapping[str, Any],
+        version: int,
+        embedded: Collection[str] | None = None,
+    ) -> dict[str, Any]:
+        """Outputs ``wanted`` of ``nodes`` (in run order) in one call; node by node where a segment cannot be built."""
+        if len(nodes) == 1:
+            return self.execute(nodes[0], get, constants, version, embedded=embedded)
+        produced = {o for n in nodes for o in n.outputs if o}
+        reads = [i for n in nodes for i in n.all_inputs if i not in produced]
+        feeds, embed = self.split(reads, get, constants, embedded)
+        try:
+            result = self.segments.run(nodes, feeds, embed, wanted, version=version)
+        except SegmentError as e:
+            # Node by node, which names the node that fails.
+            _logger.info("%d nodes in one call failed in onnxruntime (%s); running them node by node", len(nodes), e)
+            local: dict[str, Any] = {}
+
+            def inner(name: str) -> Any:
+                return local[name] if name in local else get(name)
+
+            for n in nodes:
+                local.update(self.execute(n, inner, constants, version, embedded=embedded))
+            return {k: local[k] for k in wanted}
+        self.ort_calls += 1
+        self.executions.update(n.id for n in nodes)
+        return result.values
+
+    def run_segment(
+        self,
+        nodes: Sequence[Node],
+        feeds: Mapping[str, Any],
+        embedded: Mapping[str, Any],
+        wanted: Sequence[str],
+        watch: WatchPlan | None,
+        run_options: ort.RunOptions,
+        version: int,
+    ) -> SegmentResult:
+        """A planned segment (see :mod:`.planning`) in one call; raises SegmentError when onnxruntime cannot."""
+        result = self.segments.run(nodes, feeds, embedded, wanted, watch, run_options, version)
+        self.ort_calls += 1
+        self.executions.update(n.id for n in nodes)
+        return result

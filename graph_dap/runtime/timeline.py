@@ -1,0 +1,98 @@
+"""The timeline of a run: where the program counter is, which nodes ran, and how to undo them.
+
+Every move of the counter (a node that ran, a segment, a goto) is an entry of the
+history, so ``step_back`` undoes exactly one of them and a fault found inside a
+segment rewinds the run to just after its node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from graph_dap.runtime.graph import Node
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of the history: the counter before, the nodes it marked as run, the last node before."""
+
+    pc: int
+    ran: tuple[int, ...]  # orders of the nodes this entry marked as run
+    last: Node | None
+
+
+class Timeline:
+    """A program counter over a run sequence, the set of nodes that ran, and the undo history.
+
+    ``on_forget(order)`` is called for every node (by its run order) that an undo takes
+    back, so that the values it produced are forgotten with it.
+    """
+
+    def __init__(self, sequence: Sequence[Node], on_forget: Callable[[int], None]) -> None:
+        self.sequence = tuple(sequence)
+        self.positions = {n.id: i for i, n in enumerate(self.sequence)}
+        self._on_forget = on_forget
+        self.reset()
+
+    def reset(self) -> None:
+        self.pc = 0
+        self.ran: set[int] = set()
+        self.history: list[Entry] = []
+        self.last: Node | None = None
+
+    # -- where --------------------------------------------------------------------------
+
+    @property
+    def next_node(self) -> Node | None:
+        """The node the counter is at; None at the end."""
+        return self.sequence[self.pc] if self.pc < len(self.sequence) else None
+
+    @property
+    def at_end(self) -> bool:
+        return self.pc >= len(self.sequence)
+
+    def position(self, node: Node) -> int:
+        return self.positions[node.id]
+
+    # -- moving -------------------------------------------------------------------------
+
+    def advance(self, node: Node) -> None:
+        """``node`` (at the counter) ran: record it and move past it."""
+        self.history.append(Entry(self.pc, (node.order,), self.last))
+        self.ran.add(node.order)
+        self.last = node
+        self.pc += 1
+
+    def advance_segment(self, nodes: Sequence[Node], end: int) -> None:
+        """The nodes at positions ``pc..end-1`` ran in one call: one entry each, so each can be undone."""
+        start, last = self.pc, self.last
+        self.history.extend(Entry(start + k, (n.order,), nodes[k - 1] if k else last) for k, n in enumerate(nodes))
+        self.ran.update(n.order for n in nodes)
+        if nodes:
+            self.last = nodes[-1]
+        self.pc = end
+
+    def jump(self, pc: int, computed: Iterable[int] = ()) -> None:
+        """A goto to ``pc``; ``computed``: orders of nodes run to supply the target's inputs."""
+        added = tuple(o for o in computed if o not in self.ran)
+        self.history.append(Entry(self.pc, added, self.last))
+        self.ran.update(added)
+        self.pc = pc
+
+    def undo(self) -> bool:
+        """Take back the last entry; False when the history is empty."""
+        if not self.history:
+            return False
+        entry = self.history.pop()
+        for order in entry.ran:
+            self.ran.discard(order)
+            self._on_forget(order)
+        self.pc = entry.pc
+        self.last = entry.last
+        return True
+
+    def rewind_to(self, pc: int) -> None:
+        """Undo entries until the counter is at ``pc`` (positions from there on did not run)."""
+        while self.pc > pc and self.undo():
+            pass
