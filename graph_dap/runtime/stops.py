@@ -1,4 +1,9 @@
-"""What a run returns: why it stopped and where."""
+"""What a run returns: why it stopped and where; and how a node is named in reports.
+
+:meth:`Stop.to_dict` is the one serialization of a stop (the CLI's ``run --json``
+report and the worker's stop message are made from it); :func:`node_ref` the one
+way a report names a node.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ class StopReason(enum.Enum):
     NAN = "nan"
     INF = "inf"
     ERROR = "error"
+    MISMATCH = "mismatch"  # a divergence from the reference of a comparison in lockstep
     STEP = "step"
     GOTO = "goto"
     PAUSE = "pause"
@@ -37,13 +43,23 @@ class PathStep:
         return f"{self.node} > {self.attribute}{at}"
 
 
+def node_ref(node: Node) -> dict[str, Any]:
+    """A node as JSON reports name it: ``{name, op_type, index}`` (``name`` is its id; ``index`` its place in the file).
+
+    The CLI's reports, ``compare`` and ``dump`` write it; a stop carries it to the adapter
+    as ``graph_dap.worker.protocol.NodeRef``, which must have the same keys.
+    """
+    return {"name": node.id, "op_type": node.op_type, "index": node.index}
+
+
 @dataclass(frozen=True, slots=True)
 class Stop:
     """Where and why a run stopped.
 
     ``node`` is the node the stop is about: the next to run for entry, breakpoint,
     step, goto and pause; the node that failed for ``error``; the node whose output
-    holds the NaN or Inf for ``nan``/``inf`` (it has run; ``DebugSession.pc`` is past it).
+    holds the NaN or Inf for ``nan``/``inf``, or breaks the tolerance for ``mismatch``
+    (it has run; ``DebugSession.pc`` is past it).
     """
 
     reason: StopReason
@@ -54,11 +70,16 @@ class Stop:
     breakpoint_ids: tuple[int, ...] = ()
     path: tuple[PathStep, ...] = ()  # the levels the node is nested in, outermost first; () in the main graph
 
+    @property
+    def completed(self) -> bool:
+        """Whether the run reached the end of the graph (one that ``FAILED`` on the way ended without completing)."""
+        return self.reason is StopReason.END
+
     def to_dict(self) -> dict[str, Any]:
-        n = self.node
+        """``{reason, node, message, tensor, details, breakpoint_ids}``, ``node`` as :func:`node_ref` makes it."""
         return {
             "reason": self.reason.value,
-            "node": None if n is None else {"name": n.id, "op_type": n.op_type, "index": n.index},
+            "node": None if self.node is None else node_ref(self.node),
             "message": self.message,
             "tensor": self.tensor,
             "details": self.details,
