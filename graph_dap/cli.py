@@ -19,6 +19,7 @@ from typing import Any
 
 from graph_dap.runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
 from graph_dap.runtime.engine.options import OPT_LEVELS
+from graph_dap.runtime.stops import path_text
 from graph_dap.runtime.tensor import format_bytes
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
@@ -539,7 +540,12 @@ def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> s
         str(report["reason"]), str(report["reason"])
     )
     lines.append(f"stopped ({why}) at {node.id} ({node.op_type})")
-    lines.append(f"  where: node {node.order + 1} of {len(session.graph.nodes)} in run order, index {node.index} in the file")
+    if stop.path:
+        scope = session.graph.scope_of(node)
+        lines.append(f"  in:    {path_text(stop.path)} > {node.id}")
+        lines.append(f"  where: node {node.order + 1} of {len(scope.nodes)} in run order there, index {node.index} in its graph")
+    else:
+        lines.append(f"  where: node {node.order + 1} of {len(session.graph.nodes)} in run order, index {node.index} in the file")
     if stop.message:
         lines.append(f"  why:   {stop.message}")
     lines.append("  inputs:")

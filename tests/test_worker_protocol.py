@@ -25,7 +25,7 @@ from graph_dap.worker.service import WorkerService, error_kind
 def test_messages_survive_encoding() -> None:
     stop = p.StopInfo(
         "end",
-        p.NodeRef("conv1", "Conv", 0),
+        p.NodeRef("conv1", "conv1", "Conv", 0, (p.PathStep("loop", "body", 3),)),
         None,
         "scale1",
         details={"ort_message": "x"},
@@ -58,7 +58,7 @@ _SUMMARY = {"name": "x", "text": "", "type": "tensor(float)", "dtype": "float32"
         (p.LoadArgs, {"dims": {}}, "LoadArgs: missing field 'model' of LoadArgs"),
         (p.RunArgs, {"command": "fly"}, "RunArgs.command: expected one of 'start', "),
         (p.ChildrenArgs, {"name": "x", "count": True}, "ChildrenArgs.count: expected an integer, got bool True"),
-        (p.StopInfo, {"reason": "end", "node": {"name": "n"}, "pc": None, "last_node": None}, "StopInfo.node: missing field 'op_type'"),
+        (p.StopInfo, {"reason": "end", "node": {"id": "n", "name": "n"}, "pc": None, "last_node": None}, "StopInfo.node: missing field 'op_type'"),
         (p.Summary, {"name": "x", "text": "", "type": "", "dtype": "", "shape": [1], "size": 1, "color": 1}, "unknown field 'color'"),
         (p.SUMMARIES.result, [5], "tuple[Summary, ...][0]: expected a map of Summary, got int 5"),
         (p.Summary, {**_SUMMARY, "stats": [["min", "0"], ["max", 1]]}, "Summary.stats[1][1]: expected a string, got int 1"),

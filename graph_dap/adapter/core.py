@@ -144,12 +144,24 @@ class AdapterCore:
         if thread != THREAD_ID:
             raise InvalidRequest(f"unknown thread {thread}: the model run is thread {THREAD_ID}")
 
-    def _frame_node(self) -> NodeInfo | None:
-        """The node the top frame shows: the one a nan/inf/mismatch came from, else the next to run."""
+    def _frame_node(self, level: int = 0) -> NodeInfo | None:
+        """The node a frame shows: at level 0 the one a nan/inf/mismatch came from, else the next to run;
+        at an outer level the control-flow node that level is running."""
         stop = self.run.stop
         assert self.listing is not None and stop is not None
-        nid = stop.node_id if stop.reason in AFTER_NODE else stop.pc
+        if level == 0:
+            nid = stop.node_id if stop.reason in AFTER_NODE else stop.pc
+        else:
+            nid = stop.frames[level].node if level < len(stop.frames) else None
         return self.listing.nodes.get(nid) if nid else None
+
+    def _level(self, frame_id: int) -> int:
+        """The level of the program counter a frame id names (frame ids are levels from ``FRAME_ID`` up)."""
+        stop = self.run.stop
+        levels = max(len(stop.frames), 1) if stop is not None else 1
+        if not FRAME_ID <= frame_id < FRAME_ID + levels:
+            raise InvalidRequest(f"unknown frameId {frame_id}")
+        return frame_id - FRAME_ID
 
     # -- the configuration, sent to the worker ----------------------------------------
 

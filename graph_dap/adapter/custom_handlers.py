@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_dap.adapter.core import AdapterCore
+from graph_dap.adapter.core import FRAME_ID, AdapterCore
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, items_of
 from graph_dap.worker import protocol as p
 
@@ -37,7 +37,8 @@ class CustomRequests(AdapterCore):
         if max_size < 1:
             raise InvalidRequest("'maxSize' must be at least 1")
         worker = self._need_stopped()
-        view = await worker.tensor_view(p.TensorViewArgs(name, tuple(index), max_size))
+        level = self._level(request.arg("frameId", int, FRAME_ID))
+        view = await worker.tensor_view(p.TensorViewArgs(name, tuple(index), max_size, level))
         return {
             "name": view.name,
             "dtype": view.dtype,

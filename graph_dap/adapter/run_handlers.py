@@ -43,8 +43,9 @@ class RunRequests(RunControl):
         if self.listing is None or not self.listing.matches(source):
             return {"targets": []}
         node = self.listing.node_at_or_after(line, stoppable_only=True)
-        if node is None:
-            return {"targets": []}
+        here = self._frame_node(0) if self.run.stop is not None else None
+        if node is None or (here is not None and node.path != here.path):
+            return {"targets": []}  # goto moves within the current level (a branch, an iteration, the main graph)
         target_id = node.index + 1
         self._goto_targets[target_id] = node.id
         return {"targets": [{"id": target_id, "label": node.label, "line": self._line_out(node.line)}]}

@@ -26,23 +26,25 @@ TENSOR_MENU_KEY = "__vscodeVariableMenuContext"
 
 @dataclass(frozen=True, slots=True)
 class ScopeRef:
-    """One scope of the top frame: inputs, attributes, last, values, initializers, outputs."""
+    """One scope of a frame: inputs, attributes, last, values, initializers, outputs; ``level``: the frame's."""
 
     kind: str
     node: str | None
+    level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class TensorRef:
-    """A value (``temp`` for an evaluate result) or a slice of it at ``index``."""
+    """A value (``temp`` for an evaluate result) or a slice of it at ``index``, as the frame at ``level`` sees it."""
 
     name: str
     index: tuple[int, ...] = ()
     temp: int | None = None
     expression: str = ""  # what evaluates to this tensor or slice
+    level: int = 0
 
     def child(self, i: int) -> TensorRef:
-        return TensorRef(self.name, self.index + (i,), self.temp, subscript(self.expression, (i,)))
+        return TensorRef(self.name, self.index + (i,), self.temp, subscript(self.expression, (i,)), self.level)
 
 
 class Handles(Generic[T]):
@@ -85,14 +87,14 @@ class VariableState:
     handles: Handles[Any] = field(default_factory=Handles)
     memory: Handles[Any] = field(default_factory=Handles)
     settable: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # evaluateName -> value, index
-    computed: list[str] | None = None  # the values computed at this stop, once asked
+    computed_at: dict[int, list[str]] = field(default_factory=dict)  # per frame level, its values computed at this stop
 
     def reset(self) -> None:
         """The run moves on: every reference handed out so far is gone."""
         self.handles.reset()
         self.memory.reset()
         self.settable.clear()
-        self.computed = None
+        self.computed_at.clear()
 
     def remember(self, ref: TensorRef) -> None:
         """A value (or a slice of one) shown to the client: ``setExpression`` may name it by its expression."""

@@ -43,13 +43,32 @@ class PathStep:
         return f"{self.node} > {self.attribute}{at}"
 
 
-def node_ref(node: Node) -> dict[str, Any]:
-    """A node as JSON reports name it: ``{name, op_type, index}`` (``name`` is its id; ``index`` its place in the file).
+def node_ref(node: Node, path: tuple[PathStep, ...] | None = None) -> dict[str, Any]:
+    """A node as JSON reports name it: ``{id, name, op_type, index, path}``.
 
-    The CLI's reports, ``compare`` and ``dump`` write it; a stop carries it to the adapter
-    as ``graph_dap.worker.protocol.NodeRef``, which must have the same keys.
+    ``name`` is its own name in the model ('' when it has none), ``index`` its place in its
+    graph's node list, ``path`` the levels it is nested in, outermost first (``[]`` in the
+    main graph), each ``{node, attribute, iteration}``: ``path`` when given (a stop's, with
+    its iterations), else the node's own with no iterations. The CLI's reports, ``compare``
+    and ``dump`` write it; a stop carries it to the adapter as
+    ``graph_dap.worker.protocol.NodeRef``, which must have the same keys.
     """
-    return {"name": node.id, "op_type": node.op_type, "index": node.index}
+    steps = path if path is not None else tuple(PathStep(s.node, s.attribute) for s in node.path)
+    return {
+        "id": node.id,
+        "name": node.name,
+        "op_type": node.op_type,
+        "index": node.index,
+        "path": [{"node": s.node, "attribute": s.attribute, "iteration": s.iteration} for s in steps],
+    }
+
+
+def path_text(path: tuple[PathStep, ...]) -> str:
+    """``If_0 > then_branch > Loop_3 > body (iteration 5)``: where a node is, for people."""
+    parts = []
+    for s in path:
+        parts.append(f"{s.node} > {s.attribute}" + (f" (iteration {s.iteration})" if s.iteration is not None else ""))
+    return " > ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +98,7 @@ class Stop:
         """``{reason, node, message, tensor, details, breakpoint_ids}``, ``node`` as :func:`node_ref` makes it."""
         return {
             "reason": self.reason.value,
-            "node": None if self.node is None else node_ref(self.node),
+            "node": None if self.node is None else node_ref(self.node, self.path),
             "message": self.message,
             "tensor": self.tensor,
             "details": self.details,

@@ -190,8 +190,8 @@ class WorkerClient:
     async def profile(self, args: p.ProfileArgs) -> dict[str, Any]:
         return await self._call(p.PROFILE, args)
 
-    async def values(self) -> p.ValueNames:
-        return await self._call(p.VALUES, p.NoArgs())
+    async def values(self, level: int = 0) -> p.ValueNames:
+        return await self._call(p.VALUES, p.LevelArgs(level))
 
     async def summaries(self, args: p.SummariesArgs) -> tuple[p.Summary, ...]:
         return await self._call(p.SUMMARIES, args)

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from graph_dap.worker.codec import decode, encode
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 HELLO = "graph-dap-worker"
 
 A = TypeVar("A")
@@ -39,8 +39,17 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
+class PathStep:
+    """One enclosing level of a node: the control-flow node (or function call), which of its graphs, the iteration."""
+
+    node: str
+    attribute: str
+    iteration: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """One node of the graph as the adapter sees it (attributes already rendered as text)."""
+    """One node of the graph, in any scope, as the adapter sees it (attributes already rendered as text)."""
 
     id: str
     index: int
@@ -52,6 +61,9 @@ class NodeInfo:
     line: int  # 1-based line in the listing
     has_subgraphs: bool = False
     static: bool = False  # a constant node, computed at load and skipped by the run
+    name: str = ""  # the node's own name in the model
+    path: tuple[PathStep, ...] = ()  # the scopes it is in (no iterations); () in the main graph
+    enterable: bool = False  # an If, Loop, Scan or function call: it has a body to step into
 
     @property
     def label(self) -> str:
@@ -93,11 +105,27 @@ class Summary:
 
 @dataclass(frozen=True, slots=True)
 class NodeRef:
-    """A node as a stop names it: the JSON of ``graph_dap.runtime.stops.node_ref`` (``name`` is the node's id)."""
+    """A node as a stop names it: the JSON of ``graph_dap.runtime.stops.node_ref``."""
 
+    id: str
     name: str
     op_type: str
     index: int
+    path: tuple[PathStep, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FrameInfo:
+    """One level of the program counter at a stop, innermost first (level 0 is where the counter is).
+
+    ``node``: for level 0 the node to run next; for an outer level the control-flow node it is running.
+    ``name`` says which body and iteration (``Loop_3 (Loop) body, iteration 5``).
+    """
+
+    level: int
+    node: str | None
+    name: str
+    last_node: str | None = None  # the node that ran last at this level
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +160,12 @@ class StopInfo:
     breakpoint_ids: tuple[int, ...] = ()
     repeat: Repeat | None = None
     comparison: tuple[str, ...] = ()
+    path: tuple[PathStep, ...] = ()  # where the stop's node is: its enclosing levels with their iterations
+    frames: tuple[FrameInfo, ...] = ()  # the levels of the program counter, innermost first
 
     @property
     def node_id(self) -> str | None:
-        return None if self.node is None else self.node.name
+        return None if self.node is None else self.node.id
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,11 +381,19 @@ class ProfileArgs:
 
 
 @dataclass(frozen=True, slots=True)
+class LevelArgs:
+    """A call about the values of one level of the program counter (0: the innermost)."""
+
+    level: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SummariesArgs:
-    """Summaries of values by name (those not computed yet say so)."""
+    """Summaries of values by name, as the level ``level`` sees them (those not computed yet say so)."""
 
     names: tuple[str, ...]
     hex: bool = False
+    level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +406,7 @@ class ChildrenArgs:
     count: int = 0
     temp: int | None = None
     hex: bool = False
+    level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +417,7 @@ class ReadMemoryArgs:
     offset: int
     count: int
     temp: int | None = None
+    level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +427,7 @@ class EvaluateArgs:
     expression: str
     clipboard: bool = False
     hex: bool = False
+    level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,6 +437,7 @@ class SetValueArgs:
     name: str
     expression: str
     index: tuple[int, ...] = ()
+    level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,6 +447,7 @@ class TensorViewArgs:
     name: str
     index: tuple[int, ...] = ()
     max_size: int = 256
+    level: int = 0
 
 
 # -- events and the handshake ---------------------------------------------------------------
@@ -474,7 +517,7 @@ SET_BREAK_ON: Method[BreakOnArgs, None] = Method("set_break_on", BreakOnArgs, ty
 DATA_TARGETS: Method[NameArgs, DataTargets] = Method("data_targets", NameArgs, DataTargets)
 COMPARE_TABLE: Method[NoArgs, JsonDocument] = Method("compare_table", NoArgs, JsonDocument)
 PROFILE: Method[ProfileArgs, JsonDocument] = Method("profile", ProfileArgs, JsonDocument)
-VALUES: Method[NoArgs, ValueNames] = Method("values", NoArgs, ValueNames)
+VALUES: Method[LevelArgs, ValueNames] = Method("values", LevelArgs, ValueNames)
 SUMMARIES: Method[SummariesArgs, tuple[Summary, ...]] = Method("summaries", SummariesArgs, tuple[Summary, ...])
 CHILDREN: Method[ChildrenArgs, ChildrenPage] = Method("children", ChildrenArgs, ChildrenPage)
 READ_MEMORY: Method[ReadMemoryArgs, MemoryRead] = Method("read_memory", ReadMemoryArgs, MemoryRead)

@@ -269,8 +269,12 @@ class WorkerService(ValueCalls):
             stop = ls.start() if ls else s.start()
         elif command is RunCommand.RESUME:
             stop = self._resume()
-        elif command in (RunCommand.CONTINUE, RunCommand.STEP_OUT):  # no subgraph frames: out of the top graph is to the end
-            stop = self._continue()
+        elif command is RunCommand.CONTINUE or (command is RunCommand.STEP_OUT and ls is not None):
+            stop = self._continue()  # (with a reference, the lockstep runs node by node through the main graph)
+        elif command is RunCommand.STEP_OUT:
+            stop = s.step_out()
+        elif command is RunCommand.STEP_IN and ls is None:
+            stop = s.step_in()
         elif command in (RunCommand.STEP, RunCommand.STEP_IN):
             stop = ls.step(self._mismatch) if ls else s.step()
         elif command is RunCommand.STEP_BACK:

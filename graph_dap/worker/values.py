@@ -18,6 +18,7 @@ from graph_dap.names import unquoted
 from graph_dap.runtime import expr
 from graph_dap.runtime.session import DebugSession
 from graph_dap.runtime.tools.tensor_view import tensor_view
+from graph_dap.runtime.values import Values
 from graph_dap.worker import protocol as p
 from graph_dap.worker import wire
 
@@ -41,31 +42,42 @@ class ValueCalls:
         """Drop the results of expressions (at a stop or a new model: they describe the old values)."""
         self._temps.clear()
 
-    def _value(self, name: str, temp: int | None = None) -> Any:
+    def _value(self, name: str, temp: int | None = None, level: int = 0) -> Any:
         if temp is not None:
             if temp not in self._temps:
                 raise ValueNotFoundError("that result is gone: evaluate the expression again")
             return self._temps[temp]
-        return self.s.value(name)
+        return self.s.value(name, level)
 
-    def rpc_values(self, _: p.NoArgs) -> p.ValueNames:
+    def _knows(self, name: str, level: int) -> bool:
+        """Whether ``name`` is a value the level sees (its own, or an enclosing level's), computed or not."""
+        values: Values | None = self.s.frame(level).values
+        while values is not None:
+            if values.scope.has_value(name):
+                return True
+            values = values.outer
+        return False
+
+    def rpc_values(self, a: p.LevelArgs) -> p.ValueNames:
         s = self.s
-        computed = s.computed_values()
-        return p.ValueNames(tuple(computed), tuple(n for n in computed if s.is_stale(n)))
+        computed = s.computed_values(a.level)
+        return p.ValueNames(tuple(computed), tuple(n for n in computed if s.is_stale(n, a.level)))
 
     def rpc_summaries(self, a: p.SummariesArgs) -> tuple[p.Summary, ...]:
         s = self.s
         out: list[p.Summary] = []
+        scope = s.frame(a.level).scope
         for name in a.names:
-            if s.has_value(name):
-                out.append(wire.summary(name, s.value(name), s.is_stale(name), a.hex))
+            if s.has_value(name, a.level):
+                out.append(wire.summary(name, s.value(name, a.level), s.is_stale(name, a.level), a.hex))
                 continue
-            producer = s.graph.producer(name)
-            out.append(wire.missing(name, s.graph.value_info(name), producer.label if producer else None))
+            producer = scope.producer(name) or s.graph.producer(name)
+            info = s.graph.info_at(scope.path, name)
+            out.append(wire.missing(name, info, producer.label if producer else None))
         return tuple(out)
 
-    def _array(self, name: str, temp: int | None, index: Sequence[int]) -> np.ndarray:
-        value = self._value(name, temp)
+    def _array(self, name: str, temp: int | None, index: Sequence[int], level: int = 0) -> np.ndarray:
+        value = self._value(name, temp, level)
         if isinstance(value, list):
             value = value[index[0]] if index else value
             index = index[1:]
@@ -79,12 +91,12 @@ class ValueCalls:
 
     def rpc_children(self, a: p.ChildrenArgs) -> p.ChildrenPage:
         """Slices of ``value[index]`` along its first axis: summaries, or numbers at the last axis."""
-        value = self._value(a.name, a.temp)
+        value = self._value(a.name, a.temp, a.level)
         start = max(a.start, 0)
         if isinstance(value, list) and not a.index:
             elements = value[start : start + (a.count or len(value))]
             return p.ChildrenPage(tuple(p.Child(i, wire.summary(f"[{i}]", v)) for i, v in enumerate(elements, start)), len(value))
-        array = self._array(a.name, a.temp, a.index)
+        array = self._array(a.name, a.temp, a.index, a.level)
         if array.ndim == 0:
             return p.ChildrenPage((), 0)
         total = int(array.shape[0])
@@ -99,7 +111,7 @@ class ValueCalls:
         return p.ChildrenPage(tuple(items), total)
 
     def rpc_read_memory(self, a: p.ReadMemoryArgs) -> p.MemoryRead:
-        array = np.ascontiguousarray(self._array(a.name, a.temp, []))
+        array = np.ascontiguousarray(self._array(a.name, a.temp, [], a.level))
         if array.dtype.kind in "OUS":
             raise ValueKindError(f"'{a.name}' holds {array.dtype} data, which has no raw bytes to show")
         raw = array.reshape(-1).view(np.uint8)
@@ -112,11 +124,11 @@ class ValueCalls:
         s = self.s
         text = a.expression.strip()
         name = unquoted(text)
-        if s.graph.has_value(name):
-            value = s.value(name)  # raises "not computed yet" with the producer's name
-            summary = wire.summary(name, value, s.is_stale(name), a.hex)
+        if self._knows(name, a.level):
+            value = s.value(name, a.level)  # raises "not computed yet" with the producer's name
+            summary = wire.summary(name, value, s.is_stale(name, a.level), a.hex)
             return p.Evaluated(value=name, summary=summary, text=self._full_text(value) if a.clipboard else "")
-        value = s.evaluate(text)
+        value = s.evaluate(text, level=a.level)
         if isinstance(value, np.ndarray | list) and not (isinstance(value, np.ndarray) and value.size == 1 and value.ndim == 0):
             self._next_temp += 1
             self._temps[self._next_temp] = value
@@ -137,10 +149,10 @@ class ValueCalls:
 
     def rpc_set_value(self, a: p.SetValueArgs) -> p.ValueSet:
         s = self.s
-        name, index = a.name, a.index
-        new = s.evaluate(a.expression)
+        name, index, level = a.name, a.index, a.level
+        new = s.evaluate(a.expression, level=level)
         if index:
-            current = np.array(s.value(name), copy=True)
+            current = np.array(s.value(name, level), copy=True)
             try:
                 target = current[index]
             except IndexError as e:
@@ -152,11 +164,11 @@ class ValueCalls:
                 current[index] = new_arr
             except (ValueError, TypeError) as e:
                 raise ValueKindError(f"'{name}'{list(index)} is {current.dtype}{list(np.shape(target))}: {e}") from None
-            stale = s.set_value(name, current)
+            stale = s.set_value(name, current, level)
             part = current[index]
         else:
-            stale = s.set_value(name, new)
-            part = s.value(name)
+            stale = s.set_value(name, new, level)
+            part = s.value(name, level)
         if np.ndim(part) == 0:
             return p.ValueSet(tuple(stale), scalar=wire.number_text(np.asarray(part)[()]))
         return p.ValueSet(tuple(stale), wire.summary(name, part))
@@ -169,11 +181,11 @@ class ValueCalls:
         s = self.s
         text = a.name.strip()
         plain = unquoted(text)
-        if s.graph.has_value(plain):
-            value = s.value(plain)  # raises "not computed yet" with the producer's name
+        if self._knows(plain, a.level):
+            value = s.value(plain, a.level)  # raises "not computed yet" with the producer's name
         else:
             try:
-                value = s.evaluate(text)
+                value = s.evaluate(text, level=a.level)
             except UnknownNameError as e:
                 raise ValueNotFoundError(f"no value named '{e.name}' (not computed yet?)") from None
             except ExpressionError:

@@ -112,7 +112,7 @@ def _attribute_text(v: Any) -> str:
 
 
 def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: str | None, skip_constants: bool) -> p.GraphInfo:
-    """The loaded model: nodes in run order, value names, the listing."""
+    """The loaded model: its nodes (every scope's: the main graph's in run order, each followed by its bodies'), value names, the listing."""
     nodes = tuple(
         p.NodeInfo(
             id=n.id,
@@ -125,8 +125,11 @@ def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: st
             line=listing.line_of(n.id) or 0,
             has_subgraphs=n.has_subgraphs,
             static=n.is_static and skip_constants,
+            name=n.name,
+            path=tuple(p.PathStep(s.node, s.attribute) for s in n.path),
+            enterable=n.enterable,
         )
-        for n in graph.nodes
+        for n in graph.all_nodes()
     )
     return p.GraphInfo(
         name=graph.name,
@@ -143,15 +146,39 @@ def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: st
 
 
 def stop_info(session: DebugSession, stop: Stop, repeat: Mapping[str, Any] | None = None, comparison: tuple[str, ...] = ()) -> p.StopInfo:
-    """A stop as ``Stop.to_dict`` writes it, with the position; at the end, the iterations' timings and the comparison."""
+    """A stop as ``Stop.to_dict`` writes it, with the position and the levels of the program counter;
+    at the end, the iterations' timings and the comparison."""
+    record = stop.to_dict()
     fields = {
-        **stop.to_dict(),
+        **record,
         "pc": session.pc.id if session.pc else None,
         "last_node": session.last_node.id if session.last_node else None,
         "repeat": None if repeat is None else p.encode(repeat),
         "comparison": list(comparison),
+        "path": record["node"]["path"] if record["node"] else [],
+        "frames": [p.encode(f) for f in frames(session)],
     }
     return p.decode(p.StopInfo, fields, "a stop")
+
+
+def frames(session: DebugSession) -> list[p.FrameInfo]:
+    """The levels of the program counter, innermost first: where it is, then each control-flow node it is inside."""
+    stack = session.frames
+    out: list[p.FrameInfo] = []
+    for level in range(len(stack)):
+        frame = stack[len(stack) - 1 - level]
+        last = frame.timeline.last
+        if level == 0:
+            nxt = frame.timeline.next_node
+            name = nxt.label if nxt is not None else "end of the graph"
+            out.append(p.FrameInfo(0, nxt.id if nxt is not None else None, name, last.id if last else None))
+            continue
+        inner = stack[len(stack) - level]
+        owner = inner.owner
+        assert owner is not None
+        at = f", iteration {inner.iteration}" if inner.iteration is not None else ""
+        out.append(p.FrameInfo(level, owner.id, f"{owner.label} {inner.scope.attribute}{at}", last.id if last else None))
+    return out
 
 
 def tensor_view(body: Mapping[str, Any]) -> p.TensorView:
