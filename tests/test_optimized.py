@@ -18,7 +18,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from models import init, make_model, tensor
-from onnx import TensorProto, helper
+from onnx import helper
 
 from graph_dap.runtime import DebugSession, StopReason
 from graph_dap.runtime.engine.faults import FaultFilter
