@@ -228,6 +228,7 @@ def test_the_disk_filling_up_while_a_dump_is_written(tmp_path: Path) -> None:
         assert os.listdir(disk) == []  # no dump, no side file, no temporary file
 
 
+@pytest.mark.long
 def test_the_process_killed_in_the_middle_of_a_dump_leaves_nothing_under_the_final_name(tmp_path: Path) -> None:
     model = long_model(tmp_path, count=400)
     out = tmp_path / "out"

@@ -12,10 +12,13 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from dap_fuzz import EXAMPLES, fuzz_settings
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -119,6 +122,16 @@ def _names_what(message: str, text: str) -> bool:
     )
 
 
+SLOWEST: list[tuple[float, str]] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_slowest() -> Iterator[None]:
+    yield
+    for seconds, text in SLOWEST:
+        print(f"slowest expression: {seconds * 1000:.1f} ms: {text[:120]}")
+
+
 @fuzz_settings(examples=max(EXAMPLES * 10, 300))
 @given(tree=_TREES)
 def test_random_syntax_trees_stay_inside_the_whitelist(tree: ast.expr) -> None:
@@ -126,6 +139,7 @@ def test_random_syntax_trees_stay_inside_the_whitelist(tree: ast.expr) -> None:
     text = _source(tree)
     _seen.clear()
     _watching = True
+    began = time.perf_counter()
     try:
         result = evaluate(text, _resolve, base_dir=Path(__file__).parent / "data")
     except GraphDapError as error:
@@ -135,6 +149,9 @@ def test_random_syntax_trees_stay_inside_the_whitelist(tree: ast.expr) -> None:
         result = None
     finally:
         _watching = False
+        SLOWEST.append((time.perf_counter() - began, text))  # a figure for RELIABILITY.md (printed with -s), not a check
+        SLOWEST.sort(reverse=True)
+        del SLOWEST[3:]
     assert not _seen, (text, _seen)
     if isinstance(result, np.ndarray):
         assert result.size <= DEFAULT_SIZE_CAP
