@@ -135,6 +135,38 @@ def light_launches(names: list[str], repeat: int) -> dict[str, tuple[float, int]
     return out
 
 
+def launch_to_end(models: dict[str, Path], repeat: int) -> dict[str, tuple[float, float]]:
+    """From spawning the adapter: launch, stop on entry, continue with the nan and inf filters, to ``terminated``;
+    beside a plain process-free create-and-run (a fresh ``InferenceSession(path)`` and one run)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from graph_dap.runtime import load_graph, resolve_inputs
+    from graph_dap.runtime.engine.options import session_options
+
+    out: dict[str, tuple[float, float]] = {}
+    for name, path in models.items():
+        feeds = resolve_inputs(load_graph(path))
+        inputs = Path(tempfile.mkdtemp()) / "inputs.npz"
+        np.savez(inputs, **feeds)
+        plain, ours = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            ort.InferenceSession(str(path), session_options("all"), providers=["CPUExecutionProvider"]).run(None, feeds)
+            plain.append(time.perf_counter() - t)
+            spawned = time.perf_counter()
+            client = _client()
+            client.initialize()
+            client.launch(str(path), inputs=str(inputs), stopOnEntry=True, exceptions=["nan", "inf"])
+            client.wait_for_event("stopped", timeout=120)
+            client.request("continue", threadId=1)
+            client.wait_for_event("terminated", timeout=120)
+            ours.append(time.perf_counter() - spawned)
+            client.disconnect()
+        out[name] = (statistics.median(ours), statistics.median(plain))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=60)
@@ -142,6 +174,7 @@ def main() -> int:
     parser.add_argument("--light", default="all", help="comma list of light models, or all")
     parser.add_argument("--no-debugpy", action="store_true")
     parser.add_argument("--out", help="also write the table (markdown) to this file")
+    parser.add_argument("--end-to-end", default="resnet50,mobile640,resnet640", help="models for launch -> continue to the end")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -149,6 +182,10 @@ def main() -> int:
         theirs, their_launch = ({}, 0.0) if args.no_debugpy else debugpy_figures(folder, args.steps)
         names = list(light_models()) if args.light == "all" else [n for n in args.light.split(",") if n]
         light = light_launches(names, args.repeat)
+        import run as bench_run
+
+        e2e = {n: bench_run.model_path(n) for n in args.end_to_end.split(",") if n}
+        ends = launch_to_end({n: p for n, p in e2e.items() if p is not None}, args.repeat)
     their_text = f"{their_launch * 1000:.0f}" if theirs else "-"
     lines = [
         f"DAP responsiveness, medians of {args.steps} steps, ms (2 cores; {os.cpu_count()} CPUs seen)",
@@ -166,6 +203,13 @@ def main() -> int:
     ]
     for name, (launch, nodes) in light.items():
         lines.append(f"| {name} | {nodes} | {launch * 1000:.0f} |")
+    lines += [
+        "",
+        "| model | launch -> stop on entry -> continue (nan+inf) to the end, ms | plain create + run, ms | ratio (target 1.5x) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, (ours_s, plain_s) in ends.items():
+        lines.append(f"| {name} | {ours_s * 1000:.0f} | {plain_s * 1000:.0f} | {ours_s / plain_s:.2f}x |")
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -2,8 +2,9 @@
 
     python benchmarks/run.py [--models squeezenet,resnet50,det640,gpt,...] [--repeat 7] [--out FILE]
 
-Every ratio is measured in one process, against a plain ``InferenceSession.run``
-with the same options (optimizations off, the global thread pool), medians over
+Every ratio is measured in one process, against a plain ``InferenceSession.run`` at
+``ORT_ENABLE_ALL`` (what a plain ``InferenceSession(path)`` does), with the global thread
+pool graph-dap uses; the unoptimized plain run is the second column. Medians over
 ``--repeat`` runs. Peak RSS and the Polygraphy comparison are whole processes.
 The table is printed and written to ``benchmarks/results/results.md``.
 """
@@ -28,9 +29,11 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 
+import conv_models  # noqa: E402
 from models import det_fpn, light_inputs, light_models, tiny_gpt  # noqa: E402
 
-DEFAULT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "resnet50", "densenet121", "zfnet512", "bvlc_alexnet", "vgg19", "det640", "det1280", "gpt"]
+DEFAULT = ["squeezenet", "shufflenet", "inception_v1", "inception_v2", "resnet50", "densenet121", "zfnet512", "bvlc_alexnet",
+           "vgg19", "det640", "det1280", "mobile640", "resnet640", "gpt"]  # fmt: skip
 
 
 def model_path(name: str) -> Path | None:
@@ -43,6 +46,11 @@ def model_path(name: str) -> Path | None:
         path = RESULTS / f"{name}.onnx"
         if not path.exists():
             onnx.save(det_fpn(int(name[3:])), str(path))
+        return path
+    if name in ("mobile640", "resnet640"):
+        path = RESULTS / f"{name}.onnx"
+        if not path.exists():
+            onnx.save(getattr(conv_models, name[:-3])(int(name[-3:])), str(path))
         return path
     if name == "gpt":
         return tiny_gpt(RESULTS / "tiny_gpt.onnx")
@@ -67,11 +75,11 @@ def median_time(fn: Any, repeat: int) -> float:
     return statistics.median(times)
 
 
-def plain_options() -> Any:
-    """onnxruntime's defaults with optimizations off, on the global thread pool graph-dap uses."""
+def plain_options(level: str = "all") -> Any:
+    """onnxruntime's defaults (``all``: what a plain ``InferenceSession`` does), on the global thread pool graph-dap uses."""
     from graph_dap.runtime.engine.options import session_options
 
-    so = session_options("none")
+    so = session_options(level)
     so.enable_cpu_mem_arena = True
     return so
 
@@ -86,12 +94,17 @@ def bench_in_process(name: str, repeat: int) -> dict[str, Any]:
     assert path is not None
     feeds = inputs_for(path)
     exclude = ["op:Where"] if name == "gpt" else []
-    plain = ort.InferenceSession(str(path), plain_options(), providers=["CPUExecutionProvider"])
+    t = time.perf_counter()
+    plain = ort.InferenceSession(str(path), plain_options("all"), providers=["CPUExecutionProvider"])
     plain.run(None, feeds)
-    out: dict[str, Any] = {"model": name}
+    out: dict[str, Any] = {"model": name, "plain_create_run_s": time.perf_counter() - t}
+    plain_none = ort.InferenceSession(str(path), plain_options("none"), providers=["CPUExecutionProvider"])
+    plain_none.run(None, feeds)
     s = DebugSession(path, feeds, break_on=["nan", "inf"], inf_exclude=exclude)
     out["nodes"] = len(s.graph.nodes)
     s.start()
+    for thread in s.prepare_next():  # as the worker does while stopped on entry
+        thread.join()
     t = time.perf_counter()
     first = s.continue_()
     out["continue_first_s"] = time.perf_counter() - t
@@ -103,13 +116,17 @@ def bench_in_process(name: str, repeat: int) -> dict[str, Any]:
 
     restart_s = median_time(lambda: s.restart(), repeat)
     # interleave plain and watched runs so that machine noise hits both alike
-    plains, watches = [], []
+    plains, nones, watches = [], [], []
     for _ in range(repeat):
         plains.append(median_time(lambda: plain.run(None, feeds), 1))
+        nones.append(median_time(lambda: plain_none.run(None, feeds), 1))
         watches.append(median_time(watched, 1) - restart_s)
     out["plain_s"] = statistics.median(plains)
+    out["plain_none_s"] = statistics.median(nones)
     out["continue_watch_s"] = statistics.median(watches)
     out["continue_ratio"] = out["continue_watch_s"] / out["plain_s"]
+    out["first_ratio"] = out["continue_first_s"] / out["plain_s"]
+    out.update(nan_at_half(path, feeds, exclude, plain_s=out["plain_s"], repeat=repeat))
 
     seq = s.sequence
     target = seq[int(0.9 * (len(seq) - 1))]
@@ -167,6 +184,36 @@ def bench_in_process(name: str, repeat: int) -> dict[str, Any]:
         out["set_continue_s"] = median_time(set_and_continue, repeat) - restart_s
         out["set_continue_ratio"] = out["set_continue_s"] / out["plain_s"]
     return out
+
+
+def nan_at_half(path: Path, feeds: dict[str, np.ndarray], exclude: list[str], plain_s: float, repeat: int) -> dict[str, Any]:
+    """A NaN written into the first weight read at 50% depth: the watched continue stops at its reader, exactly."""
+    from graph_dap.runtime import DebugSession, load_graph
+
+    graph = load_graph(path)
+    inits = set(graph.initializer_names)
+    half = len(graph.nodes) // 2
+    node = next((n for n in graph.nodes[half:] if any(i in inits and graph.value_info(i).dtype == "float32" for i in n.inputs)), None)
+    if node is None:
+        return {}
+    weight = next(i for i in node.inputs if i in inits and graph.value_info(i).dtype == "float32")
+    model = onnx.load(str(path))
+    for t in model.graph.initializer:
+        if t.name == weight:
+            a = onnx.numpy_helper.to_array(t).copy()
+            a.reshape(-1)[a.size // 2] = np.nan
+            t.CopyFrom(onnx.numpy_helper.from_array(a, weight))
+    s = DebugSession(model, feeds, break_on=["nan", "inf"], inf_exclude=exclude)
+    first = s.continue_()
+    assert first.reason.value == "nan" and first.node is not None and first.node.id == node.id, (first.message, node.id)
+
+    def found() -> None:
+        s.restart()
+        stop = s.continue_()
+        assert stop.node is not None and stop.node.id == node.id
+
+    found()  # warm: its parts built
+    return {"nan_half_s": median_time(found, repeat), "nan_half_ratio": median_time(found, repeat) / plain_s, "nan_half_node": node.id}
 
 
 def peak_rss(cmd: list[str]) -> tuple[float, float, int]:
@@ -233,15 +280,16 @@ def fmt(v: Any, spec: str = ".2f") -> str:
 
 def table(rows: list[dict[str, Any]], budget: float) -> str:
     lines = [
-        f"Median of the runs; ratios are to a plain onnxruntime run with the same options (optimizations off, global thread pool), measured side by side. Memory budget for graph-dap's peak RSS: {budget:g} MB.",
+        f"Median of the runs; ratios are to a plain onnxruntime run at ORT_ENABLE_ALL (a plain InferenceSession), global thread pool, measured side by side; the unoptimized plain run is its own column. Memory budget for graph-dap's peak RSS: {budget:g} MB.",
         "",
-        "| model | nodes | plain ms | continue nan+inf | first continue ms | bp@90% warm | bp@90% first ms | step overhead ms (node ms) | set_value+continue | peak RSS plain / graph-dap MB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | nodes | plain ms (all) | plain ms (none) | continue nan+inf | first continue after entry | NaN at 50% found | bp@90% warm | bp@90% first ms | step overhead ms (node ms) | set_value+continue | peak RSS plain / graph-dap MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['model']} | {r.get('nodes', '-')} | {fmt(r.get('plain_s', 0) * 1000, '.1f')} | {fmt(r.get('continue_ratio'))}x | "
-            f"{fmt(r.get('continue_first_s', 0) * 1000, '.0f')} | {fmt(r.get('bp90_ratio'))}x | {fmt(r.get('bp90_first_s', 0) * 1000, '.0f')} | "
+            f"| {r['model']} | {r.get('nodes', '-')} | {fmt(r.get('plain_s', 0) * 1000, '.1f')} | {fmt(r.get('plain_none_s', 0) * 1000, '.1f')} | "
+            f"{fmt(r.get('continue_ratio'))}x | {fmt(r.get('first_ratio'))}x | {fmt(r.get('nan_half_ratio'))}x | "
+            f"{fmt(r.get('bp90_ratio'))}x | {fmt(r.get('bp90_first_s', 0) * 1000, '.0f')} | "
             f"{fmt(r.get('step_overhead_ms'), '.3f')} ({fmt(r.get('step_node_compute_s', 0) * 1000, '.2f')}) | {fmt(r.get('set_continue_ratio'))}x | "
             f"{fmt(r.get('rss_plain_mb'), '.0f')} / {fmt(r.get('rss_graphdap_mb'), '.0f')} |"
         )

@@ -213,6 +213,10 @@ class DebugSession:
                 return frame.loop.iteration
         return None
 
+    def sequence_of(self, node: Node) -> tuple[Node, ...]:
+        """The nodes the counter walks through in ``node``'s scope (its graph, branch or body), in run order."""
+        return self._sequences[node.path]
+
     def frame(self, level: int = 0) -> Frame:
         """A frame by level: 0 is the innermost, ``len(frames) - 1`` the main graph."""
         if not 0 <= level < len(self.frames):

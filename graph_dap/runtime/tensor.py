@@ -36,7 +36,7 @@ class TensorSummary:
     posinf: int = 0
     neginf: int = 0
     zeros: int = 0
-    kind: str = "tensor"  # or "sequence", "other"
+    kind: str = "tensor"  # or "sequence", "optional" (None: an optional without a value), "map"
 
     @property
     def type_text(self) -> str:
@@ -50,6 +50,10 @@ class TensorSummary:
         """One line: ``float32[1,64,80,80] min=-3.2 max=5.1 mean=0.013 nan=3 inf=1``."""
         if self.kind == "sequence":
             return f"seq({self.dtype}) len={self.size}"
+        if self.kind == "optional":
+            return "optional: no value"
+        if self.kind == "map":
+            return f"map len={self.size}"
         parts = [self.type_text]
         if self.size == 1:  # one number: show it
             if self.min is not None:
@@ -86,7 +90,11 @@ def format_number(v: float | None, digits: int = 4) -> str:
 
 
 def summarize(value: Any) -> TensorSummary:
-    """Summary of an array (or of a sequence of arrays, from sequence-typed values)."""
+    """Summary of an array (or of a sequence of arrays, from sequence-typed values; None: an empty optional)."""
+    if value is None:
+        return TensorSummary("none", (), 0, kind="optional")
+    if isinstance(value, dict):
+        return TensorSummary("map", (len(value),), len(value), kind="map")
     if isinstance(value, list):
         dtype = str(value[0].dtype) if value else "?"
         return TensorSummary(dtype, (len(value),), len(value), kind="sequence")

@@ -369,24 +369,27 @@ class WorkerService(ValueCalls):
         name = a.name
         s = self.s
         g = s.graph
-        if not g.has_value(name):
+        producers = g.producers(name)  # inside If/Loop/Scan bodies too: sibling branches may reuse a name
+        if not producers and not any(scope.has_value(name) for scope in g.scopes.values()):
             raise ValueNotFoundError(f"no value '{name}' in the graph")
-        seq = s.sequence
-        positions = {n.id: i for i, n in enumerate(seq)}
-        producer = g.producer(name)
-        write: tuple[str, ...] = ()
-        write_message = ""
-        if producer is None:
-            write_message = f"'{name}' is a graph input or initializer: no node writes it"
-        elif producer.id not in positions:
-            write_message = f"'{name}' is computed once at load by constant node {producer.label}"
-        elif positions[producer.id] + 1 >= len(seq):
-            write_message = f"'{name}' is written by the last node, {producer.label}: the run ends there"
-        else:
-            write = (seq[positions[producer.id] + 1].id,)
-        read = tuple(n.id for n in g.consumers(name) if n.id in positions)
+        write: list[str] = []
+        why: list[str] = []
+        for producer in producers:
+            seq = s.sequence_of(producer)
+            positions = {n.id: i for i, n in enumerate(seq)}
+            if producer.id not in positions:
+                why.append(f"'{name}' is computed once at load by constant node {producer.label}")
+            elif positions[producer.id] + 1 >= len(seq):
+                where = "the run ends there" if not producer.path else "its body ends there"
+                why.append(f"'{name}' is written by the last node of its graph, {producer.label}: {where}")
+            else:
+                write.append(seq[positions[producer.id] + 1].id)
+        if not producers:
+            why.append(f"'{name}' is a graph input or initializer: no node writes it")
+        write_message = "" if write else "; ".join(why)
+        read = tuple(n.id for n in g.all_nodes() if name in n.all_inputs and n in s.sequence_of(n))
         read_message = "" if read else f"no node that runs reads '{name}'"
-        return p.DataTargets(write, write_message, read, read_message)
+        return p.DataTargets(tuple(write), write_message, read, read_message)
 
     def rpc_compare_table(self, _: p.NoArgs) -> dict[str, Any]:
         """The comparison with the reference so far, as ``graph-dap compare --json`` prints it."""
