@@ -67,7 +67,7 @@ def document_symbols(a: Analysis) -> list[types.DocumentSymbol]:
         line = a.listing.line_of(node.id)
         if line is None:
             continue
-        path = module_path(node)
+        path = module_path(a.graph, node)
         depth = 0
         while depth < len(stack) and depth < len(path) and stack[depth].name == path[depth]:
             depth += 1
@@ -157,7 +157,7 @@ def folding_ranges(a: Analysis) -> list[types.FoldingRange]:
         line = a.listing.line_of(node.id)
         if line is None:
             continue
-        path = module_path(node)
+        path = module_path(a.graph, node)
         depth = 0
         while depth < len(open_) and depth < len(path) and open_[depth][0] == path[depth]:
             depth += 1
