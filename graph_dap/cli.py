@@ -19,6 +19,7 @@ from typing import Any
 
 from graph_dap.runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
 from graph_dap.runtime.engine.options import OPT_LEVELS
+from graph_dap.runtime.source import source_fields
 from graph_dap.runtime.stops import path_text
 from graph_dap.runtime.tensor import format_bytes
 
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SPEC",
-        help="node id, value name, op:TYPE or a glob on node ids",
+        help="node id, value name, op:TYPE, a glob on node ids, or FILE.py:LINE (a line of the model's Python source)",
     )
     run.add_argument("--break-on", default="error", metavar="FILTERS", help="comma list of nan, inf, error (default: error)")
     run.add_argument(
@@ -518,12 +519,15 @@ def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     d = stop.to_dict()
     reason = None if completed else d["reason"]
     status = "completed" if completed else "failed" if stop.reason is StopReason.FAILED else "stopped"
-    return {
+    out = {
         "status": status,
         "reason": reason,
         **{k: d[k] for k in ("node", "tensor", "message", "details")},
         "summaries": summaries,
     }
+    if node is not None:
+        out.update(source_fields(session.graph.sources, [node.id]))
+    return out
 
 
 def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
@@ -548,6 +552,12 @@ def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> s
         lines.append(f"  where: node {node.order + 1} of {len(session.graph.nodes)} in run order, index {node.index} in the file")
     if stop.message:
         lines.append(f"  why:   {stop.message}")
+    source = session.graph.sources.of(node)
+    frame = source.user_frame if source is not None else None
+    if frame is not None:
+        lines.append(f"  source: {frame.location} in {frame.qualname}" + (f": {frame.code}" if frame.code else ""))
+    if source is not None and source.module is not None:
+        lines.append(f"  module: {source.module.text()}")
     lines.append("  inputs:")
     for name in node.all_inputs:
         text = summarize(session.value(name)).text() if session.has_value(name) else "(not computed)"

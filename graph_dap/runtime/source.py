@@ -415,3 +415,27 @@ def user_lines(sources: SourceMap, node_ids: Iterable[str]) -> list[SourceFrame]
         if f is not None:
             out.setdefault((f.path, f.line), f)
     return list(out.values())
+
+
+def shared_module(sources: SourceMap, node_ids: Iterable[str]) -> str | None:
+    """The innermost module that all of some nodes ran in (for a fused node: its originals'); None when unknown."""
+    common: list[str] | None = None
+    for nid in node_ids:
+        s = sources.of(nid)
+        if s is None or not s.modules:
+            continue
+        paths = [m.path for m in s.modules]
+        if common is None:
+            common = paths
+        else:
+            k = 0
+            while k < min(len(common), len(paths)) and common[k] == paths[k]:
+                k += 1
+            common = common[:k]
+    return common[-1] if common else None
+
+
+def source_fields(sources: SourceMap, node_ids: Iterable[str]) -> dict[str, Any]:
+    """``{"source": [{path, line, function}], "module": path}`` of some nodes, as JSON reports carry them."""
+    ids = list(node_ids)
+    return {"source": [f.to_dict() for f in user_lines(sources, ids)], "module": shared_module(sources, ids)}
