@@ -84,3 +84,24 @@ def test_frames_outside_modules_and_windows_paths() -> None:
     assert source is not None
     assert [(f.qualname, f.module) for f in source.frames] == [("relu", ""), ("helper", ""), ("Net.forward", "")]
     assert source.user_frame is not None and source.user_frame.function == "helper"
+
+
+def test_the_listing_ends_node_lines_with_their_source_line_and_folds_module_scopes() -> None:
+    from graph_dap.runtime.listing import TokenKind, render_listing
+
+    listing = render_listing(load_graph(DYNAMO))
+    lines = listing.text.splitlines()
+    softmax = listing.line_of("node_softmax")
+    assert lines[softmax - 1].endswith(f")  # node_softmax  # tinymodel.py:{line_of('F.softmax')}")
+    ids = [t.text for t in listing.tokens_at(softmax) if t.kind is TokenKind.NODE_ID]
+    assert ids == ["node_softmax"]  # the source comment is a comment, not part of the id
+    assert lines[listing.line_of("node_Split_15") - 1].endswith("# node_Split_15")  # no metadata, no source
+    blocks = {(m.module, m.depth): (m.start, m.end, m.label) for m in listing.modules}
+    assert blocks[("blocks.0", 0)] == (listing.line_of("node_layer_norm"), listing.line_of("node_add"), "blocks.0: Block")
+    attn = blocks[("blocks.0.attn", 1)]
+    assert (attn[0], attn[1]) == (listing.line_of("node_MatMul_1"), listing.line_of("node_linear_1"))
+    assert ("blocks.1.attn.proj", 2) in blocks and ("", 0) not in blocks
+    ts = render_listing(load_graph(TORCHSCRIPT))
+    assert ts.text.splitlines()[ts.line_of("/blocks.0/attn/Softmax") - 1].endswith("# /blocks.0/attn/Softmax")
+    first = next(m for m in ts.modules if m.module == "blocks.0")
+    assert (first.start, first.end, first.label) == (ts.line_of("/blocks.0/ln/LayerNormalization"), ts.line_of("/blocks.0/Add"), "blocks.0")
