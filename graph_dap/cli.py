@@ -173,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="metrics to show: any of max_abs, max_rel, mse, cosine, snr (default: all)",
     )
     cmp_.add_argument("--failed", action="store_true", help="list only the values out of tolerance")
+    cmp_.add_argument(
+        "--by",
+        choices=("value", "module"),
+        default="value",
+        help="value: a row per value (default); module: the metrics aggregated per module scope of the model's source",
+    )
     cmp_.add_argument("--json", action="store_true", help="print {rows, first_divergence, ...} as one JSON object")
 
     prof = sub.add_parser(
@@ -198,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also list onnxruntime's optimized graph: each of its nodes with the original nodes it came from",
     )
     prof.add_argument("--top", type=int, default=25, metavar="K", help="rows to print, slowest first (0: all; default 25)")
+    prof.add_argument(
+        "--by",
+        choices=("node", "line", "module"),
+        default="node",
+        help="node (default), or the times per line of the model's Python source or per module scope "
+        "(a fused node's time split over its original nodes')",
+    )
     prof.add_argument("--chrome-trace", metavar="OUT.json", help="also write the runs as a Chrome/Perfetto trace")
     prof.add_argument("--save-optimized", metavar="OUT.onnx", help="also write onnxruntime's optimized model (with --opt-level)")
     prof.add_argument("--json", action="store_true", help='print {"total_ms", "nodes": [...], ...} as one JSON object')
@@ -430,14 +443,16 @@ def _compare(args: argparse.Namespace) -> int:
     if bar:
         bar.close()
     report = result.to_dict()
+    if args.by == "module":
+        report["by_module"] = result.comparison.by_module()
     if args.json:
         print(json.dumps(report))
     else:
-        print(_compare_text(result, report, args.failed))
+        print(_compare_text(result, report, args.failed, args.by))
     return EXIT_DIVERGED if report["failed"] else EXIT_COMPLETED
 
 
-def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str:
+def _compare_text(result: Any, report: dict[str, Any], only_failed: bool, by: str = "value") -> str:
     comparison = result.comparison
     lines = [
         f"run:       {report['run']}",
@@ -446,7 +461,7 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str
     ]
     lines += [f"note:      {n}" for n in report["notes"]]
     lines.append("")
-    lines.append(comparison.table_text(only_failed))
+    lines.append(comparison.module_text() if by == "module" else comparison.table_text(only_failed))
     lines.append("")
     lines.append(
         f"compared {report['compared']} values: {report['compared'] - report['failed']} within tolerance, {report['failed']} not; "
@@ -461,6 +476,12 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str
             f"first divergence: {first.node.id} ({first.node.op_type}), index {first.node.index}, value '{first.value}': "
             f"{first.describe(comparison.metrics)}{within}"
         )
+        where = report["first_divergence"]
+        if where["source"] or where["module"] is not None:
+            line = where["source"][0] if where["source"] else None
+            at = f"{line['path']}:{line['line']} in {line['function']}" if line else ""
+            module = f"module {where['module'] or '(model)'}" if where["module"] is not None else ""
+            lines.append("  from: " + ", ".join(x for x in (at, module) if x))
     elif report["failed"]:
         lines.append("first divergence: none found among the compared values (every failing node reads a failing input)")
     else:
@@ -490,6 +511,15 @@ def _profile(args: argparse.Namespace) -> int:
         fused_graph(args.model, opt_level, args.provider or None, save_to=args.save_optimized)
     if args.json:
         print(json.dumps(prof.to_dict()))
+    elif args.by != "node":
+        from graph_dap.runtime.tools.by_source import NO_MODULE, NO_SOURCE, table_text
+
+        rows = prof.by_line() if args.by == "line" else prof.by_module()
+        print(prof.text(args.top).split("\n", 2)[0])
+        known = [r for r in rows if r.key not in (NO_SOURCE, NO_MODULE)]
+        print(table_text(rows, args.by, args.top) if known else f"no node of this model says which {args.by} it came from")
+        if args.chrome_trace:
+            print(f"chrome trace: {args.chrome_trace}")
     else:
         print(prof.text(args.top))
         if prof.fused is not None:
