@@ -50,6 +50,8 @@ def test_a_py_breakpoint_binds_stops_and_the_python_frames_are_under_the_node(da
         (str(src), softmax), (str(src), line_of("return x + self.attn(h)")), (str(src), line_of("x = block(x)"))
     ]  # fmt: skip
     assert frames[0]["source"]["path"].endswith(".onnxtxt") and "presentationHint" not in frames[1]
+    # stopped by the .py breakpoint: the listing's frame is de-emphasized, so that the client shows model.py's line
+    assert frames[0]["source"]["presentationHint"] == "deemphasize" and "presentationHint" not in frames[1]["source"]
     assert len({f["id"] for f in frames}) == len(frames)
     # the Python frame's Module scope: the module, its class, the line, the nodes it made with their values
     scopes = dap.scopes(frames[2]["id"])
@@ -69,6 +71,18 @@ def test_a_py_breakpoint_binds_stops_and_the_python_frames_are_under_the_node(da
     dap.request("continue", threadId=1)
     dap.wait_for_stop("breakpoint")
     assert dap.top_frame()["name"] == "node_softmax_1 (Softmax)"  # the line's second execution: block 1
+
+
+def test_a_breakpoint_on_an_outer_line_shows_that_line_first(dap: DapClient, tmp_path: Path) -> None:
+    model, _, src = project(tmp_path)
+    loop = line_of("x = block(x)")
+    (bp,) = _launch(dap, model, tmp_path, src, [{"line": loop}])
+    assert bp["message"] == f"22 nodes from tinymodel.py:{loop} (first: node_layer_norm), 2 executions of the line"
+    dap.wait_for_stop("breakpoint")
+    frames = dap.stack_trace()
+    assert [f["name"].split("  ")[0] for f in frames] == ["node_layer_norm (LayerNormalization)", "LayerNorm.forward", "Block.forward", "TinyModel.forward"]
+    assert frames[2]["source"]["presentationHint"] == "deemphasize" and frames[3]["line"] == loop
+    assert "presentationHint" not in frames[3]["source"]  # the breakpoint's own line: the first a client shows
 
 
 def test_torch_frames_are_subtle_and_files_not_found_say_so(dap: DapClient, tmp_path: Path) -> None:

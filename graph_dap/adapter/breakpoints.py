@@ -29,6 +29,7 @@ class Wanted:
     specs: tuple[BreakpointSpec, ...]
     line: int | None = None  # for line breakpoints: the line of the node it landed on (a Python file's: the line asked for)
     message: str = ""  # why it cannot be verified, when that is known before asking the runtime
+    file: str = ""  # for a breakpoint on a Python file: the file as the model's stack traces name it
 
 
 @dataclass(slots=True)
@@ -86,6 +87,14 @@ class BreakpointBook:
             bp["source"] = source
             bp["line"] = w.line
         return bp
+
+    def python_line(self, runtime_ids: tuple[int, ...]) -> tuple[str, int] | None:
+        """The stack-trace file and line of a Python-source breakpoint among those hit, if one is."""
+        for i in runtime_ids:
+            w = self._owner.get(i)
+            if w is not None and w.file and w.line is not None:
+                return w.file, w.line
+        return None
 
     def hit(self, runtime_ids: tuple[int, ...]) -> tuple[str, list[int]]:
         """The DAP stop reason and client ids for breakpoints the runtime says it hit."""

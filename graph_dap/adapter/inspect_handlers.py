@@ -52,7 +52,7 @@ class InspectionRequests(SourceRequests):
                 frames.append(frame)
             else:
                 frames.append({"id": FRAME_ID + level, "name": "end of the graph", "line": 0, "column": 0, "presentationHint": "label"})
-        frames[1:1] = await self._source_frames()
+        await self._source_frames(frames)
         chosen = frames[start : start + levels] if levels > 0 else frames[start:]
         return {"stackFrames": chosen, "totalFrames": len(frames)}
 

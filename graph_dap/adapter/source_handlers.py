@@ -61,11 +61,26 @@ class SourceRequests(AdapterCore):
             return None
         return held[1].frames[k]
 
-    async def _source_frames(self) -> list[dict[str, Any]]:
-        """The DAP frames under the node: its Python frames (or module scopes), innermost first."""
+    async def _source_frames(self, frames: list[dict[str, Any]]) -> None:
+        """Put the DAP frames of the node's Python frames (or module scopes), innermost first, under frame 0.
+
+        At a stop on a breakpoint in a Python file, the frames above that line's have their
+        sources de-emphasized, so that a client shows the user's line, where the breakpoint is.
+        """
         info = await self._stop_source()
         if info is None or info.kind == "none":
-            return []
+            return
+        out = self._frames_of(info)
+        stop = self.run.stop
+        at = self.breakpoints.python_line(stop.breakpoint_ids) if stop is not None and stop.reason == "breakpoint" else None
+        k = next((k for k, f in enumerate(info.frames) if at is not None and (f.path, f.line) == at), None)
+        if k is not None and "source" in out[k]:
+            for frame in [frames[0], *out[:k]]:
+                if "source" in frame:
+                    frame["source"] = {**frame["source"], "presentationHint": "deemphasize"}
+        frames[1:1] = out
+
+    def _frames_of(self, info: p.NodeSourceInfo) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for k, f in enumerate(info.frames):
             frame: dict[str, Any] = {"id": SOURCE_FRAME_ID + k, "name": f.name, "line": 0, "column": 0}
@@ -144,7 +159,7 @@ class SourceRequests(AdapterCore):
                 checked(bp, "hitCondition", str, None) or None,
                 checked(bp, "logMessage", str, None) or None,
             )
-            wanted.append(Wanted("source", self.breakpoints.new_id(), (spec,), line))
+            wanted.append(Wanted("source", self.breakpoints.new_id(), (spec,), line, file=remote))
         self.breakpoints.replace("source", wanted, source=str(path))
         if graph is not None:
             await self._apply_breakpoints()
