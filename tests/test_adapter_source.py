@@ -43,7 +43,7 @@ def test_a_py_breakpoint_binds_stops_and_the_python_frames_are_under_the_node(da
     (bp,) = _launch(dap, model, tmp_path, src, [{"line": softmax}])
     assert bp["verified"] and bp["line"] == softmax and bp["source"]["path"] == str(src)
     assert bp["message"] == f"2 nodes from tinymodel.py:{softmax} (first: node_softmax), 2 executions of the line"
-    dap.wait_for_stop("breakpoint")
+    dap.wait_for_stop("source breakpoint")
     frames = dap.stack_trace()
     assert [f["name"] for f in frames] == ["node_softmax (Softmax)", "Attention.forward", "Block.forward", "TinyModel.forward"]
     assert [(f.get("source", {}).get("path"), f["line"]) for f in frames[1:]] == [
@@ -69,7 +69,7 @@ def test_a_py_breakpoint_binds_stops_and_the_python_frames_are_under_the_node(da
     got = dap.request("evaluate", expression="mul.max()", frameId=frames[1]["id"], context="repl")
     assert got["result"] == f"{want.max():.7g}"
     dap.request("continue", threadId=1)
-    dap.wait_for_stop("breakpoint")
+    dap.wait_for_stop("source breakpoint")
     assert dap.top_frame()["name"] == "node_softmax_1 (Softmax)"  # the line's second execution: block 1
 
 
@@ -78,7 +78,7 @@ def test_a_breakpoint_on_an_outer_line_shows_that_line_first(dap: DapClient, tmp
     loop = line_of("x = block(x)")
     (bp,) = _launch(dap, model, tmp_path, src, [{"line": loop}])
     assert bp["message"] == f"22 nodes from tinymodel.py:{loop} (first: node_layer_norm), 2 executions of the line"
-    dap.wait_for_stop("breakpoint")
+    dap.wait_for_stop("source breakpoint")
     frames = dap.stack_trace()
     assert [f["name"].split("  ")[0] for f in frames] == ["node_layer_norm (LayerNormalization)", "LayerNorm.forward", "Block.forward", "TinyModel.forward"]
     assert frames[2]["source"]["presentationHint"] == "deemphasize" and frames[3]["line"] == loop
@@ -90,7 +90,7 @@ def test_torch_frames_are_subtle_and_files_not_found_say_so(dap: DapClient, tmp_
     qkv = line_of("self.qkv(x).chunk")
     (bp,) = _launch(dap, model, tmp_path, src, [{"line": qkv, "hitCondition": "2"}])
     assert bp["verified"]
-    dap.wait_for_stop("breakpoint")
+    dap.wait_for_stop("source breakpoint")
     frames = dap.stack_trace()
     assert frames[0]["name"] == "node_MatMul_10 (MatMul)"  # the second execution of the line: block 1's qkv
     torch_frame = frames[1]
@@ -114,7 +114,7 @@ def test_path_mappings_find_the_source_elsewhere_and_without_them_it_is_not_foun
     mapping = [{"localRoot": str(elsewhere), "remoteRoot": REMOTE_ROOT}]
     (bp,) = _launch(dap, model, ws, elsewhere / SOURCE.name, [{"line": softmax}], pathMappings=mapping)
     assert bp["verified"]
-    dap.wait_for_stop("breakpoint")
+    dap.wait_for_stop("source breakpoint")
     assert dap.stack_trace()[1]["source"]["path"] == str(elsewhere / SOURCE.name)
     other = DapClient.stdio()
     try:

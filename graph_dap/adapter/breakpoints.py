@@ -18,6 +18,10 @@ from graph_dap.worker.protocol import BreakOnArgs, BreakpointResult, BreakpointS
 
 KINDS = ("source", "function", "data")
 STOP_REASONS = {"source": "breakpoint", "function": "function breakpoint", "data": "data breakpoint"}
+#: The stop reason of a breakpoint on a line of the model's Python source. Not "breakpoint": at a
+#: "breakpoint" VS Code shows the top frame that has a source (the node's, in the listing) even when
+#: it is de-emphasized; at any other reason, the first frame that is not: the breakpoint's own line.
+PYTHON_REASON = "source breakpoint"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +101,12 @@ class BreakpointBook:
         return None
 
     def hit(self, runtime_ids: tuple[int, ...]) -> tuple[str, list[int]]:
-        """The DAP stop reason and client ids for breakpoints the runtime says it hit."""
+        """The DAP stop reason and client ids for breakpoints the runtime says it hit (:data:`PYTHON_REASON` when all are on Python files)."""
         owners = [self._owner[i] for i in runtime_ids if i in self._owner]
         ids = list(dict.fromkeys(w.dap_id for w in owners))
         kinds = {w.kind for w in owners}
+        if owners and all(w.file for w in owners if w.kind == "source") and kinds == {"source"}:
+            return PYTHON_REASON, ids
         for kind in KINDS:
             if kind in kinds:
                 return STOP_REASONS[kind], ids

@@ -73,6 +73,7 @@ class SourceRequests(AdapterCore):
         out = self._frames_of(info)
         stop = self.run.stop
         at = self.breakpoints.python_line(stop.breakpoint_ids) if stop is not None and stop.reason == "breakpoint" else None
+        # (the stopped event's reason is then PYTHON_REASON, so that VS Code passes over the de-emphasized frames)
         k = next((k for k, f in enumerate(info.frames) if at is not None and (f.path, f.line) == at), None)
         if k is not None and "source" in out[k]:
             for frame in [frames[0], *out[:k]]:
