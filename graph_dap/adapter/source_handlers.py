@@ -65,7 +65,8 @@ class SourceRequests(AdapterCore):
         """Put the DAP frames of the node's Python frames (or module scopes), innermost first, under frame 0.
 
         At a stop on a breakpoint in a Python file, the frames above that line's have their
-        sources de-emphasized, so that a client shows the user's line, where the breakpoint is.
+        sources de-emphasized, so that a client shows the user's line, where the breakpoint is
+        (the stop's reason is then ``PYTHON_REASON``: VS Code passes over such frames only then).
         """
         info = await self._stop_source()
         if info is None or info.kind == "none":
@@ -73,7 +74,6 @@ class SourceRequests(AdapterCore):
         out = self._frames_of(info)
         stop = self.run.stop
         at = self.breakpoints.python_line(stop.breakpoint_ids) if stop is not None and stop.reason == "breakpoint" else None
-        # (the stopped event's reason is then PYTHON_REASON, so that VS Code passes over the de-emphasized frames)
         k = next((k for k, f in enumerate(info.frames) if at is not None and (f.path, f.line) == at), None)
         if k is not None and "source" in out[k]:
             for frame in [frames[0], *out[:k]]:
