@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import glob
-import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-
-
-def light_models() -> dict[str, str]:
-    return {os.path.basename(p)[6:-5]: p for p in sorted(glob.glob(os.path.join(LIGHT_DIR, "*.onnx")))}
-
-
-def light_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    inits = {i.name for i in model.graph.initializer}
-    feeds = {}
-    for x in model.graph.input:
-        if x.name in inits:
-            continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in x.type.tensor_type.shape.dim)
-        n = int(np.prod(shape))
-        feeds[x.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    return feeds
+# The light models and their inputs are defined once, with the tests (appended: this folder's
+# ``models`` stays this module).
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+from light import light_inputs, light_models  # noqa: E402, F401  (re-exported for run.py and bench_dap.py)
 
 
 def det_fpn(size: int) -> onnx.ModelProto:

@@ -15,13 +15,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from graph_dap.runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
-from graph_dap.runtime.engine.options import OPT_LEVELS
-from graph_dap.runtime.source import source_fields
-from graph_dap.runtime.stops import path_text
-from graph_dap.runtime.tensor import format_bytes
+from graph_dap.errors import GraphDapError
+from graph_dap.worker.protocol import OPT_LEVEL_NAMES
+
+if TYPE_CHECKING:
+    from graph_dap.runtime import DebugSession, Stop
+
+# The runtime (numpy, onnx, onnxruntime) is imported by the commands that need it, not by
+# ``graph-dap --help`` or a usage error.
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
 EXIT_DIVERGED = 1
@@ -78,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="node glob or op:TYPE whose Inf the inf filter ignores (e.g. attention masks)",
     )
     run.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
+    run.add_argument(
+        "--opt-level",
+        choices=OPT_LEVEL_NAMES,
+        default="all",
+        metavar="LEVEL",
+        help="onnxruntime's graph optimizations for the runs between stops (none, basic, extended, all; default all, "
+        "as a plain InferenceSession); values shown at a stop are computed without them",
+    )
     run.add_argument(
         "--set",
         dest="sets",
@@ -145,14 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
     ref.add_argument("--against-model", metavar="OTHER.onnx", help="another model; values are matched by name")
     ref.add_argument(
         "--against-opt-level",
-        choices=tuple(OPT_LEVELS),
+        choices=OPT_LEVEL_NAMES,
         metavar="LEVEL",
         help="the model at another onnxruntime optimization level (none, basic, extended, all); "
         "an optimized side runs whole and only the values its graph still names are compared",
     )
     cmp_.add_argument(
         "--opt-level",
-        choices=tuple(OPT_LEVELS),
+        choices=OPT_LEVEL_NAMES,
         metavar="LEVEL",
         help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
     )
@@ -193,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--repeat", type=_positive, default=3, metavar="N", help="timed runs (default 3), after one warm-up")
     prof.add_argument(
         "--opt-level",
-        choices=tuple(OPT_LEVELS),
+        choices=OPT_LEVEL_NAMES,
         default=None,
         metavar="LEVEL",
         help="onnxruntime optimization level (default none: the model's own nodes; all with --fused)",
@@ -321,7 +332,7 @@ def _terminate_as_exception() -> Callable[[], None]:
 
 def _listing(args: argparse.Namespace) -> int:
     from graph_dap.files import write_text_atomic
-    from graph_dap.runtime import load_graph
+    from graph_dap.runtime import load_graph, render_listing
 
     text = render_listing(load_graph(args.model)).text
     if args.out:
@@ -332,6 +343,7 @@ def _listing(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from graph_dap.runtime import BreakpointSpec, DebugSession
     from graph_dap.runtime.tools.inject import Injection, InjectionSpecError
     from graph_dap.runtime.tools.repeat import repeat_runs, repeat_text
 
@@ -343,6 +355,7 @@ def _run(args: argparse.Namespace) -> int:
         providers=args.provider or None,
         break_on=_filters(args.break_on),
         inf_exclude=args.inf_exclude,
+        opt_level=args.opt_level,
         on_log=(lambda line: print(line, file=sys.stderr)) if args.json else print,
         on_progress=bar.update if bar else None,
     )
@@ -380,6 +393,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dump(args: argparse.Namespace) -> int:
+    from graph_dap.runtime.tensor import format_bytes
     from graph_dap.runtime.tools.dump import dump_model
 
     bar = _ProgressBar.on_terminal(args.json)
@@ -536,6 +550,9 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     """``run --json``: the stop as :meth:`Stop.to_dict` gives it, with a status and the summaries of what it is about."""
+    from graph_dap.runtime import StopReason, summarize
+    from graph_dap.runtime.source import source_fields
+
     completed = stop.completed
     node = stop.node
     summaries: dict[str, Any] = {}
@@ -561,6 +578,8 @@ def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
 
 
 def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
+    from graph_dap.runtime import StopReason, summarize
+    from graph_dap.runtime.stops import path_text
     node = stop.node
     lines: list[str] = []
     if report["status"] == "completed":

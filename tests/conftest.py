@@ -1,5 +1,10 @@
+import os
 import sys
 from pathlib import Path
+
+# The tests build thousands of small sessions: none of their optimized graphs go to the user's disk cache
+# (tests/test_optimized.py turns it on in a folder of its own).
+os.environ["GRAPH_DAP_CACHE"] = "off"
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -8,7 +13,8 @@ from collections.abc import Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
-from dap_client import DapClient, chain_model, reference  # noqa: E402
+from dap_client import DapClient, reference  # noqa: E402
+from models import chain_files  # noqa: E402
 
 
 @pytest.fixture
@@ -22,8 +28,8 @@ def dap() -> Iterator[DapClient]:
 
 @pytest.fixture
 def chain(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """A small conv chain on disk, its inputs, and onnxruntime's values for it."""
-    path, inputs, feeds = chain_model(tmp_path)
+    """The conv chain (models.chain_model) on disk, its inputs, and onnxruntime's values for it."""
+    path, inputs, feeds = chain_files(tmp_path)
     return path, inputs, reference(path, feeds)
 
 

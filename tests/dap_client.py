@@ -554,28 +554,6 @@ def reference(model_path: Path, feeds: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def chain_model(folder: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """x -> Conv(conv1) -> Relu(relu1) -> Add(add1, with the Conv output) -> Mul(scale1) -> y."""
-    import numpy as np
-    from onnx import TensorProto, helper
-
-    rng = np.random.RandomState(0)
-    feeds = {"x": rng.randn(1, 2, 5, 5).astype(np.float32)}
-    path = save_model(
-        folder / "chain.onnx",
-        [
-            helper.make_node("Conv", ["x", "w", "b"], ["conv_out"], name="conv1", pads=[1, 1, 1, 1]),
-            helper.make_node("Relu", ["conv_out"], ["relu_out"], name="relu1"),
-            helper.make_node("Add", ["relu_out", "conv_out"], ["sum"], name="add1"),
-            helper.make_node("Mul", ["sum", "k"], ["y"], name="scale1"),
-        ],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 5, 5])],
-        {"w": rng.randn(3, 2, 3, 3).astype(np.float32), "b": np.array([0.5, -1, 2], np.float32), "k": np.array(2, np.float32)},
-    )
-    return path, save_inputs(folder / "chain_inputs.npz", feeds), feeds
-
-
 def nan_model(folder: Path) -> tuple[Path, Path, dict[str, Any]]:
     """x -> Sub 1 (shift) -> Log (log1: NaN where x < 1) -> Relu -> y; and a Div by zero (inf)."""
     import numpy as np

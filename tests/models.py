@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import glob
-import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,8 +13,6 @@ from onnx import TensorProto, helper, numpy_helper
 from graph_dap.runtime.engine.options import session_options
 
 F = TensorProto.FLOAT
-LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-LIGHT_MODELS = sorted(glob.glob(os.path.join(LIGHT_DIR, "*.onnx")))
 
 
 def make_model(nodes, inputs, outputs, inits=(), opset=17, extra_opsets=()) -> onnx.ModelProto:
@@ -53,6 +50,19 @@ def chain_model() -> onnx.ModelProto:
     return make_model(nodes, [tensor("x", [1, 2, 8, 8])], [tensor("y", [1, 4, 8, 8]), tensor("side", [])], inits)
 
 
+def chain_feeds(seed: int = 1) -> dict[str, np.ndarray]:
+    """Inputs for :func:`chain_model`: ``x`` drawn from a standard normal."""
+    return {"x": np.random.default_rng(seed).standard_normal((1, 2, 8, 8)).astype(np.float32)}
+
+
+def chain_files(folder: Path, seed: int = 1) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    """:func:`chain_model` saved as ``folder/chain.onnx``, its inputs as ``folder/chain_inputs.npz``, and those inputs."""
+    path, inputs, feeds = folder / "chain.onnx", folder / "chain_inputs.npz", chain_feeds(seed)
+    onnx.save(chain_model(), str(path))
+    np.savez(inputs, **feeds)
+    return path, inputs, feeds
+
+
 def ort_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str] | None = None) -> dict[str, Any]:
     """What onnxruntime computes for every node output when each is made a graph output."""
     m = onnx.ModelProto()
@@ -67,19 +77,6 @@ def ort_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str] |
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     outs = [o.name for o in m.graph.output]
     return dict(zip(outs, sess.run(outs, feeds)))
-
-
-def light_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """The inputs the onnx backend tests use for the light models: arange(n)/n."""
-    inits = {i.name for i in model.graph.initializer}
-    feeds = {}
-    for x in model.graph.input:
-        if x.name in inits:
-            continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in x.type.tensor_type.shape.dim)
-        n = int(np.prod(shape))
-        feeds[x.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    return feeds
 
 
 def assert_same(a: Any, b: Any, name: str = "") -> None:

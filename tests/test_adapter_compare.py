@@ -11,13 +11,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dap_client import ROOT, DapClient, DapError, chain_model, reference
+from dap_client import ROOT, DapClient, DapError, reference
+from models import chain_files
 
 TABLE_KEYS = {
     "rows", "first_divergence", "compared", "failed", "matched", "unmatched_run", "unmatched_reference",
     "input_mismatches", "run", "reference", "tolerance", "metric_names", "notes",
 }  # fmt: skip
-NODES = ["conv1", "relu1", "add1", "scale1"]  # chain_model's nodes, in run order
+NODES = ["conv", "relu", "add", "mul", "sigmoid", "side"]  # chain_model's nodes, in run order
 
 
 def _variant(model: Path, name: str, initializer: str, change: Any) -> Path:
@@ -36,14 +37,14 @@ def _variant(model: Path, name: str, initializer: str, change: Any) -> Path:
 
 @pytest.fixture
 def diverging(tmp_path: Path) -> tuple[Path, Path, dict[str, Any], dict[str, Any]]:
-    """chain.onnx and other.onnx, whose Conv bias differs in one channel: values of both from onnxruntime."""
-    model, inputs, feeds = chain_model(tmp_path)
+    """chain.onnx and other.onnx, whose Conv weight differs in one output channel: values of both from onnxruntime."""
+    model, inputs, feeds = chain_files(tmp_path)
 
-    def shifted(b: np.ndarray) -> np.ndarray:
-        b[1] += 0.01
-        return b
+    def shifted(w: np.ndarray) -> np.ndarray:
+        w[1] += 0.01
+        return w
 
-    other = _variant(model, "other.onnx", "b", shifted)
+    other = _variant(model, "other.onnx", "w", shifted)
     return model, inputs, reference(model, feeds), reference(other, feeds)
 
 
@@ -76,20 +77,20 @@ def test_the_mismatch_filter_stops_where_the_difference_starts(
     assert "node by node" in mismatch["description"]
     dap.launch(str(model), inputs=str(inputs), reference="model:other.onnx", cwd=str(model.parent), exceptions=["mismatch"])
     stop = dap.wait_for_stop("exception")
-    assert stop["text"] == "Mismatch" and "conv1 (Conv)" in stop["description"] and "'conv_out'" in stop["description"]
-    assert dap.top_frame()["name"] == "conv1 (Conv)"
+    assert stop["text"] == "Mismatch" and "conv (Conv)" in stop["description"] and "'c'" in stop["description"]
+    assert dap.top_frame()["name"] == "conv (Conv)"
     info = dap.request("exceptionInfo", threadId=1)
     assert info["exceptionId"] == "mismatch" and info["breakMode"] == "always"
     assert "max_abs=" in info["description"] and "cosine=" in info["description"]
-    assert info["details"]["evaluateName"] == "conv_out" and "tolerance:" in info["details"]["stackTrace"]
-    row = next(r for r in _table(dap)["rows"] if r["value"] == "conv_out")
+    assert info["details"]["evaluateName"] == "c" and "tolerance:" in info["details"]["stackTrace"]
+    row = next(r for r in _table(dap)["rows"] if r["value"] == "c")
     assert row["origin"] and not row["pass"]
-    assert row["metrics"]["max_abs"] == pytest.approx(_max_abs(ours["conv_out"], theirs["conv_out"]), rel=1e-6)
+    assert row["metrics"]["max_abs"] == pytest.approx(_max_abs(ours["c"], theirs["c"]), rel=1e-6)
     # what follows only carries the difference: no other stop
     dap.request("continue", threadId=1)
     dap.wait_for_end()
     assert [s["reason"] for s in dap.events_named("stopped")] == ["exception"]
-    assert "first divergence: conv1 (Conv), value 'conv_out': max_abs=" in dap.output()
+    assert "first divergence: conv (Conv), value 'c': max_abs=" in dap.output()
 
 
 def test_restart_compares_again(dap: DapClient, diverging: tuple[Path, Path, dict[str, Any], dict[str, Any]]) -> None:
@@ -98,31 +99,31 @@ def test_restart_compares_again(dap: DapClient, diverging: tuple[Path, Path, dic
     dap.wait_for_stop("exception")
     dap.request("continue", threadId=1)
     dap.wait_for_end()
-    assert _table(dap)["compared"] == 4
+    assert _table(dap)["compared"] == 6
     dap.request("restart")
     stop = dap.wait_for_stop("exception")
-    assert "first divergence at conv1 (Conv)" in stop["description"]
-    assert [r["value"] for r in _table(dap)["rows"]] == ["conv_out"]  # forgotten at the restart, compared anew
+    assert "first divergence at conv (Conv)" in stop["description"]
+    assert [r["value"] for r in _table(dap)["rows"]] == ["c"]  # forgotten at the restart, compared anew
 
 
 def test_breakpoints_and_steps_while_comparing(dap: DapClient, tmp_path: Path) -> None:
-    model, inputs, feeds = chain_model(tmp_path)
-    other = _variant(model, "other.onnx", "k", lambda k: k * np.float32(1.001))
+    model, inputs, feeds = chain_files(tmp_path)
+    other = _variant(model, "other.onnx", "s", lambda s: s * np.float32(1.001))
     ours, theirs = reference(model, feeds), reference(other, feeds)
-    dap.start(str(model), inputs=str(inputs), reference=f"model:{other}", exceptions=["mismatch"], breakpoints=["relu1"])
+    dap.start(str(model), inputs=str(inputs), reference=f"model:{other}", exceptions=["mismatch"], breakpoints=["relu"])
     dap.wait_for_stop("function breakpoint")
-    assert dap.top_frame()["name"] == "relu1 (Relu)"
+    assert dap.top_frame()["name"] == "relu (Relu)"
     dap.step()
-    dap.step()  # relu1 and add1 ran, within tolerance
-    assert dap.top_frame()["name"] == "scale1 (Mul)"
-    dap.request("next", threadId=1)  # scale1 diverges: the step ends on it
+    dap.step()  # relu and add ran, within tolerance
+    assert dap.top_frame()["name"] == "mul (Mul)"
+    dap.request("next", threadId=1)  # mul diverges: the step ends on it
     stop = dap.wait_for_stop("exception")
-    assert "scale1 (Mul)" in stop["description"] and dap.top_frame()["name"] == "scale1 (Mul)"
+    assert "mul (Mul)" in stop["description"] and dap.top_frame()["name"] == "mul (Mul)"
     table = _table(dap)
-    assert [r["node"]["name"] for r in table["rows"]] == NODES
+    assert [r["node"]["name"] for r in table["rows"]] == NODES[:4]
     assert [r["pass"] for r in table["rows"]] == [True, True, True, False]
-    assert table["first_divergence"]["node"]["name"] == "scale1"
-    assert table["rows"][3]["metrics"]["max_abs"] == pytest.approx(_max_abs(ours["y"], theirs["y"]), rel=1e-6)
+    assert table["first_divergence"]["node"]["name"] == "mul"
+    assert table["rows"][3]["metrics"]["max_abs"] == pytest.approx(_max_abs(ours["m"], theirs["m"]), rel=1e-6)
 
 
 def test_the_table_is_the_json_of_graph_dap_compare(
@@ -136,23 +137,23 @@ def test_the_table_is_the_json_of_graph_dap_compare(
     done = _graph_dap("compare", model, "--inputs", inputs, "--against-model", other, "--atol", "1e-3", "--rtol", "0", "--json")
     assert done.returncode == 1, done.stderr  # a value differs
     assert table == json.loads(done.stdout)
-    assert "compared 4 values" in dap.output()
+    assert "compared 6 values" in dap.output()
 
 
 def test_a_dump_reference_gives_its_inputs_and_a_tolerance_list(dap: DapClient, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     _graph_dap("dump", model, "--inputs", inputs, "--out", tmp_path / "run.npz")
     dap.start(str(model), reference="run.npz", cwd=str(tmp_path), tolerance=["max_abs>0"], exceptions=["mismatch"])
     dap.wait_for_end()
     assert not dap.events_named("stopped")
     table = _table(dap)
-    assert table["compared"] == 4 and table["failed"] == 0 and table["first_divergence"] is None
+    assert table["compared"] == 6 and table["failed"] == 0 and table["first_divergence"] is None
     assert table["tolerance"]["fail_if"] == ["max_abs>0"]
     assert any(n.startswith("inputs: the dump's (x)") for n in table["notes"])
 
 
 def test_mismatch_and_compare_table_need_a_reference(dap: DapClient, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     dap.initialize()
     dap.send("launch", {"model": str(model), "inputs": str(inputs), "stopOnEntry": True})
     dap.wait_for_event("initialized")
@@ -175,25 +176,25 @@ def test_mismatch_and_compare_table_need_a_reference(dap: DapClient, tmp_path: P
     ],
 )
 def test_a_bad_reference_fails_the_launch(dap: DapClient, tmp_path: Path, args: dict[str, Any], words: str) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     dap.initialize()
     with pytest.raises(DapError, match=words):
         dap.launch(str(model), inputs=str(inputs), **args)
 
 
 def test_no_debug_with_iterations_runs_the_model_n_times(dap: DapClient, tmp_path: Path) -> None:
-    model, inputs, feeds = chain_model(tmp_path)
+    model, inputs, feeds = chain_files(tmp_path)
     y = reference(model, feeds)["y"]
     dap.start(str(model), inputs=str(inputs), noDebug=True, iterations=3)
     exited = dap.wait_for_event("exited")
     assert exited["exitCode"] == 0
     text = dap.output()
     assert "ran 3 of 3 times: median " in text and "outputs identical in every run" in text
-    assert f"y: float32[1,3,5,5] min={float(y.min()):.4g} max={float(y.max()):.4g}" in text
+    assert f"y: float32[1,4,8,8] min={float(y.min()):.4g} max={float(y.max()):.4g}" in text
 
 
 def test_profile_while_stopped(dap: DapClient, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     dap.start(str(model), inputs=str(inputs), stopOnEntry=True, iterations=2)
     dap.wait_for_stop("entry")
     body = dap.request("graphDap/profile", {})
@@ -203,7 +204,7 @@ def test_profile_while_stopped(dap: DapClient, tmp_path: Path) -> None:
     assert timed == set(NODES)
     assert all(n["time_ms"] >= 0 and n["op_type"] for n in body["nodes"])
     assert dap.request("graphDap/profile", {"iterations": 1})["repeat"] == 1
-    assert dap.top_frame()["name"] == "conv1 (Conv)"  # the debug session is where it was
+    assert dap.top_frame()["name"] == "conv (Conv)"  # the debug session is where it was
 
 
 def test_pause_while_comparing_node_by_node(dap: DapClient, tmp_path: Path) -> None:

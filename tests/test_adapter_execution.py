@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dap_client import DapClient, DapError, chain_model, long_model
+from dap_client import DapClient, DapError, long_model
+from models import chain_files
 
 
 def _running(progress: dict[str, Any]) -> bool:
@@ -21,30 +22,30 @@ def test_next_runs_one_node_and_step_back_undoes_it(dap: DapClient, chain: tuple
     model, inputs, ref = chain
     dap.start(str(model), inputs=str(inputs), stopOnEntry=True)
     dap.wait_for_stop("entry")
-    assert _frame(dap) == "conv1 (Conv)"
+    assert _frame(dap) == "conv (Conv)"
     dap.step("next")
-    assert _frame(dap) == "relu1 (Relu)"
+    assert _frame(dap) == "relu (Relu)"
     dap.step("stepIn")  # no subgraph: the same as next
-    assert _frame(dap) == "add1 (Add)"
-    relu = dap.scope_variables("Last outputs")["relu_out"]
-    assert relu["value"].startswith(f"float32[1,3,5,5] min=0 max={float(ref['relu_out'].max()):.4g}")
+    assert _frame(dap) == "add (Add)"
+    relu = dap.scope_variables("Last outputs")["r"]
+    assert relu["value"].startswith(f"float32[1,4,8,8] min=0 max={float(ref['r'].max()):.4g}")
     dap.step("stepBack")
-    assert _frame(dap) == "relu1 (Relu)"
-    assert "relu_out" not in dap.scope_variables("Values")
-    assert list(dap.scope_variables("Last outputs")) == ["conv_out"]
+    assert _frame(dap) == "relu (Relu)"
+    assert "r" not in dap.scope_variables("Values")
+    assert list(dap.scope_variables("Last outputs")) == ["c"]
 
 
 def test_reverse_continue_goes_back_to_a_breakpoint(dap: DapClient, chain: tuple[Path, Path, dict[str, Any]]) -> None:
     model, inputs, _ = chain
-    dap.start(str(model), inputs=str(inputs), breakpoints=["relu1", "scale1"])
+    dap.start(str(model), inputs=str(inputs), breakpoints=["relu", "mul"])
     dap.wait_for_stop("function breakpoint")
-    assert _frame(dap) == "relu1 (Relu)"
+    assert _frame(dap) == "relu (Relu)"
     dap.request("continue", threadId=1)
     dap.wait_for_stop("function breakpoint")
-    assert _frame(dap) == "scale1 (Mul)"
+    assert _frame(dap) == "mul (Mul)"
     dap.request("reverseContinue", threadId=1)
     dap.wait_for_stop("breakpoint")
-    assert _frame(dap) == "relu1 (Relu)"
+    assert _frame(dap) == "relu (Relu)"
 
 
 def test_goto_targets_and_goto(dap: DapClient, chain: tuple[Path, Path, dict[str, Any]]) -> None:
@@ -53,26 +54,26 @@ def test_goto_targets_and_goto(dap: DapClient, chain: tuple[Path, Path, dict[str
     dap.wait_for_stop("entry")
     frame = dap.top_frame()
     targets = dap.request("gotoTargets", source=frame["source"], line=frame["line"] + 3)["targets"]
-    assert [t["label"] for t in targets] == ["scale1 (Mul)"] and targets[0]["line"] == frame["line"] + 3
+    assert [t["label"] for t in targets] == ["mul (Mul)"] and targets[0]["line"] == frame["line"] + 3
     dap.request("goto", threadId=1, targetId=targets[0]["id"])
     dap.wait_for_stop("goto")
-    assert _frame(dap) == "scale1 (Mul)"
-    total = float(dap.evaluate("sum.sum()")["result"])  # goto computed the inputs it lacked
-    assert total == pytest.approx(float(ref["sum"].sum()), rel=1e-5)
+    assert _frame(dap) == "mul (Mul)"
+    total = float(dap.evaluate("a.sum()")["result"])  # goto computed the inputs it lacked
+    assert total == pytest.approx(float(ref["a"].sum()), rel=1e-5)
     with pytest.raises(DapError, match="unknown goto target"):
         dap.request("goto", threadId=1, targetId=12345)
 
 
 def test_restart_keeps_breakpoints(dap: DapClient, chain: tuple[Path, Path, dict[str, Any]]) -> None:
     model, inputs, _ = chain
-    dap.start(str(model), inputs=str(inputs), breakpoints=["add1"])
+    dap.start(str(model), inputs=str(inputs), breakpoints=["add"])
     dap.wait_for_stop("function breakpoint")
     dap.step()
-    assert _frame(dap) == "scale1 (Mul)"
+    assert _frame(dap) == "mul (Mul)"
     dap.request("restart", {"arguments": {"model": str(model), "inputs": str(inputs)}})
     dap.wait_for_stop("function breakpoint")
-    assert _frame(dap) == "add1 (Add)"
-    assert "sum" not in dap.scope_variables("Values")
+    assert _frame(dap) == "add (Add)"
+    assert "a" not in dap.scope_variables("Values")
 
 
 def test_step_out_and_continue_run_to_the_end(dap: DapClient, chain: tuple[Path, Path, dict[str, Any]]) -> None:
@@ -84,15 +85,15 @@ def test_step_out_and_continue_run_to_the_end(dap: DapClient, chain: tuple[Path,
     dap.wait_for_end()
     assert exited["exitCode"] == 0
     text = dap.output()
-    assert "outputs:" in text and f"y: float32[1,3,5,5] min={float(ref['y'].min()):.4g}" in text
+    assert "outputs:" in text and f"y: float32[1,4,8,8] min={float(ref['y'].min()):.4g}" in text
 
 
 def test_no_debug_runs_at_full_speed_and_prints_the_outputs(dap: DapClient, chain: tuple[Path, Path, dict[str, Any]]) -> None:
     model, inputs, ref = chain
-    dap.start(str(model), inputs=str(inputs), noDebug=True, breakpoints=["relu1"])
+    dap.start(str(model), inputs=str(inputs), noDebug=True, breakpoints=["relu"])
     dap.wait_for_end()
     assert not dap.events_named("stopped")
-    assert f"y: float32[1,3,5,5] min={float(ref['y'].min()):.4g} max={float(ref['y'].max()):.4g}" in dap.output()
+    assert f"y: float32[1,4,8,8] min={float(ref['y'].min()):.4g} max={float(ref['y'].max()):.4g}" in dap.output()
 
 
 def test_terminate_ends_the_session(dap: DapClient, chain: tuple[Path, Path, dict[str, Any]]) -> None:
@@ -111,9 +112,9 @@ def test_launch_errors_say_what_is_wrong(dap: DapClient, tmp_path: Path) -> None
     dap.initialize()
     with pytest.raises(DapError, match="model not found: .*missing.onnx"):
         dap.launch(str(tmp_path / "missing.onnx"))
-    model, _, _ = chain_model(tmp_path)
+    model, _, _ = chain_files(tmp_path)
     np.savez(tmp_path / "bad.npz", x=np.zeros(2, np.int64))
-    with pytest.raises(DapError, match=r"input 'x' expects float32\[1,2,5,5\], got int64\[2\]"):
+    with pytest.raises(DapError, match=r"input 'x' expects float32\[1,2,8,8\], got int64\[2\]"):
         dap.launch(str(model), inputs=str(tmp_path / "bad.npz"))
     with pytest.raises(DapError, match="dims: 'batch' must be an integer"):
         dap.launch(str(model), dims={"batch": "one"})

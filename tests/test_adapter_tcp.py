@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dap_client import DapClient, chain_model, listening
+from dap_client import DapClient, listening
+from models import chain_files
 
 from graph_dap.adapter.protocol import SocketStream
 
@@ -20,19 +21,19 @@ def adapter_port() -> Iterator[int]:
 
 
 def test_clients_one_after_another_over_tcp(adapter_port: int, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     for _ in range(2):
         client = DapClient.tcp("127.0.0.1", adapter_port)
-        client.start(str(model), inputs=str(inputs), breakpoints=["add1"])
+        client.start(str(model), inputs=str(inputs), breakpoints=["add"])
         client.wait_for_stop("function breakpoint")
-        assert client.top_frame()["name"] == "add1 (Add)"
+        assert client.top_frame()["name"] == "add (Add)"
         client.request("continue", threadId=1)
         client.wait_for_end()
         client.disconnect()
 
 
 def test_a_client_that_vanishes_frees_the_adapter(adapter_port: int, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     first = DapClient.tcp("127.0.0.1", adapter_port)
     first.start(str(model), inputs=str(inputs), stopOnEntry=True)
     first.wait_for_stop("entry")

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, chain_model, listening
+from dap_client import ROOT, TIMEOUT, DapClient, DapError, listening
+from models import chain_files
 
 from graph_dap.adapter import __main__ as adapter_main
 from graph_dap.adapter import server
@@ -35,7 +36,7 @@ def adapter_port() -> Iterator[int]:
 
 
 def test_only_initialize_is_answered_until_the_launch_shows_the_token(adapter_port: int, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     client = DapClient.tcp("127.0.0.1", adapter_port)
     assert client.initialize()["supportsConfigurationDoneRequest"] is True
     for command, args in [("threads", None), ("configurationDone", None), ("setExceptionBreakpoints", {"filters": []})]:
@@ -47,14 +48,14 @@ def test_only_initialize_is_answered_until_the_launch_shows_the_token(adapter_po
     assert refused.value.response["body"]["error"]["showUser"] is True
     client.launch(str(model), inputs=str(inputs), stopOnEntry=True, adapterToken=TOKEN)
     client.wait_for_stop("entry")
-    assert client.top_frame()["name"] == "conv1 (Conv)"
+    assert client.top_frame()["name"] == "conv (Conv)"
     client.request("continue", threadId=1)
     client.wait_for_end()
     client.disconnect()
 
 
 def test_a_wrong_token_closes_the_connection(adapter_port: int, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     for wrong in ["not-the-token", TOKEN + "x", 12]:
         intruder = DapClient.tcp("127.0.0.1", adapter_port)
         intruder.initialize()
@@ -72,7 +73,7 @@ def test_a_wrong_token_closes_the_connection(adapter_port: int, tmp_path: Path) 
 
 
 def test_a_client_yet_to_show_the_token_keeps_no_one_waiting(adapter_port: int, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     idle = DapClient.tcp("127.0.0.1", adapter_port)
     idle.initialize()  # and nothing more
     client = DapClient.tcp("127.0.0.1", adapter_port)

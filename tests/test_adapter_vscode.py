@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dap_client import ROOT, DapClient, chain_model
+from dap_client import ROOT, DapClient
+from models import chain_files
 
 
 def _cli_listing(model: Path) -> str:
@@ -40,37 +41,37 @@ def _gutter_session(dap: DapClient, model: Path, file: Path, line: int, **launch
 
 
 def test_gutter_breakpoints_in_the_file_beside_the_model(dap: DapClient, tmp_path: Path) -> None:
-    model, _, _ = chain_model(tmp_path)
+    model, _, _ = chain_files(tmp_path)
     file = model.with_suffix(".onnxtxt")
     text = _cli_listing(model)
     file.write_text(text)  # the extension wrote it when the model was opened
-    bp = _gutter_session(dap, model, file, _line_of(text, "add1"))
-    assert bp["verified"] and bp["line"] == _line_of(text, "add1")
+    bp = _gutter_session(dap, model, file, _line_of(text, "add"))
+    assert bp["verified"] and bp["line"] == _line_of(text, "add")
     assert bp["source"]["path"] == str(file) and bp["source"].get("sourceReference", 0) == 0
     dap.wait_for_stop("breakpoint")
     frame = dap.top_frame()
-    assert frame["name"].startswith("add1 ") and frame["line"] == _line_of(text, "add1")
+    assert frame["name"].startswith("add ") and frame["line"] == _line_of(text, "add")
     assert frame["source"]["path"] == str(file) and frame["source"].get("sourceReference", 0) == 0
     assert file.read_text() == text
 
 
 def test_listing_path_when_the_model_folder_is_not_writable(dap: DapClient, tmp_path: Path) -> None:
-    model, _, _ = chain_model(tmp_path)
+    model, _, _ = chain_files(tmp_path)
     _unwritable_beside(model)
     storage = tmp_path / "storage" / "listings" / "3f2a" / "chain.onnxtxt"  # not written yet: the adapter writes it
     text = _cli_listing(model)
-    bp = _gutter_session(dap, model, storage, _line_of(text, "relu1"), listingPath=str(storage))
-    assert bp["verified"] and bp["line"] == _line_of(text, "relu1") and bp["source"]["path"] == str(storage)
+    bp = _gutter_session(dap, model, storage, _line_of(text, "relu"), listingPath=str(storage))
+    assert bp["verified"] and bp["line"] == _line_of(text, "relu") and bp["source"]["path"] == str(storage)
     dap.wait_for_stop("breakpoint")
     frame = dap.top_frame()
-    assert frame["name"].startswith("relu1 ") and frame["line"] == _line_of(text, "relu1")
+    assert frame["name"].startswith("relu ") and frame["line"] == _line_of(text, "relu")
     assert frame["source"]["path"] == str(storage) and frame["source"].get("sourceReference", 0) == 0
     assert storage.read_text() == text
     assert model.with_suffix(".onnxtxt").is_dir()  # nothing was written beside the model
 
 
 def test_without_a_file_the_listing_is_served_by_reference(dap: DapClient, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     _unwritable_beside(model)
     dap.start(str(model), inputs=str(inputs), stopOnEntry=True)
     dap.wait_for_stop("entry")
@@ -78,15 +79,15 @@ def test_without_a_file_the_listing_is_served_by_reference(dap: DapClient, tmp_p
     assert source["sourceReference"] > 0 and "path" not in source and source["name"] == "chain.onnxtxt"
     text = dap.source_text(source)
     assert text == _cli_listing(model)
-    got = dap.request("setBreakpoints", source=source, breakpoints=[{"line": _line_of(text, "scale1")}])["breakpoints"]
+    got = dap.request("setBreakpoints", source=source, breakpoints=[{"line": _line_of(text, "mul")}])["breakpoints"]
     assert got[0]["verified"] and got[0]["source"]["sourceReference"] == source["sourceReference"]
     dap.request("continue", threadId=1)
     dap.wait_for_stop("breakpoint")
-    assert dap.top_frame()["line"] == _line_of(text, "scale1")
+    assert dap.top_frame()["line"] == _line_of(text, "mul")
 
 
 def test_a_launch_as_vs_code_sends_it(dap: DapClient, tmp_path: Path) -> None:
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     dap.initialize()
     config = {
         "type": "graph-dap",
@@ -103,6 +104,6 @@ def test_a_launch_as_vs_code_sends_it(dap: DapClient, tmp_path: Path) -> None:
     dap.launch(str(model), inputs=str(inputs), **config)
     dap.wait_for_stop("entry")
     frame = dap.top_frame()
-    assert frame["name"].startswith("conv1 ") and frame["source"]["path"] == str(model.with_suffix(".onnxtxt"))
+    assert frame["name"].startswith("conv ") and frame["source"]["path"] == str(model.with_suffix(".onnxtxt"))
     var = dap.scope_variables("Inputs")["x"]
     assert var["type"].startswith("tensor") and "[" in var["value"] and "min=" in var["value"]

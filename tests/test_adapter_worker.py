@@ -12,7 +12,8 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, chain_model, listening, long_model, reference
+from dap_client import ROOT, TIMEOUT, DapClient, DapError, listening, long_model, reference
+from models import chain_files
 
 
 def _children(pid: int) -> list[int]:
@@ -82,7 +83,7 @@ def test_without_the_token_a_connection_gets_nothing(remote_worker: tuple[str, s
 
 def test_launch_on_a_remote_worker(dap: DapClient, remote_worker: tuple[str, str], tmp_path: Path) -> None:
     address, token = remote_worker
-    model, inputs, feeds = chain_model(tmp_path)
+    model, inputs, feeds = chain_files(tmp_path)
     ref = reference(model, feeds)
     dap.initialize()
     with pytest.raises(DapError, match="refused the connection"):
@@ -92,20 +93,20 @@ def test_launch_on_a_remote_worker(dap: DapClient, remote_worker: tuple[str, str
     dap.launch(str(model), inputs=str(inputs), stopOnEntry=True, worker=address, token=token)
     dap.wait_for_stop("entry")
     dap.step()
-    result = dap.evaluate("conv_out.min()")
-    assert float(result["result"]) == pytest.approx(float(ref["conv_out"].min()), rel=1e-6)
+    result = dap.evaluate("c.min()")
+    assert float(result["result"]) == pytest.approx(float(ref["c"].min()), rel=1e-6)
     dap.request("continue", threadId=1)
     dap.wait_for_end()
 
 
 def test_a_remote_worker_serves_one_adapter_after_another(remote_worker: tuple[str, str], tmp_path: Path) -> None:
     address, token = remote_worker
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     for _ in range(2):
         client = DapClient.stdio()
         client.start(str(model), inputs=str(inputs), stopOnEntry=True, worker=address, token=token)
         client.wait_for_stop("entry")
-        assert client.top_frame()["name"] == "conv1 (Conv)"
+        assert client.top_frame()["name"] == "conv (Conv)"
         client.disconnect()
 
 
@@ -129,7 +130,7 @@ def test_worker_stderr_reaches_the_debug_console(dap: DapClient, tmp_path: Path)
         f'#!/bin/sh\necho "[W:onnxruntime:, graph.cc:1] a warning from onnxruntime" >&2\nexec {sys.executable} "$@"\n'
     )
     wrapper.chmod(0o755)
-    model, inputs, _ = chain_model(tmp_path)
+    model, inputs, _ = chain_files(tmp_path)
     dap.initialize()
     with pytest.raises(DapError, match="cannot start the runtime worker"):
         dap.launch(str(model), python=str(tmp_path / "no-such-python"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from models import chain_model, ort_values
+from models import chain_feeds, chain_model, ort_values
 from onnx import numpy_helper
 
 from graph_dap.runtime import summarize
@@ -25,9 +25,6 @@ def cli(*args, cwd=None):
     )
 
 
-def _feeds():
-    return {"x": np.random.default_rng(3).standard_normal((1, 2, 8, 8)).astype(np.float32)}
-
 
 @pytest.fixture
 def models(tmp_path):
@@ -39,7 +36,7 @@ def models(tmp_path):
     b = bad.graph.initializer[1]
     b.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(b) + np.float32(0.01), "b"))
     onnx.save(bad, str(tmp_path / "bad.onnx"))
-    np.savez(tmp_path / "in.npz", **_feeds())
+    np.savez(tmp_path / "in.npz", **chain_feeds(3))
     return tmp_path, base, bad
 
 
@@ -48,7 +45,7 @@ def test_dump_then_compare_names_the_first_divergence(models):
     r = cli("dump", tmp / "chain.onnx", "--inputs", tmp / "in.npz", "--out", tmp / "run.npz")
     assert r.returncode == 0, r.stderr
     assert "dumped 7 values" in r.stdout and (tmp / "run.npz.json").is_file()
-    truth = ort_values(base, _feeds())
+    truth = ort_values(base, chain_feeds(3))
     with np.load(tmp / "run.npz") as z:
         for name, value in truth.items():
             np.testing.assert_array_equal(z[name], value)
@@ -179,7 +176,7 @@ def test_run_set_from_a_dump_restores_the_original_values(models):
     """bad.onnx differs from chain.onnx only at 'a': injecting the original 'a' gives the original outputs."""
     tmp, base, _ = models
     assert cli("dump", tmp / "chain.onnx", "--inputs", tmp / "in.npz", "--out", tmp / "run.npz").returncode == 0
-    truth = ort_values(base, _feeds())
+    truth = ort_values(base, chain_feeds(3))
     r = cli("run", tmp / "bad.onnx", "--inputs", tmp / "in.npz", "--set-from", f"{tmp / 'run.npz'}:a", "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
@@ -200,7 +197,7 @@ def test_run_set_from_a_whole_dump_sets_its_inputs_too(models):
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["injected"][0] == "x"
-    truth = ort_values(base, _feeds())
+    truth = ort_values(base, chain_feeds(3))
     assert report["summaries"]["side"] == json.loads(json.dumps(summarize(truth["side"]).to_dict()))
 
 
@@ -227,7 +224,7 @@ def test_run_set_with_a_wrong_shape_is_one_clear_line(models):
 
 def test_run_set_keeps_user_breakpoints(models):
     tmp, base, _ = models
-    truth = ort_values(base, _feeds())
+    truth = ort_values(base, chain_feeds(3))
     np.save(tmp / "a.npy", truth["a"])
     r = cli("run", tmp / "bad.onnx", "--inputs", tmp / "in.npz", "--set", f"a={tmp / 'a.npy'}", "--break", "mul", "--json")
     assert r.returncode == 1, r.stderr

@@ -8,7 +8,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from models import LIGHT_MODELS, chain_model, light_inputs, make_model, ort_values, tensor
+from light import LIGHT_MODELS, light_inputs
+from models import chain_feeds, chain_model, make_model, ort_values, tensor
 from onnx import helper, numpy_helper
 
 from graph_dap.runtime import DebugSession, StopReason, load_graph
@@ -29,10 +30,6 @@ from graph_dap.runtime.tools.compare import (
     parse_reference,
 )
 from graph_dap.runtime.tools.dump import dump_model
-
-
-def _feeds(seed=1):
-    return {"x": np.random.default_rng(seed).standard_normal((1, 2, 8, 8)).astype(np.float32)}
 
 
 def perturbed(model: onnx.ModelProto, name: str, delta: float) -> onnx.ModelProto:
@@ -156,7 +153,7 @@ def _criterion(metric: str, run: np.ndarray, ref: np.ndarray) -> Tolerance:
 
 @pytest.mark.parametrize("metric", ["allclose", *METRICS])
 def test_a_perturbed_weight_is_named_as_the_first_divergence_for_each_metric(tmp_path, metric):
-    base, feeds = chain_model(), _feeds()
+    base, feeds = chain_model(), chain_feeds()
     bad = perturbed(base, "b", 0.01)  # read by node 'add' only
     dump_model(base, tmp_path / "ref.npz", feeds)
     truth, run = ort_values(base, feeds), ort_values(bad, feeds)
@@ -178,7 +175,7 @@ def test_a_perturbed_weight_is_named_as_the_first_divergence_for_each_metric(tmp
 
 
 def test_identical_runs_have_no_divergence(tmp_path):
-    base, feeds = chain_model(), _feeds()
+    base, feeds = chain_model(), chain_feeds()
     dump_model(base, tmp_path / "ref.npz", feeds)
     result = compare_model(base, f"dump:{tmp_path / 'ref.npz'}")
     d = result.to_dict()
@@ -188,7 +185,7 @@ def test_identical_runs_have_no_divergence(tmp_path):
 
 
 def test_a_second_model_matches_by_value_name_and_counts_the_rest():
-    base, feeds = chain_model(), _feeds()
+    base, feeds = chain_model(), chain_feeds()
     other = perturbed(base, "s", 0.5)  # read by 'mul'
     other.graph.node[5].output[0] = "side_renamed"
     other.graph.output[1].name = "side_renamed"
@@ -210,13 +207,13 @@ def test_the_other_model_must_take_the_same_inputs():
     other.graph.node[0].input[0] = "image"
     other.graph.node[5].input[0] = "image"
     with pytest.raises(CompareError, match="input 'image' has no counterpart"):
-        ModelSource(load_graph(other), _feeds(), {"y"})
+        ModelSource(load_graph(other), chain_feeds(), {"y"})
 
 
 def test_a_reference_run_with_other_inputs_names_no_node(tmp_path):
     base = chain_model()
-    dump_model(base, tmp_path / "ref.npz", _feeds(1))
-    result = compare_model(base, Reference("dump", str(tmp_path / "ref.npz")), _feeds(2))
+    dump_model(base, tmp_path / "ref.npz", chain_feeds(1))
+    result = compare_model(base, Reference("dump", str(tmp_path / "ref.npz")), chain_feeds(2))
     d = result.to_dict()
     assert d["input_mismatches"] == ["x"] and d["failed"] > 0
     assert d["first_divergence"] is None
@@ -224,7 +221,7 @@ def test_a_reference_run_with_other_inputs_names_no_node(tmp_path):
 
 
 def test_a_plain_npz_of_values_is_a_reference_too(tmp_path):
-    base, feeds = chain_model(), _feeds(5)
+    base, feeds = chain_model(), chain_feeds(5)
     np.savez(tmp_path / "theirs.npz", **ort_values(base, feeds), **feeds)  # made by some other script
     d = compare_model(base, Reference("dump", str(tmp_path / "theirs.npz"))).to_dict()  # its 'x' is used
     assert d["failed"] == 0 and d["compared"] == 6
@@ -233,7 +230,7 @@ def test_a_plain_npz_of_values_is_a_reference_too(tmp_path):
 
 def test_compare_uses_the_dumps_inputs_when_given_none(tmp_path):
     base = chain_model()
-    dump_model(base, tmp_path / "ref.npz", _feeds(7))
+    dump_model(base, tmp_path / "ref.npz", chain_feeds(7))
     d = compare_model(base, Reference("dump", str(tmp_path / "ref.npz"))).to_dict()
     assert d["failed"] == 0 and d["input_mismatches"] == []
     assert not any("another model" in n for n in d["notes"])
@@ -256,7 +253,7 @@ def _materialized(model: onnx.ModelProto, conv_name: str, feeds, scale: float = 
 
 
 def test_a_perturbed_weight_in_a_light_model_is_the_first_divergence(tmp_path):
-    path = next(p for p in LIGHT_MODELS if "squeezenet" in p)
+    path = LIGHT_MODELS["squeezenet"]
     original = onnx.load(path)
     feeds = light_inputs(original)
     base = _materialized(original, "n29", feeds)
@@ -279,7 +276,7 @@ def test_a_perturbed_weight_in_a_light_model_is_the_first_divergence(tmp_path):
 
 def test_the_comparison_consulted_by_a_debug_session(tmp_path):
     """As a debug adapter uses it: observe after each node; the verdict says when to break."""
-    base, feeds = chain_model(), _feeds()
+    base, feeds = chain_model(), chain_feeds()
     dump_model(base, tmp_path / "ref.npz", feeds)
     bad = perturbed(base, "b", 0.01)
     session = DebugSession(bad, feeds, skip_constants=False)
@@ -308,7 +305,7 @@ def test_the_comparison_consulted_by_a_debug_session(tmp_path):
 
 
 def test_provider_reference_runs_in_lockstep():
-    base, feeds = chain_model(), _feeds()
+    base, feeds = chain_model(), chain_feeds()
     d = compare_model(base, Reference("provider", "CPU"), feeds).to_dict()
     assert d["failed"] == 0 and d["compared"] == 6
 
@@ -321,7 +318,7 @@ def _ort_outputs(model: onnx.ModelProto, feeds, level: str):
 
 @pytest.mark.parametrize("budget", [1, 256 << 20])
 def test_the_optimized_side_shows_what_onnxruntime_computes_at_that_level(budget):
-    path = next(p for p in LIGHT_MODELS if "squeezenet" in p)
+    path = LIGHT_MODELS["squeezenet"]
     model = onnx.load(path)
     feeds = light_inputs(model)
     graph = load_graph(path)
@@ -341,7 +338,7 @@ def test_the_optimized_side_shows_what_onnxruntime_computes_at_that_level(budget
 
 
 def test_against_an_optimization_level_compares_only_the_names_that_survive():
-    path = next(p for p in LIGHT_MODELS if "squeezenet" in p)
+    path = LIGHT_MODELS["squeezenet"]
     model = onnx.load(path)
     feeds = light_inputs(model)
     result = compare_model(path, Reference("opt_level", "none"), feeds, opt_level="extended", tolerance=Tolerance(1e-4, 1e-3))

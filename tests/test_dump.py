@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from models import LIGHT_MODELS, assert_same, chain_model, init, light_inputs, make_model, ort_values, tensor
+from light import LIGHT_MODELS, light_inputs
+from models import assert_same, chain_feeds, chain_model, init, make_model, ort_values, tensor
 from onnx import helper
 
 from graph_dap.runtime import load_graph
@@ -23,12 +24,9 @@ from graph_dap.runtime.tools.dump import DumpError, NodeStream, dump_model, inpu
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _feeds(seed=1):
-    return {"x": np.random.default_rng(seed).standard_normal((1, 2, 8, 8)).astype(np.float32)}
-
 
 def test_dump_holds_every_value_exactly_as_onnxruntime_computes_it(tmp_path):
-    model, feeds = chain_model(), _feeds()
+    model, feeds = chain_model(), chain_feeds()
     out = tmp_path / "run.npz"
     result = dump_model(model, out, feeds)
     truth = ort_values(model, feeds)
@@ -42,7 +40,7 @@ def test_dump_holds_every_value_exactly_as_onnxruntime_computes_it(tmp_path):
 
 
 def test_side_file_records_hashes_providers_and_producers(tmp_path):
-    model, feeds = chain_model(), _feeds()
+    model, feeds = chain_model(), chain_feeds()
     out = tmp_path / "run.npz"
     dump_model(model, out, feeds)
     meta = json.loads((tmp_path / "run.npz.json").read_text())
@@ -62,7 +60,7 @@ def test_side_file_records_hashes_providers_and_producers(tmp_path):
 
 
 def test_different_inputs_hash_differently():
-    a, b = _feeds(1), _feeds(2)
+    a, b = chain_feeds(1), chain_feeds(2)
     assert inputs_hash(a) == inputs_hash({"x": a["x"].copy()})
     assert inputs_hash(a) != inputs_hash(b)
     assert inputs_hash(a) != inputs_hash({"x": a["x"].astype(np.float64)})
@@ -92,7 +90,7 @@ def test_value_names_with_slashes_and_colons_round_trip(tmp_path):
 
 @pytest.mark.parametrize("name", ["squeezenet", "inception_v1"])
 def test_light_model_dump_equals_onnxruntime(tmp_path, name):
-    path = next(p for p in LIGHT_MODELS if name in p)
+    path = LIGHT_MODELS[name]
     model = onnx.load(path)
     feeds = light_inputs(model)
     out = tmp_path / "light.npz"
@@ -106,7 +104,7 @@ def test_light_model_dump_equals_onnxruntime(tmp_path, name):
 
 
 def test_values_globs_select_by_value_name_or_node_id(tmp_path):
-    model, feeds = chain_model(), _feeds()
+    model, feeds = chain_model(), chain_feeds()
     out = tmp_path / "some.npz"
     result = dump_model(model, out, feeds, values=["a", "sig*"])
     with open_dump(out) as d:
@@ -133,7 +131,7 @@ def test_the_stream_keeps_only_what_later_nodes_read():
 
 
 def test_an_interrupted_dump_leaves_no_file_and_no_temporary(tmp_path):
-    model, feeds = chain_model(), _feeds()
+    model, feeds = chain_model(), chain_feeds()
     out = tmp_path / "run.npz"
     written = []
 
@@ -151,14 +149,14 @@ def test_an_interrupted_dump_leaves_no_file_and_no_temporary(tmp_path):
 def test_an_interrupted_dump_keeps_the_previous_file_whole(tmp_path):
     model = chain_model()
     out = tmp_path / "run.npz"
-    dump_model(model, out, _feeds(1))
+    dump_model(model, out, chain_feeds(1))
     before = out.read_bytes()
 
     def interrupt(node, name, nbytes):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        dump_model(model, out, _feeds(2), on_value=interrupt)
+        dump_model(model, out, chain_feeds(2), on_value=interrupt)
     assert out.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["run.npz", "run.npz.json"]
 
@@ -232,20 +230,20 @@ def test_an_npz_without_side_file_is_read_by_its_keys(tmp_path):
 
 def test_a_side_file_of_another_dump_is_not_trusted(tmp_path):
     model = chain_model()
-    dump_model(model, tmp_path / "one.npz", _feeds(1))
-    dump_model(model, tmp_path / "two.npz", _feeds(2))
+    dump_model(model, tmp_path / "one.npz", chain_feeds(1))
+    dump_model(model, tmp_path / "two.npz", chain_feeds(2))
     (tmp_path / "one.npz.json").write_bytes((tmp_path / "two.npz.json").read_bytes())
     with open_dump(tmp_path / "one.npz") as d:
         assert "another dump" in d.note
-        assert_same(d.get("x"), _feeds(1)["x"])
+        assert_same(d.get("x"), chain_feeds(1)["x"])
 
 
 def test_bad_targets_are_refused(tmp_path):
     model = chain_model()
     with pytest.raises(DumpError, match="ending in .npz"):
-        dump_model(model, tmp_path / "run.bin", _feeds())
+        dump_model(model, tmp_path / "run.bin", chain_feeds())
     with pytest.raises(DumpError, match="folder not found"):
-        dump_model(model, tmp_path / "missing" / "run.npz", _feeds())
+        dump_model(model, tmp_path / "missing" / "run.npz", chain_feeds())
     with pytest.raises(DumpError, match="dump not found"):
         open_dump(tmp_path / "nothing.npz")
 

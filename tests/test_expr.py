@@ -127,6 +127,13 @@ def test_value_name_shadows_constant() -> None:
     assert evaluate("pi", Resolver({})) == np.pi
 
 
+def test_a_value_named_like_a_function() -> None:
+    # a model's value may be called sum: the bare name is the value, a call is the function
+    r = Resolver({"sum": np.array([1.0, 2.0])})
+    same(evaluate("sum * 2", r), np.array([2.0, 4.0]))
+    assert evaluate("sum.max()", r) == 2.0 and evaluate("sum(sum)", r) == 3.0
+
+
 def test_if_expression_needs_a_scalar_condition_and_is_lazy() -> None:
     r = Resolver()
     same(evaluate("x if x.max() > 100 else y", r), Y)

@@ -90,6 +90,13 @@ def test_the_adapter_imports_only_the_worker_client_its_protocol_and_the_leaves(
     assert offenders == []
 
 
+def test_the_adapter_knows_the_optimization_levels_the_runtime_has():
+    from graph_dap.runtime.engine.options import OPT_LEVELS
+    from graph_dap.worker.protocol import OPT_LEVEL_NAMES
+
+    assert tuple(OPT_LEVELS) == OPT_LEVEL_NAMES
+
+
 def test_the_leaves_import_nothing_of_graph_dap():
     leaves = [PACKAGE / (name.split(".")[1] + ".py") for name in sorted(LEAVES)]
     assert all(p.is_file() for p in leaves)

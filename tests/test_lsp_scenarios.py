@@ -13,9 +13,10 @@ import numpy as np
 import onnx
 import pytest
 import pytest_lsp
+from light import LIGHT_MODELS
 from lsp_client import CONFIG, SERVER, codes, line_of, open_listing, position_of, start, wait_for, write_listing
 from lsprotocol import types
-from models import LIGHT_MODELS, layered_model, make_model, tensor
+from models import layered_model, make_model, tensor
 from onnx import helper
 from pytest_lsp import LanguageClient
 
@@ -150,7 +151,7 @@ async def test_a_10000_node_listing(client: LanguageClient, tmp_path: Path):
 
 def test_the_servers_listing_is_the_command_lines(tmp_path: Path):
     """The server renders the graph it keeps (large initializers without data): the same text as graph-dap listing."""
-    for path in [EXAMPLE, *LIGHT_MODELS[:3]]:
+    for path in [EXAMPLE, *list(LIGHT_MODELS.values())[:3]]:
         version = load_version(Path(path))
         assert not hasattr(version, "message"), version
         assert version.listing.text == render_listing(load_graph(path)).text, path

@@ -8,7 +8,8 @@ import os
 import numpy as np
 import onnx
 import pytest
-from models import LIGHT_MODELS, chain_model, init, light_inputs, make_model, ort_values, tensor
+from light import LIGHT_MODELS, light_inputs
+from models import chain_model, init, make_model, ort_values, tensor
 from onnx import helper
 
 from graph_dap.errors import OptionError
@@ -50,7 +51,7 @@ def test_profile_covers_every_computing_node_with_its_bytes():
 
 @pytest.mark.parametrize("name", ["squeezenet", "inception_v1", "resnet50"])
 def test_profile_of_a_light_model_covers_every_computing_node(name):
-    path = next(p for p in LIGHT_MODELS if name in p)
+    path = LIGHT_MODELS[name]
     model = onnx.load(path)
     prof = profile_model(path, light_inputs(model), repeat=1)
     assert {n.name for n in prof.nodes} == _computing(model)

@@ -7,12 +7,12 @@ import threading
 import numpy as np
 import onnx
 import pytest
-from models import assert_same, chain_model, init, make_model, ort_values, tensor
+from models import assert_same, chain_feeds, chain_model, init, make_model, ort_values, tensor
 from onnx import TensorProto, helper
 
 from graph_dap.runtime import BreakpointSpec, DebugSession, GraphDapError, StopReason, ValueNotFoundError
 
-X = np.random.default_rng(1).standard_normal((1, 2, 8, 8)).astype(np.float32)
+X = chain_feeds()["x"]
 
 
 def chain_session(**kw) -> DebugSession:

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dap_client import chain_model, reference
+from dap_client import reference
+from models import chain_files
 
 from graph_dap import errors
 from graph_dap.errors import ExpressionError, GraphDapError, ProtocolError, UnknownNameError, ValueNotFoundError, error_of_kind
@@ -134,27 +135,27 @@ def _with_worker(body: Callable[[WorkerClient], Awaitable[None]]) -> None:
 
 
 def test_typed_calls_and_errors_raised_by_type(tmp_path: Path) -> None:
-    model, inputs, feeds = chain_model(tmp_path)
+    model, inputs, feeds = chain_files(tmp_path)
     truth = reference(model, feeds)
 
     async def body(worker: WorkerClient) -> None:
         graph = await worker.load(p.LoadArgs(str(model), str(inputs), write_listing=False))
-        assert [n.id for n in graph.nodes] == ["conv1", "relu1", "add1", "scale1"]
+        assert [n.id for n in graph.nodes] == ["conv", "relu", "add", "mul", "sigmoid", "side"]
         stop = await worker.run(p.RunArgs(p.RunCommand.START))
-        assert stop.reason == "entry" and stop.pc == "conv1"
+        assert stop.reason == "entry" and stop.pc == "conv"
         stop = await worker.run(p.RunArgs(p.RunCommand.STEP))
-        assert stop.reason == "step" and stop.pc == "relu1" and stop.last_node == "conv1"
-        assert "conv_out" in (await worker.values()).computed
-        (summary,) = await worker.summaries(p.SummariesArgs(("conv_out",)))
-        assert summary.shape == (1, 3, 5, 5) and dict(summary.stats)["max"] == f"{truth['conv_out'].max():.7g}"
-        page = await worker.children(p.ChildrenArgs("conv_out", (0, 1, 2)))
-        assert page.total == 5 and [c.scalar for c in page.items] == [f"{v:.7g}" for v in truth["conv_out"][0, 1, 2]]
-        memory = await worker.read_memory(p.ReadMemoryArgs("conv_out", 4, 8))
-        assert memory.data == truth["conv_out"].tobytes()[4:12] and memory.size == truth["conv_out"].nbytes
-        value = await worker.evaluate(p.EvaluateArgs("conv_out.sum()"))
-        assert float(value.text) == pytest.approx(float(truth["conv_out"].sum()), rel=1e-5)
-        view = await worker.tensor_view(p.TensorViewArgs("conv_out", (0, 1)))
-        assert np.array_equal(np.array(view.data, np.float32), truth["conv_out"][0, 1])
+        assert stop.reason == "step" and stop.pc == "relu" and stop.last_node == "conv"
+        assert "c" in (await worker.values()).computed
+        (summary,) = await worker.summaries(p.SummariesArgs(("c",)))
+        assert summary.shape == (1, 4, 8, 8) and dict(summary.stats)["max"] == f"{truth['c'].max():.7g}"
+        page = await worker.children(p.ChildrenArgs("c", (0, 1, 2)))
+        assert page.total == 8 and [c.scalar for c in page.items] == [f"{v:.7g}" for v in truth["c"][0, 1, 2]]
+        memory = await worker.read_memory(p.ReadMemoryArgs("c", 4, 8))
+        assert memory.data == truth["c"].tobytes()[4:12] and memory.size == truth["c"].nbytes
+        value = await worker.evaluate(p.EvaluateArgs("c.sum()"))
+        assert float(value.text) == pytest.approx(float(truth["c"].sum()), rel=1e-5)
+        view = await worker.tensor_view(p.TensorViewArgs("c", (0, 1)))
+        assert np.array_equal(np.array(view.data, np.float32), truth["c"][0, 1])
 
         with pytest.raises(ValueNotFoundError, match="no value named 'nope'"):
             await worker.tensor_view(p.TensorViewArgs("nope"))
@@ -163,12 +164,12 @@ def test_typed_calls_and_errors_raised_by_type(tmp_path: Path) -> None:
         with pytest.raises(ExpressionError):
             await worker.evaluate(p.EvaluateArgs("__import__('os')"))
         (later,) = await worker.summaries(p.SummariesArgs(("y",)))
-        assert not later.available and "scale1 (Mul) has not run" in later.text
+        assert not later.available and "sigmoid (Sigmoid) has not run" in later.text
         with pytest.raises(ValueNotFoundError, match="not computed yet"):
             await worker.evaluate(p.EvaluateArgs("y"))
         stop = await worker.run(p.RunArgs(p.RunCommand.CONTINUE))
         assert stop.reason == "end" and stop.node is None
-        (y,) = await worker.outputs()
-        assert y.name == "y" and y.text.startswith("float32[1,3,5,5]")
+        y, side = await worker.outputs()
+        assert y.name == "y" and y.text.startswith("float32[1,4,8,8]") and side.name == "side"
 
     _with_worker(body)

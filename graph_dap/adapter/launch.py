@@ -16,7 +16,7 @@ from typing import Any
 
 from graph_dap.adapter.requests import InvalidRequest, Request, UserError, checked, items_of
 from graph_dap.adapter.sources import PathMapping
-from graph_dap.worker.protocol import LoadArgs, RunCommand, Tolerance
+from graph_dap.worker.protocol import OPT_LEVEL_NAMES, LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 
@@ -32,6 +32,7 @@ class LaunchArgs:
     providers: tuple[str, ...] = DEFAULT_PROVIDERS
     dims: dict[str, int] = field(default_factory=dict)
     memory_budget_mb: float | None = None
+    opt_level: str = "all"  # onnxruntime's graph optimizations for a continue's segments (what is shown is unoptimized)
     worker: str | None = None  # HOST:PORT of a remote worker
     token: str | None = None  # the remote worker's token
     cwd: str | None = None  # what relative paths are resolved against
@@ -55,6 +56,7 @@ class LaunchArgs:
             "providers": _providers(given.get("providers")),
             "dims": request.arg("dims", dict, {}),
             "memory_budget_mb": request.arg("memoryBudgetMB", float, None),
+            "opt_level": request.arg("optLevel", str, "all"),
             "worker": request.arg("worker", str, None),
             "token": request.arg("token", str, None),
             "cwd": request.arg("cwd", str, None),
@@ -92,6 +94,8 @@ class LaunchArgs:
             raise UserError("'worker' needs the 'token' the worker was started with")
         if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
             raise UserError("memoryBudgetMB must be positive")
+        if self.opt_level not in OPT_LEVEL_NAMES:
+            raise UserError(f"optLevel '{self.opt_level}' is not an optimization level; expected one of {', '.join(OPT_LEVEL_NAMES)}")
 
     @property
     def base_dir(self) -> str:
@@ -121,6 +125,7 @@ class LaunchArgs:
             providers=self.providers,
             skip_constants=self.skip_constants,
             memory_budget_mb=self.memory_budget_mb,
+            opt_level=self.opt_level,
             base_dir=self.base_dir,
             reference=self.reference,
             tolerance=self.tolerance if self.reference is not None else None,
@@ -134,7 +139,7 @@ class LaunchArgs:
 
 
 #: What a restart must load the model again for, when it changes.
-_RELOAD_FIELDS = ("model", "inputs", "dims", "providers", "skip_constants", "cwd", "reference", "tolerance", "listing_path")
+_RELOAD_FIELDS = ("model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path")
 
 
 def _providers(given: Any) -> tuple[str, ...]:

@@ -36,11 +36,11 @@ from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.nodes import NodeRunner
-from graph_dap.runtime.engine.planning import CUTS, SegmentPlanner
+from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError, SegmentRunner
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.frames import ControlFlow, Frame, LoopState, last_uses, run_sequence
-from graph_dap.runtime.graph import Graph, Node, Scope
+from graph_dap.runtime.graph import Graph, Node, Scope, ValueInfo
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.stops import PathStep, Stop, StopReason
@@ -51,7 +51,17 @@ from graph_dap.runtime.values import Constants, Values
 BREAK_FILTERS = ("nan", "inf", "error")
 ITERATION = "iteration"  # the expression language's name for the innermost loop's iteration
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
+_WATCHED_PARTS = 4  # parts of a long watched segment run at an optimization level
 _logger = _log.get_logger(__name__)
+
+
+def _placeholder(info: ValueInfo) -> np.ndarray | None:
+    """An array of the declared type (no data: ``np.empty``), to build a session for a value not computed yet."""
+    if info.kind != "tensor" or info.dtype in (None, "string", "bfloat16") or info.shape is None:
+        return None
+    if not all(isinstance(d, int) for d in info.shape):
+        return None
+    return np.empty(tuple(int(d) for d in info.shape), np.dtype(info.dtype))  # type: ignore[arg-type]
 
 
 class _LookInside:
@@ -64,10 +74,12 @@ _LOOK_INSIDE = _LookInside()
 class DebugSession:
     """Runs one model under a debugger's control.
 
-    Values are exactly what onnxruntime computes (optimizations off by default,
-    the same for single nodes and segments). Constant nodes are computed once at
-    start (in a body: when its frame starts) and skipped by the program counter
-    unless ``skip_constants`` is False.
+    A continue runs its segments at ``opt_level`` (onnxruntime's graph optimizations, ``all``
+    by default, as a plain ``InferenceSession``); every value it shows, single steps and
+    recomputations are the original graph's, computed without optimizations: exactly what
+    onnxruntime computes for each original node. Constant nodes are computed once at start
+    (in a body: when its frame starts) and skipped by the program counter unless
+    ``skip_constants`` is False.
     """
 
     def __init__(
@@ -80,7 +92,7 @@ class DebugSession:
         skip_constants: bool = True,
         break_on: Iterable[str] = (),
         inf_exclude: Iterable[str] = (),
-        opt_level: str = "none",
+        opt_level: str = "all",
         memory_budget_mb: float | None = None,
         fast: bool = True,
         base_dir: str | os.PathLike[str] | None = None,
@@ -579,10 +591,16 @@ class DebugSession:
         keep what the finished parts computed and land part-way.
         """
         took = self._segment_seconds.get((frame.scope.path, start, end))
-        if took is None or took < 2 * _PAUSE_GRAIN_S or end - start < 2:
+        if took is not None and took >= 2 * _PAUSE_GRAIN_S and end - start >= 2:
+            parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
+            bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
+        elif took is not None and self._in_parts(end - start):
+            # A watched, optimized run that ran whole once now runs in a few parts (their sessions
+            # were built ahead, see prepare_next): a fault stops it at its part, and is found from
+            # that part's start (not the segment's) with the original nodes.
+            bounds = self._planner(frame).parts(start, end, _WATCHED_PARTS)
+        else:
             return self._run_one_segment(frame, start, end)
-        parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
-        bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
         for a, b in zip(bounds, bounds[1:]):
             if a > start:
                 if self._paused():
@@ -593,28 +611,79 @@ class DebugSession:
                 return stop
         return None
 
-    def _run_one_segment(self, frame: Frame, start: int, end: int) -> Stop | _LookInside | None:
-        """Run positions ``start..end-1`` of ``frame`` in one onnxruntime call; on any trouble, node by node."""
-        filt = self._filter
+    def _in_parts(self, length: int) -> bool:
+        return self.executor.optimized and self._filter.active and length >= 4 * _WATCHED_PARTS
+
+    def _plan(self, frame: Frame, start: int, end: int) -> SegmentPlan | None:
         sequence = frame.timeline.sequence
-        values = frame.values
-        plan = self._planner(frame).plan(
+        return self._planner(frame).plan(
             start,
             end,
-            filt=filt,
+            filt=self._filter,
             dtypes=self.executor.dtypes,
             budget=self.store.budget,
             conditions=lambda pos, produced: self.breakpoint_table.condition_names(sequence[pos].id, produced)
             if pos < len(sequence)
             else [],
-            constants=values.fixed if self.skip_constants and not self.constants.overridden else None,
+            constants=frame.values.fixed if self.skip_constants and not self.constants.overridden else None,
             version=self.breakpoint_table.version,
             instruments=self.instruments,
+            optimized=self.executor.optimized,
         )
+
+    def prepare_next(self) -> list[threading.Thread]:
+        """Build, in the background, the sessions the next continue from here will run first, so that
+        pressing continue only runs them (the debugger calls this while it waits, stopped).
+
+        A value a segment reads that is not computed yet is typed as the model declares it: a
+        session needs the types of its inputs only.
+        """
+        frame = self.top
+        node = frame.timeline.next_node
+        if not self.fast or not self.values.started or node is None:
+            return []
+        if node.enterable and self._must_enter(node, None):
+            return []
+        start = frame.timeline.pc
+        end = self._next_target(frame, start + 1, None)
+        if end - start < 2 and not (node.enterable and self._filter.active):
+            return []
+        took = self._segment_seconds.get((frame.scope.path, start, end))
+        if took is not None and took >= 2 * _PAUSE_GRAIN_S:
+            return []  # split by time: its parts depend on how long it ran
+        bounds = self._planner(frame).parts(start, end, _WATCHED_PARTS) if took is not None and self._in_parts(end - start) else [start, end]
+        threads: list[threading.Thread] = []
+        for a, b in zip(bounds, bounds[1:]):
+            plan = self._plan(frame, a, b)
+            if plan is None:
+                break
+            feeds: dict[str, Any] = {}
+            for name in plan.reads:
+                if name in frame.values.embedded:
+                    continue
+                value = frame.values.store.peek(name)
+                if value is None:
+                    value = _placeholder(self.graph.info_at(frame.scope.path, name))
+                    if value is None:
+                        return threads  # a type that is not known ahead
+                feeds[name] = value
+            embedded = {n: frame.values.fixed[n] for n in plan.reads if n in frame.values.embedded}
+            thread = self.segments.prepare(plan.ran, feeds, embedded, plan.wanted, plan.watch, self.constants.version)
+            if thread is not None:
+                threads.append(thread)
+        return threads
+
+    def _run_one_segment(self, frame: Frame, start: int, end: int) -> Stop | _LookInside | None:
+        """Run positions ``start..end-1`` of ``frame`` in one onnxruntime call; on any trouble, node by node."""
+        filt = self._filter
+        values = frame.values
+        plan = self._plan(frame, start, end)
         if plan is None:
             return self._run_slow(frame, end)  # learn the types first: the watch plan needs them
         feeds, embedded = self.executor.split(plan.reads, values.get, values.fixed, values.embedded)
         self._run_options = ort.RunOptions()
+        if self._pause.is_set():  # a pause that came before these run options: it must still stop this run
+            self._run_options.terminate = True
         began = time.perf_counter()
         try:
             result = self.executor.run_segment(
@@ -629,10 +698,14 @@ class DebugSession:
         finally:
             self._run_options = None
         frame.timeline.advance_segment(plan.nodes, end)
-        values.keep(result.values)
+        values.keep(result.values, approx=self.executor.optimized)
         values.evict()
         if result.sums is not None and plan.watch is not None:
             found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value, result.watched)
+            if found is None and self.executor.optimized:
+                fired = filt.fired(plan.watch, result.sums, result.watched)
+                if fired:  # the optimized graph made a NaN that the original nodes do not: say so
+                    return self._disagreement(frame, plan, feeds, embedded, fired)
             if found is not None:
                 node, name, kind = found
                 if kind == "inner":  # a fault somewhere inside this control-flow node: back to it, then step in
@@ -642,6 +715,31 @@ class DebugSession:
                 frame.timeline.rewind_to(frame.timeline.position(node) + 1)
                 return self._fault_stop(node, name, kind)
         return None
+
+    def _disagreement(self, frame: Frame, plan: SegmentPlan, feeds: Mapping[str, Any], embedded: Mapping[str, Any], fired: list[str]) -> Stop:
+        """A NaN stop at the first tensor whose sum the optimized segment made NaN while the original nodes compute it without one."""
+        assert plan.watch is not None
+        scope = frame.scope
+        tensor = min((t for t in fired if t not in plan.watch.inner), key=lambda t: scope.producer(t).order, default=fired[0])  # type: ignore[union-attr]
+        node = plan.watch.inner.get(tensor) or scope.producer(tensor)
+        assert node is not None
+        guarded = [g for g, by in plan.watch.guards.items() if by == tensor]
+        origin = list(dict.fromkeys(n.id for n in (scope.producer(t) for t in [*guarded, tensor]) if n is not None))
+        level = self.executor.opt_level
+        try:
+            optimized = self.segments.optimized_model(plan.ran, feeds, embedded, plan.wanted, plan.watch)
+            fused = next((p for p in optimized.graph.node if tensor in p.output), None)
+            made_by = f"{fused.op_type} '{fused.name}'" if fused is not None else "a node onnxruntime's optimizer made"
+        except SegmentError as e:
+            made_by = f"an optimized node (the optimized graph could not be read back: {e})"
+        frame.timeline.rewind_to(frame.timeline.position(node) + 1)
+        original = summarize(frame.values.value(tensor)).text() if frame.values.available(tensor) else "not computed"
+        message = (
+            f"the optimized graph (level '{level}') makes NaN in '{tensor}' at {made_by}, from {', '.join(origin)}; "
+            f"the original nodes compute it without NaN ({original}): a fusion that computes differently"
+        )
+        details = {"disagreement": True, "opt_level": level, "optimized_node": made_by, "origin": origin, "optimized_sum": "nan", "original": original}
+        return self._stop(StopReason.NAN, message, node, tensor=tensor, details=details)
 
     def _run_slow(self, frame: Frame, end: int) -> Stop | None:
         timeline = frame.timeline
@@ -658,6 +756,33 @@ class DebugSession:
 
     def _end(self) -> Stop:
         return Stop(StopReason.END, None, "the run reached the end of the graph")
+
+    def run_to_end(self, check_first: bool = True) -> Stop:
+        """Run to the end as fast as the model runs: with no breakpoint and no NaN/Inf filter, the whole
+        model in one onnxruntime session at the session's optimization level (the user's own run; its
+        outputs are the optimized graph's); else, or when onnxruntime fails on it, as :meth:`continue_`,
+        which names the node that fails."""
+        whole = (
+            not self.breakpoint_table.all
+            and not self._filter.active
+            and len(self.frames) == 1
+            and self.timeline.pc == 0
+            and self.constants.version == 0
+            and not self.values.overrides
+        )
+        if whole:
+            early = self._prepare()
+            if early is not None:
+                return early
+            try:
+                outs = self.executor.run_whole(self.inputs)
+            except SegmentError as e:
+                _logger.info("the whole model failed in onnxruntime (%s); running it again to find the node", e)
+            else:
+                self.timeline.advance_segment(self.timeline.sequence, len(self.timeline.sequence))
+                self.values.keep(outs)
+                return self._end()
+        return self.continue_(check_first=check_first)
 
     def run_to(self, node_id: str) -> Stop:
         """Continue until ``node_id`` is next (breakpoints and filters still stop first)."""

@@ -28,7 +28,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 from graph_dap.worker.codec import decode, encode
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
+#: onnxruntime's graph optimization levels, as launches and ``LoadArgs.opt_level`` name them.
+OPT_LEVEL_NAMES = ("none", "basic", "extended", "all")
 HELLO = "graph-dap-worker"
 
 A = TypeVar("A")
@@ -338,6 +340,7 @@ class LoadArgs:
     providers: tuple[str, ...] = ()
     skip_constants: bool = True
     memory_budget_mb: float | None = None
+    opt_level: str = "all"  # onnxruntime's graph optimizations for a continue's segments
     base_dir: str | None = None
     reference: str | dict[str, Any] | None = None  # a dump, provider:NAME, opt_level:LEVEL or model:OTHER.onnx
     tolerance: Tolerance | None = None

@@ -209,6 +209,7 @@ class WorkerService(ValueCalls):
                 providers=list(a.providers) or None,
                 skip_constants=a.skip_constants,
                 memory_budget_mb=a.memory_budget_mb,
+                opt_level=a.opt_level,
                 on_log=self._on_log,
                 on_progress=self._on_progress,
             )
@@ -251,6 +252,7 @@ class WorkerService(ValueCalls):
         """A stop for the wire; at the end, with the timings of the iterations and the comparison's summary."""
         self.forget_temps()
         if stop.reason not in (StopReason.END, StopReason.FAILED):
+            self.s.prepare_next()  # while the client looks: build what the next continue runs first
             return wire.stop_info(self.s, stop)
         comparison = tuple(self.lockstep.summary()) if self.lockstep is not None else ()
         return wire.stop_info(self.s, stop, self._repeat, comparison)
@@ -335,12 +337,13 @@ class WorkerService(ValueCalls):
         return stop
 
     def _run_whole(self, i: int) -> Stop:
-        """The ``i``-th run of :meth:`_to_end`: restarted after the first."""
+        """The ``i``-th run of :meth:`_to_end`: restarted after the first; the whole model in one
+        onnxruntime session at the launch's level, as the user's own run (unless comparing with a reference)."""
         if i:
             restarted = self._restart()
             if restarted.reason is not StopReason.ENTRY:
                 return restarted
-        return self._continue()
+        return self._continue() if self.lockstep is not None else self.s.run_to_end()
 
     def rpc_where(self, _: p.NoArgs) -> p.StopInfo:
         """The current position, as a pause stop (after a run failed)."""

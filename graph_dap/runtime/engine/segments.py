@@ -13,8 +13,12 @@ values can overflow: hits are always confirmed on the exact tensor.
 
 from __future__ import annotations
 
+import tempfile
+import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,12 +26,15 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from graph_dap import log as _log
+from graph_dap.runtime.engine import cache
 from graph_dap.runtime.engine.models import assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Graph, Node
 
 SENTINEL = "__graph_dap_sentinel"
+_logger = _log.get_logger(__name__)
 
 
 @dataclass(slots=True)
@@ -37,18 +44,127 @@ class SegmentResult:
     sums: np.ndarray | None  # one float32 sum per watched tensor
 
 
+_Entry = tuple[ort.InferenceSession, list[str], list[str]]
+
+
 class SegmentRunner:
-    """Builds and caches one session per (node set, outputs, watch plan, input types)."""
+    """Builds and caches one session per (node set, outputs, watch plan, input types).
+
+    Sessions can be built ahead, in another thread (:meth:`prepare`), while the debugger is
+    stopped: a run of the same segment then waits for that build instead of starting its own.
+    Above optimization level ``none`` the optimized graph is also kept on disk (:mod:`.cache`).
+    """
 
     def __init__(self, graph: Graph, providers: list[str], opt_level: str) -> None:
         self.graph = graph
         self.providers = providers
         self.opt_level = opt_level
-        self._sessions: dict[tuple[Any, ...], tuple[ort.InferenceSession, list[str], list[str]]] = {}
+        self._sessions: dict[tuple[Any, ...], Future[_Entry]] = {}
+        self._lock = threading.Lock()
         self.sessions_built = 0
+        self.sessions_from_disk = 0
 
     def clear(self) -> None:
-        self._sessions.clear()
+        with self._lock:
+            self._sessions.clear()
+
+    @staticmethod
+    def key(nodes: Sequence[Node], feeds: Mapping[str, Any], outputs: Iterable[str], watch: WatchPlan | None, version: int) -> tuple[Any, ...]:
+        return (
+            tuple(n.id for n in nodes),
+            tuple(dict.fromkeys(outputs)),
+            tuple(watch.watched) if watch else (),
+            tuple((k, signature(v)) for k, v in sorted(feeds.items())),
+            version,
+        )
+
+    def built(self, key: tuple[Any, ...]) -> bool:
+        """Whether the session of ``key`` is built (or being built)."""
+        with self._lock:
+            return key in self._sessions
+
+    def _entry(
+        self,
+        nodes: Sequence[Node],
+        feeds: Mapping[str, Any],
+        constants: Mapping[str, Any],
+        outs: list[str],
+        watch: WatchPlan | None,
+        version: int,
+    ) -> _Entry:
+        key = self.key(nodes, feeds, outs, watch, version)
+        with self._lock:
+            future = self._sessions.get(key)
+            mine = future is None
+            if future is None:
+                future = self._sessions[key] = Future()
+        if not mine:
+            return future.result()  # built, or being built by another thread: wait for it
+        try:
+            entry = self._build(nodes, feeds, constants, outs, watch)
+        except BaseException as e:
+            with self._lock:
+                self._sessions.pop(key, None)
+            future.set_exception(e)
+            raise
+        future.set_result(entry)
+        return entry
+
+    def _build(
+        self, nodes: Sequence[Node], feeds: Mapping[str, Any], constants: Mapping[str, Any], outs: list[str], watch: WatchPlan | None
+    ) -> _Entry:
+        model, watched = self.build_model(nodes, feeds, constants, outs, watch)
+        data = model.SerializeToString()
+        so = self._options()
+        saving: tuple[Path, Path] | None = None
+        source: Any = data
+        if self.opt_level != "none" and len(data) <= cache.MAX_ENTRY_BYTES:
+            entry = cache.key(data, self.opt_level, self.providers)
+            hit = cache.lookup(entry)
+            if hit is not None:
+                so = self._options("none")  # the optimizer's graph as it made it: the same kernels on the same graph
+                source = str(hit)
+            else:
+                saving = cache.target(entry)
+                if saving is not None:
+                    so.optimized_model_filepath = str(saving[0])
+        try:
+            sess = ort.InferenceSession(source, so, providers=self.providers)
+        except ORT_ERRORS as e:
+            if saving is not None:
+                saving[0].unlink(missing_ok=True)
+            raise SegmentError(ort_message(e)) from None
+        if saving is not None:
+            cache.commit(*saving)
+        if isinstance(source, str):
+            self.sessions_from_disk += 1
+        self.sessions_built += 1
+        fetch = outs + ([SENTINEL] if watched else [])
+        return sess, fetch, watched
+
+    def prepare(
+        self,
+        nodes: Sequence[Node],
+        feeds: Mapping[str, Any],
+        constants: Mapping[str, Any],
+        outputs: Iterable[str],
+        watch: WatchPlan | None = None,
+        version: int = 0,
+    ) -> threading.Thread | None:
+        """Build the session of a segment in the background (None when it is built already)."""
+        outs = list(dict.fromkeys(outputs))
+        if self.built(self.key(nodes, feeds, outs, watch, version)):
+            return None
+
+        def build() -> None:
+            try:
+                self._entry(nodes, feeds, constants, outs, watch, version)
+            except SegmentError as e:  # the run that needs it says so, or runs node by node
+                _logger.info("building a segment ahead failed: %s", e)
+
+        thread = threading.Thread(target=build, name="graph-dap-prepare", daemon=True)
+        thread.start()
+        return thread
 
     def run(
         self,
@@ -62,25 +178,8 @@ class SegmentRunner:
     ) -> SegmentResult:
         """Run ``nodes`` (in run order); ``constants`` are embedded, ``feeds`` fed."""
         outs = list(dict.fromkeys(outputs))
-        key = (
-            tuple(n.id for n in nodes),
-            tuple(outs),
-            tuple(watch.watched) if watch else (),
-            tuple((k, signature(v)) for k, v in sorted(feeds.items())),
-            version,
-        )
-        entry = self._sessions.get(key)
-        if entry is None:
-            model, watched = self.build_model(nodes, feeds, constants, outs, watch)
-            try:
-                sess = ort.InferenceSession(model.SerializeToString(), self._options(), providers=self.providers)
-            except ORT_ERRORS as e:
-                raise SegmentError(ort_message(e)) from None
-            fetch = outs + ([SENTINEL] if watched else [])
-            entry = (sess, fetch, watched)
-            self._sessions[key] = entry
-            self.sessions_built += 1
-        sess, fetch, watched = entry
+        sess, fetch, watched = self._entry(nodes, feeds, constants, outs, watch, version)
+
         try:
             results = sess.run(fetch, dict(feeds), run_options)
         except ORT_ERRORS as e:
@@ -88,8 +187,27 @@ class SegmentRunner:
         values = dict(zip(outs, results[: len(outs)]))
         return SegmentResult(values, watched, results[-1] if watched else None)
 
-    def _options(self) -> ort.SessionOptions:
-        so = session_options(self.opt_level)
+    def optimized_model(
+        self,
+        nodes: Sequence[Node],
+        feeds: Mapping[str, Any],
+        constants: Mapping[str, Any],
+        outputs: Sequence[str],
+        watch: WatchPlan | None,
+    ) -> onnx.ModelProto:
+        """The graph onnxruntime's optimizer makes of a segment (to say which fused node computed what)."""
+        model, _ = self.build_model(nodes, feeds, constants, list(dict.fromkeys(outputs)), watch)
+        with tempfile.TemporaryDirectory(prefix="graph-dap-optimized-") as tmp:
+            so = self._options()
+            so.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+            try:
+                ort.InferenceSession(model.SerializeToString(), so, providers=self.providers)
+            except ORT_ERRORS as e:
+                raise SegmentError(ort_message(e)) from None
+            return onnx.load(so.optimized_model_filepath, load_external_data=False)
+
+    def _options(self, level: str | None = None) -> ort.SessionOptions:
+        so = session_options(self.opt_level if level is None else level)
         so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
         return so
 

@@ -177,6 +177,8 @@ class Injector:
         stop = self.start(restart)
         if stop.reason is StopReason.ERROR:
             return stop
+        if not self._loaders:  # nothing to replace: as fast as the model runs
+            return self.session.run_to_end(check_first=False)
         return self.continue_()
 
 
