@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SPEC",
-        help="node id, value name, op:TYPE or a glob on node ids",
+        help="node id, value name, op:TYPE, a glob on node ids, or FILE.py:LINE (a line of the model's Python source)",
     )
     run.add_argument("--break-on", default="error", metavar="FILTERS", help="comma list of nan, inf, error (default: error)")
     run.add_argument(
@@ -184,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="metrics to show: any of max_abs, max_rel, mse, cosine, snr (default: all)",
     )
     cmp_.add_argument("--failed", action="store_true", help="list only the values out of tolerance")
+    cmp_.add_argument(
+        "--by",
+        choices=("value", "module"),
+        default="value",
+        help="value: a row per value (default); module: the metrics aggregated per module scope of the model's source",
+    )
     cmp_.add_argument("--json", action="store_true", help="print {rows, first_divergence, ...} as one JSON object")
 
     prof = sub.add_parser(
@@ -209,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also list onnxruntime's optimized graph: each of its nodes with the original nodes it came from",
     )
     prof.add_argument("--top", type=int, default=25, metavar="K", help="rows to print, slowest first (0: all; default 25)")
+    prof.add_argument(
+        "--by",
+        choices=("node", "line", "module"),
+        default="node",
+        help="node (default), or the times per line of the model's Python source or per module scope "
+        "(a fused node's time split over its original nodes')",
+    )
     prof.add_argument("--chrome-trace", metavar="OUT.json", help="also write the runs as a Chrome/Perfetto trace")
     prof.add_argument("--save-optimized", metavar="OUT.onnx", help="also write onnxruntime's optimized model (with --opt-level)")
     prof.add_argument("--json", action="store_true", help='print {"total_ms", "nodes": [...], ...} as one JSON object')
@@ -447,14 +460,16 @@ def _compare(args: argparse.Namespace) -> int:
     if bar:
         bar.close()
     report = result.to_dict()
+    if args.by == "module":
+        report["by_module"] = result.comparison.by_module()
     if args.json:
         print(json.dumps(report))
     else:
-        print(_compare_text(result, report, args.failed))
+        print(_compare_text(result, report, args.failed, args.by))
     return EXIT_DIVERGED if report["failed"] else EXIT_COMPLETED
 
 
-def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str:
+def _compare_text(result: Any, report: dict[str, Any], only_failed: bool, by: str = "value") -> str:
     comparison = result.comparison
     lines = [
         f"run:       {report['run']}",
@@ -463,7 +478,7 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str
     ]
     lines += [f"note:      {n}" for n in report["notes"]]
     lines.append("")
-    lines.append(comparison.table_text(only_failed))
+    lines.append(comparison.module_text() if by == "module" else comparison.table_text(only_failed))
     lines.append("")
     lines.append(
         f"compared {report['compared']} values: {report['compared'] - report['failed']} within tolerance, {report['failed']} not; "
@@ -478,6 +493,12 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str
             f"first divergence: {first.node.id} ({first.node.op_type}), index {first.node.index}, value '{first.value}': "
             f"{first.describe(comparison.metrics)}{within}"
         )
+        where = report["first_divergence"]
+        if where["source"] or where["module"] is not None:
+            line = where["source"][0] if where["source"] else None
+            at = f"{line['path']}:{line['line']} in {line['function']}" if line else ""
+            module = f"module {where['module'] or '(model)'}" if where["module"] is not None else ""
+            lines.append("  from: " + ", ".join(x for x in (at, module) if x))
     elif report["failed"]:
         lines.append("first divergence: none found among the compared values (every failing node reads a failing input)")
     else:
@@ -507,6 +528,15 @@ def _profile(args: argparse.Namespace) -> int:
         fused_graph(args.model, opt_level, args.provider or None, save_to=args.save_optimized)
     if args.json:
         print(json.dumps(prof.to_dict()))
+    elif args.by != "node":
+        from graph_dap.runtime.tools.by_source import NO_MODULE, NO_SOURCE, table_text
+
+        rows = prof.by_line() if args.by == "line" else prof.by_module()
+        print(prof.text(args.top).split("\n", 2)[0])
+        known = [r for r in rows if r.key not in (NO_SOURCE, NO_MODULE)]
+        print(table_text(rows, args.by, args.top) if known else f"no node of this model says which {args.by} it came from")
+        if args.chrome_trace:
+            print(f"chrome trace: {args.chrome_trace}")
     else:
         print(prof.text(args.top))
         if prof.fused is not None:
@@ -524,6 +554,8 @@ def _profile(args: argparse.Namespace) -> int:
 def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     """``run --json``: the stop as :meth:`Stop.to_dict` gives it, with a status and the summaries of what it is about."""
     from graph_dap.runtime import StopReason, summarize
+    from graph_dap.runtime.source import source_fields
+
     completed = stop.completed
     node = stop.node
     summaries: dict[str, Any] = {}
@@ -537,12 +569,15 @@ def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     d = stop.to_dict()
     reason = None if completed else d["reason"]
     status = "completed" if completed else "failed" if stop.reason is StopReason.FAILED else "stopped"
-    return {
+    out = {
         "status": status,
         "reason": reason,
         **{k: d[k] for k in ("node", "tensor", "message", "details")},
         "summaries": summaries,
     }
+    if node is not None:
+        out.update(source_fields(session.graph.sources, [node.id]))
+    return out
 
 
 def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
@@ -569,6 +604,12 @@ def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> s
         lines.append(f"  where: node {node.order + 1} of {len(session.graph.nodes)} in run order, index {node.index} in the file")
     if stop.message:
         lines.append(f"  why:   {stop.message}")
+    source = session.graph.sources.of(node)
+    frame = source.user_frame if source is not None else None
+    if frame is not None:
+        lines.append(f"  source: {frame.location} in {frame.qualname}" + (f": {frame.code}" if frame.code else ""))
+    if source is not None and source.module is not None:
+        lines.append(f"  module: {source.module.text()}")
     lines.append("  inputs:")
     for name in node.all_inputs:
         text = summarize(session.value(name)).text() if session.has_value(name) else "(not computed)"

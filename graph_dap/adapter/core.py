@@ -19,15 +19,18 @@ from graph_dap.adapter.listing import ListingSource
 from graph_dap.adapter.progress import Progress
 from graph_dap.adapter.protocol import Channel
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request
+from graph_dap.adapter.sources import SourceFiles
 from graph_dap.adapter.state import ClientInfo, Phase, RunState
 from graph_dap.adapter.variables import VariableState
 from graph_dap.worker.client import WorkerClient
-from graph_dap.worker.protocol import GraphInfo, NodeInfo, RunCommand
+from graph_dap.worker.protocol import GraphInfo, NodeInfo, NodeSourceInfo, RunCommand
 
 T = TypeVar("T")
 
 THREAD_ID = 1
 FRAME_ID = 1
+#: Frame ids of the Python (or module) frames under the node: SOURCE_FRAME_ID + k, k = 0 the innermost.
+SOURCE_FRAME_ID = 1 << 20
 EXCEPTION_FILTERS: list[dict[str, Any]] = [
     {"filter": "nan", "label": "NaN", "description": "Break when a node's output holds NaN.", "default": False},
     {
@@ -100,6 +103,8 @@ class AdapterCore:
         self.variables = VariableState()
         self.progress = Progress(channel)
         self._goto_targets: dict[int, str] = {}
+        self.source_files: tuple[GraphInfo, SourceFiles] | None = None  # the loaded model's Python files here
+        self.node_source: tuple[object, NodeSourceInfo] | None = None  # (the stop, the source of its frame 0's node)
         self._after: list[Callable[[], None]] = []
         self._done = False
         self.busy: asyncio.Task[None] | None = None  # a request answered in the background (a profile)
@@ -175,6 +180,9 @@ class AdapterCore:
         """The level of the program counter a frame id names (frame ids are levels from ``FRAME_ID`` up)."""
         stop = self.run.stop
         levels = max(len(stop.frames), 1) if stop is not None else 1
+        source = self.node_source
+        if source is not None and source[0] is stop and 0 <= frame_id - SOURCE_FRAME_ID < len(source[1].frames):
+            return 0  # a Python frame of the node at level 0: its values are that level's
         if not FRAME_ID <= frame_id < FRAME_ID + levels:
             raise InvalidRequest(f"unknown frameId {frame_id}")
         return frame_id - FRAME_ID

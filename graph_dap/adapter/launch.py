@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph_dap.adapter.requests import MAX_INTEGER, InvalidRequest, Request, UserError, checked, items_of
+from graph_dap.adapter.sources import PathMapping
 from graph_dap.worker.protocol import OPT_LEVEL_NAMES, LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
@@ -41,6 +42,7 @@ class LaunchArgs:
     inputs: str | dict[str, Any] | None = None
     reference: str | dict[str, Any] | None = None
     tolerance: Tolerance | None = None
+    path_mappings: tuple[PathMapping, ...] = ()  # where the stack traces' folders are here
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -70,7 +72,13 @@ class LaunchArgs:
             raise InvalidRequest(
                 "'arguments.reference' must be a string: a dump (.npz), provider:NAME, opt_level:LEVEL or model:OTHER.onnx"
             )
-        args = cls(**typed, inputs=inputs, reference=reference or None, tolerance=_tolerance(given.get("tolerance")))
+        args = cls(
+            **typed,
+            inputs=inputs,
+            reference=reference or None,
+            tolerance=_tolerance(given.get("tolerance")),
+            path_mappings=_path_mappings(given.get("pathMappings"), typed["cwd"] or os.getcwd()),
+        )
         args._check()
         return args
 
@@ -145,6 +153,23 @@ def _providers(given: Any) -> tuple[str, ...]:
     if not isinstance(given, list):
         raise InvalidRequest(f"'arguments.providers' must be an array, got {type(given).__name__}")
     return tuple(items_of(given, str, "providers"))
+
+
+def _path_mappings(given: Any, base_dir: str) -> tuple[PathMapping, ...]:
+    """``[{"localRoot", "remoteRoot"}]`` as debugpy takes them; a relative ``localRoot`` is under ``cwd``."""
+    if given is None:
+        return ()
+    if not isinstance(given, list):
+        raise InvalidRequest("'arguments.pathMappings' must be an array of {localRoot, remoteRoot}")
+    out = []
+    for i, item in enumerate(items_of(given, dict, "pathMappings")):
+        where = f"pathMappings[{i}]"
+        local = checked(item, "localRoot", str, where=where)
+        remote = checked(item, "remoteRoot", str, where=where)
+        if not local or not remote:
+            raise UserError(f"{where}: localRoot and remoteRoot must not be empty")
+        out.append(PathMapping(os.path.join(base_dir, os.path.expanduser(local)), remote))
+    return tuple(out)
 
 
 def _tolerance(given: Any) -> Tolerance | None:

@@ -194,6 +194,10 @@ class WorkerClient:
     async def profile(self, args: p.ProfileArgs) -> dict[str, Any]:
         return await self._call(p.PROFILE, args)
 
+    async def source(self, node: str) -> p.NodeSourceInfo:
+        """Where a node came from in the model's Python source."""
+        return await self._call(p.SOURCE, p.NameArgs(node))
+
     async def values(self, level: int = 0) -> p.ValueNames:
         return await self._call(p.VALUES, p.LevelArgs(level))
 

@@ -406,5 +406,10 @@ class WorkerService(ValueCalls):
         s = self.s
         return profile_model(s.graph, s.inputs, repeat=a.repeat, providers=s.runner.providers).to_dict()
 
+    def rpc_source(self, a: p.NameArgs) -> p.NodeSourceInfo:
+        """Where a node came from in the model's Python source: its frames, or its module scopes."""
+        graph = self.s.graph
+        return wire.node_source(graph, graph.node(a.name))
+
     def rpc_shutdown(self, _: p.NoArgs) -> None:
         self.close()

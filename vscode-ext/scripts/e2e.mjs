@@ -5,7 +5,8 @@
 // server (the Sqrt(Sub(...)) warning in Problems, a hover with a value's shape, F12 to its producer,
 // the outline), set a gutter breakpoint, F5 without a launch.json, paused at the node, the call stack and a tensor in
 // Variables, step, open the tensor viewer, step again (the viewer follows), continue to the end;
-// then "Run ONNX Model" from the explorer and a "debugServer" launch against
+// then "Run ONNX Model" from the explorer, a breakpoint inside a Loop's body, a breakpoint on a line of a
+// PyTorch model's Python source (it stops there, the Python frames under the node), and a "debugServer" launch against
 // `python -m graph_dap.adapter --port 0`. Then the DAP traffic that VS Code really sent and received (the extension's tracker writes it
 // to an output channel, which lands on disk) is checked.
 //
@@ -353,6 +354,11 @@ async function scenario(page, ws, server) {
 		check(false, e.message);
 		await shot('control-flow-failure');
 	});
+	await sourceSteps(page, ws, shot).catch(async (e) => {
+		check(false, e.message.split('\n')[0]);
+		await shot('source-failure');
+		await page.locator('.debug-toolbar .codicon-debug-stop').first().click({ timeout: 5000 }).catch(() => undefined);
+	});
 	await debugServerVariant(page, server, ws, shot);
 }
 
@@ -383,6 +389,51 @@ async function controlFlowSteps(page, ws, shot) {
 	const rows = await page.locator('.debug-call-stack .monaco-list-row').allInnerTexts();
 	check(rows.some((r) => r.includes('tanh (Tanh)')) && rows.some((r) => r.includes('loop (Loop) body, iteration 0')), `a breakpoint inside a Loop's body: the call stack shows two levels (${rows.filter((r) => r.includes('(')).length} frames)`);
 	await shot('control-flow-two-levels');
+	await page.locator('.debug-toolbar .codicon-debug-stop, .debug-toolbar .codicon-debug-disconnect').first().click();
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
+}
+
+async function openFile(page, name, tab = name) {
+	await page.keyboard.press('Control+P');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(name);
+	await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().waitFor({ state: 'visible' });
+	await sleep(300);
+	await page.keyboard.press('Enter');
+	await page.locator('.tabs-container .tab.active', { hasText: tab }).first().waitFor({ state: 'visible', timeout: 60000 });
+}
+
+async function sourceSteps(page, ws, shot) {
+	// 8c. A model exported from PyTorch: a breakpoint on a line of its Python source, F5 on the model:
+	// it stops there, the editor shows tinymodel.py at that line, the call stack has the Python frames under the node.
+	const source = readFileSync(join(ws, 'tiny', 'tinymodel.py'), 'utf8').split('\n');
+	const line = source.findIndex((l) => l.includes('F.softmax(')) + 1;
+	await openFile(page, 'tinymodel.py');
+	await page.locator('.editor-instance .view-lines').first().click();
+	await page.keyboard.press('Control+G');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(String(line));
+	await page.keyboard.press('Enter');
+	await sleep(300);
+	await page.keyboard.press('F9');
+	await page.locator('.editor-instance .codicon-debug-breakpoint').first().waitFor({ state: 'visible' });
+	await openFile(page, 'tiny_dynamo.onnx', 'tiny_dynamo.onnxtxt');
+	await page.keyboard.press('F5');
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'visible', timeout: 60000 });
+	const row = (text) => page.locator('.debug-call-stack .monaco-list-row', { hasText: text }).first();
+	await row('node_softmax (Softmax)').waitFor({ state: 'visible', timeout: 60000 });
+	await row('TinyModel.forward').waitFor({ state: 'visible', timeout: 30000 });
+	const rows = (await page.locator('.debug-call-stack .monaco-list-row').allInnerTexts()).map((r) => r.replace(/\s+/g, ' ').trim());
+	const at = (text) => rows.findIndex((r) => r.includes(text));
+	check(at('node_softmax') >= 0 && at('node_softmax') < at('Attention.forward') && at('Attention.forward') < at('Block.forward') && at('Block.forward') < at('TinyModel.forward'),
+		`a breakpoint on tinymodel.py:${line}: the call stack has the node, then the Python frames (${rows.filter((r) => /forward|Softmax/.test(r)).join(' | ')})`);
+	await page.locator('.tabs-container .tab.active', { hasText: 'tinymodel.py' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	await until_(`the cursor on line ${line} of tinymodel.py`, async () => new RegExp(`Ln ${line},`).test(await page.locator('.statusbar-item[id="status.editor.selection"]').innerText()), 10000);
+	await page.locator('.editor-instance .debug-top-stack-frame-line').first().waitFor({ state: 'visible', timeout: 10000 });
+	check(true, `paused: the editor shows tinymodel.py at line ${line}, the top frame's line marked`);
+	await page.locator('.debug-variables .monaco-list-row', { hasText: 'Module' }).first().waitFor({ state: 'visible', timeout: 10000 });
+	check(true, 'the Python frame has a "Module" scope in Variables');
+	await shot('python-source-breakpoint');
 	await page.locator('.debug-toolbar .codicon-debug-stop, .debug-toolbar .codicon-debug-disconnect').first().click();
 	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
 }
@@ -638,6 +689,9 @@ async function main() {
 	// A model whose work is inside a Loop's body (tests/cf_models.py), for the control-flow step.
 	const made = spawnSync(python, ['-c', `import sys, onnx; sys.path.insert(0, ${JSON.stringify(join(repo, 'tests'))}); from cf_models import loop_model; onnx.save(loop_model(trip=5), ${JSON.stringify(join(ws, 'loop.onnx'))})`], { encoding: 'utf8' });
 	if (made.status !== 0) fail(`cannot write the Loop model: ${made.stderr}`);
+	// A model exported from PyTorch (tests/data/source) beside its Python source, for the source step.
+	mkdirSync(join(ws, 'tiny'));
+	for (const f of ['tiny_dynamo.onnx', 'tinymodel.py']) copyFileSync(join(repo, 'tests', 'data', 'source', f), join(ws, 'tiny', f));
 	let server;
 	let context;
 	try {

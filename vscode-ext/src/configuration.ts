@@ -38,6 +38,14 @@ export interface GraphDapConfiguration {
 export interface EditorContext {
 	/** Path of the active editor's file (a model, its listing, or anything else), if any. */
 	activeFile?: string;
+	/** The model (or listing) of the last model editor that was active: F5 from another file, such as the model's Python source, debugs it. */
+	recentModel?: string;
+}
+
+/** The model F5 is about: the active editor's, else the one last active. */
+function contextModel(ctx: EditorContext): string | undefined {
+	const file = isModelOrListing(ctx.activeFile) ? ctx.activeFile : ctx.recentModel;
+	return isModelOrListing(file) ? modelPathFor(file) : undefined;
 }
 
 /** The outcome of resolving a configuration: go on with it, or stop with a message. */
@@ -87,21 +95,23 @@ export function configurationForModel(model: string, noDebug = false): GraphDapC
 export function resolveConfiguration(raw: Partial<GraphDapConfiguration>, ctx: EditorContext): Resolution {
 	const empty = !raw.type && !raw.request && !raw.name;
 	if (empty) {
-		if (!isModelOrListing(ctx.activeFile)) {
+		const model = contextModel(ctx);
+		if (!model) {
 			return {
 				kind: 'error',
 				message: 'Open an ONNX model (.onnx) or its graph listing (.onnxtxt) to debug it, or add a "graph-dap" configuration to launch.json.',
 			};
 		}
-		return { kind: 'ok', config: configurationForModel(modelPathFor(ctx.activeFile), !!raw.noDebug) };
+		return { kind: 'ok', config: configurationForModel(model, !!raw.noDebug) };
 	}
 	const config = { ...raw, type: raw.type ?? DEBUG_TYPE, request: raw.request ?? 'launch', name: raw.name ?? 'Debug ONNX model' } as GraphDapConfiguration;
 	if (config.request !== 'launch') {
 		return { kind: 'error', message: `graph-dap supports only "request": "launch", not "${config.request}".` };
 	}
 	if (config.model === undefined || config.model === '') {
-		if (isModelOrListing(ctx.activeFile)) {
-			config.model = modelPathFor(ctx.activeFile);
+		const model = contextModel(ctx);
+		if (model) {
+			config.model = model;
 		} else {
 			return { kind: 'error', message: 'The launch configuration has no "model": set it to the path of an .onnx file.' };
 		}

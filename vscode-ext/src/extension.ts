@@ -14,6 +14,7 @@ import {
 	configurationForModel,
 	describeAdapter,
 	finishConfiguration,
+	isModelOrListing,
 	modelPathFor,
 	resolveConfiguration,
 } from './configuration';
@@ -31,6 +32,15 @@ export function activate(context: vscode.ExtensionContext): void {
 	const interpreter = new InterpreterService();
 	const listingFeatures = new ListingLanguageFeatures();
 	const python = async (resource?: vscode.Uri) => (await interpreter.get(resource)).command;
+	// The model of the last model editor that was active: F5 from the model's Python source debugs it.
+	let recentModel: string | undefined;
+	const rememberModel = () => {
+		const file = activeFile(listings);
+		if (isModelOrListing(file)) {
+			recentModel = modelPathFor(file);
+		}
+	};
+	rememberModel();
 
 	// The extension's own outline, for when the language server is not running (it gives one).
 	let fallbackOutline: vscode.Disposable | undefined = vscode.languages.registerDocumentSymbolProvider(LANGUAGE_ID, listingFeatures);
@@ -61,7 +71,9 @@ export function activate(context: vscode.ExtensionContext): void {
 		vscode.window.registerCustomEditorProvider(ModelEditorProvider.viewType, new ModelEditorProvider(python, listings), {
 			supportsMultipleEditorsPerDocument: true,
 		}),
-		vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, new ConfigurationProvider(interpreter, listings)),
+		vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, new ConfigurationProvider(interpreter, listings, () => recentModel)),
+		vscode.window.onDidChangeActiveTextEditor(rememberModel),
+		vscode.window.tabGroups.onDidChangeTabs(rememberModel),
 		vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, new DynamicConfigurations(), vscode.DebugConfigurationProviderTriggerKind.Dynamic),
 		vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new AdapterFactory(interpreter)),
 		vscode.commands.registerCommand('graphDap.debugModel', (uri?: vscode.Uri) => startModel(listings, uri, false)),
@@ -190,11 +202,12 @@ class ConfigurationProvider implements vscode.DebugConfigurationProvider {
 	constructor(
 		private readonly interpreter: InterpreterService,
 		private readonly listings: ListingFiles,
+		private readonly recentModel: () => string | undefined,
 	) {}
 
 	/** F5 without a launch.json: a configuration for the model or listing in the active editor. */
 	resolveDebugConfiguration(_folder: vscode.WorkspaceFolder | undefined, config: vscode.DebugConfiguration): vscode.ProviderResult<vscode.DebugConfiguration> {
-		const r = resolveConfiguration(config as Partial<GraphDapConfiguration>, { activeFile: activeFile(this.listings) });
+		const r = resolveConfiguration(config as Partial<GraphDapConfiguration>, { activeFile: activeFile(this.listings), recentModel: this.recentModel() });
 		if (r.kind === 'error') {
 			void vscode.window.showErrorMessage(`graph-dap: ${r.message}`);
 			return undefined;

@@ -49,6 +49,8 @@ describe('F5 without a launch.json', () => {
 
 	test('another file in the editor: a message that says what to open', () => {
 		assert.match(err(resolveConfiguration({}, { activeFile: '/w/train.py' })), /Open an ONNX model/);
+		// F5 from the model's Python source (a breakpoint set there): the model last active is debugged
+		assert.equal(ok(resolveConfiguration({}, { activeFile: '/w/model.py', recentModel: '/w/tiny.onnxtxt' })).model, '/w/tiny.onnx');
 		assert.match(err(resolveConfiguration({}, {})), /\.onnxtxt/);
 	});
 });

@@ -12,7 +12,7 @@ test('the debugger type graph-dap, labelled ONNX Graph, for the listing language
 	assert.equal(dbg.type, 'graph-dap');
 	assert.equal(dbg.label, 'ONNX Graph');
 	assert.deepEqual(dbg.languages, ['onnx-listing']);
-	assert.deepEqual(c.breakpoints, [{ language: 'onnx-listing' }]);
+	assert.deepEqual(c.breakpoints, [{ language: 'onnx-listing' }, { language: 'python' }]);  // python: lines of the model's own source
 	assert.ok(dbg.initialConfigurations.length > 0 && dbg.configurationSnippets.length > 0);
 });
 
