@@ -747,8 +747,13 @@ class DebugSession:
             if node is not None and self.breakpoint_table.stops_at(node.id):
                 return self._stop(StopReason.BREAKPOINT, f"breakpoint at {node.label}")
 
-    def restart(self) -> Stop:
-        """Back to the start, with the original inputs; breakpoints are kept."""
+    def restart(self, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> Stop:
+        """Back to the start, with the original inputs (or new ``inputs``, checked like the first); breakpoints are kept.
+
+        New inputs reuse every onnxruntime session built so far: cheap for a data set of inputs of one shape.
+        """
+        if inputs is not None:
+            self.inputs = resolve_inputs(self.graph, inputs, dims)
         self._reset()
         return self.start()
 
