@@ -1,6 +1,7 @@
 """The local backend: worker processes on this machine, each with the model loaded once.
 
-Each worker is a fresh (spawned) process that sizes onnxruntime's thread pool to
+Each worker is a fresh process (forked from a server that has imported graph-dap,
+never from the driver and its threads) that sizes onnxruntime's thread pool to
 the threads per run, builds an :class:`~.runner.InputScanner`, and then runs one
 item at a time from its pipe. The driver hands items out as workers come free (the
 source is read lazily) and watches each process: a worker that dies is replaced,
@@ -32,6 +33,15 @@ def default_workers(threads: int) -> int:
     """As many workers as the cores allow at ``threads`` threads per run (at least one)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // max(threads, 1))
+
+
+def _context() -> Any:
+    """Workers forked from a server that imported graph-dap once (quick to start, free of the driver's threads); else spawned."""
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["graph_dap.runtime.tools.scan.runner"])
+        return ctx
+    return mp.get_context("spawn")
 
 
 def worker_main(conn: Connection, config: ScanConfig, threads: int, import_path: str | None) -> None:
@@ -81,7 +91,7 @@ class LocalPool:
         self.workers = workers
         self.threads = threads
         self.import_path = import_path
-        self._context = mp.get_context("spawn")
+        self._context = _context()
         self._pool: list[_Worker] = []
 
     def describe(self) -> dict[str, Any]:
