@@ -294,7 +294,7 @@ def test_an_input_that_kills_its_worker_is_retried_once_then_reported(tmp_path, 
     assert len(got) == 10
     assert {k: r["status"] for k, r in got.items() if r["status"] != "clean"} == {"item_000007": "crash"}
     assert got["item_000003"]["attempts"] == 2 and got["item_000003"]["outputs"]["y"]["shape"] == [2, 2]
-    assert "twice" in got["item_000007"]["message"] and "exited with status 70" in got["item_000007"]["message"]
+    assert "alone, twice" in got["item_000007"]["message"] and "exited with status 70" in got["item_000007"]["message"]
     incidents = [e["message"] for e in events if e["event"] == "incident"]
     assert len(incidents) == 3 and sum("item_000007" in m for m in incidents) == 2
 

@@ -22,11 +22,12 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from graph_dap.errors import GraphDapError
-from graph_dap.runtime.tools.scan.backend import START_DEATHS, Event, Incident, Outcome, ScanError, Suspects, death_text
+from graph_dap.runtime.tools.scan.backend import START_DEATHS, Event, Incident, Outcome, Prefetch, ScanError, Suspects, death_text
 from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig
 from graph_dap.runtime.tools.scan.sources import WorkItem
 
 _CLOSE_WAIT_S = 5.0
+_POLL_S = 0.05  # how often an idle worker looks for inputs from a slow source
 
 
 def default_workers(threads: int) -> int:
@@ -112,24 +113,21 @@ class LocalPool:
         """Events as inputs finish; pulls ``items`` only when a worker is free."""
         suspects = Suspects()
         again: deque[WorkItem] = deque()  # inputs whose worker died: first in line
-        exhausted = False
+        feed = Prefetch(items, 2 * self.workers)
         start_deaths = 0
         for _ in range(self.workers):
             self._spawn()
         while True:
             for w in self._pool:
                 if w.ready and w.item is None:
-                    nxt = again.popleft() if again else None
-                    if nxt is None and not exhausted:
-                        nxt = next(items, None)
-                        exhausted = nxt is None
-                    if nxt is None:
-                        continue
-                    w.item = nxt
-                    w.conn.send(nxt)
-            if exhausted and not again and all(w.item is None for w in self._pool):
+                    nxt = [again.popleft()] if again else feed.take(1)
+                    if nxt:
+                        w.item = nxt[0]
+                        w.conn.send(w.item)
+            if feed.exhausted and not again and all(w.item is None for w in self._pool):
                 return
-            ready = wait([w.conn for w in self._pool] + [w.process.sentinel for w in self._pool])
+            starving = not feed.exhausted and any(w.ready and w.item is None for w in self._pool)
+            ready = wait([w.conn for w in self._pool] + [w.process.sentinel for w in self._pool], _POLL_S if starving else None)
             for w in list(self._pool):
                 if w.conn in ready:
                     try:
@@ -153,12 +151,9 @@ class LocalPool:
                         if start_deaths >= START_DEATHS:
                             raise ScanError(f"the scan's worker processes die as they start (the last {how})")
                     if w.item is not None:
-                        incident, crash = suspects.lost(w.item, w.name or f"pid {w.process.pid}", how)
-                        yield incident
-                        if crash is not None:
-                            yield crash
-                        else:
-                            again.append(w.item)
+                        events, retry = suspects.lost([w.item], w.name or f"pid {w.process.pid}", how)
+                        yield from events
+                        again.extend(retry)
                     else:
                         yield Incident(f"worker {w.name or w.process.pid} {how} while idle; another takes its place", w.name)
                     self._spawn()

@@ -3,9 +3,10 @@
 ``--ray`` starts a local Ray (listening on loopback only), ``--ray ADDRESS`` joins a
 cluster. Each actor loads the model once (from its path, or from the object store
 with ``ship``) and runs a shard of inputs as a streaming generator: results come back
-one by one as they are done. An actor that dies mid-shard is replaced; the input it
-was running runs again alone elsewhere (a second death is that input's: ``crash``),
-and the rest of its shard goes out again. Ray is optional: ``pip install graph-dap[ray]``.
+one by one as they are done. An actor that dies mid-shard is replaced, and the inputs
+of its shard it had not reported run again elsewhere, each alone (see
+:class:`~.backend.Suspects`: an input whose lone run dies twice is a ``crash``).
+Ray is optional: ``pip install graph-dap[ray]``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graph_dap.errors import GraphDapError, InputError
-from graph_dap.runtime.tools.scan.backend import START_DEATHS, Event, Incident, Outcome, ScanError, Suspects
+from graph_dap.runtime.tools.scan.backend import START_DEATHS, Event, Incident, Outcome, Prefetch, ScanError, Suspects
 from graph_dap.runtime.tools.scan.results import InputResult
 from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig, worker_name
 from graph_dap.runtime.tools.scan.sources import ItemLoader, WorkItem
@@ -29,6 +30,7 @@ from graph_dap.runtime.tools.scan.sources import ItemLoader, WorkItem
 INSTALL_HINT = "pip install 'graph-dap[ray]' (or pip install 'ray>=2.9')"
 #: A worker that asks for more CPUs than any node has never starts: how long to wait for the first one.
 READY_TIMEOUT_S = 300.0
+_POLL_S = 0.05  # how often an idle worker looks for inputs from a slow source
 _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's node address is loopback, its servers bind there
 
 
@@ -174,24 +176,21 @@ class RayBackend:
         for _ in range(self.workers):
             start()
         suspects = Suspects()
-        alone: deque[WorkItem] = deque()  # inputs that were running when their worker died
-        again: deque[WorkItem] = deque()  # the rest of a dead worker's shard
-        exhausted = False
+        alone: deque[WorkItem] = deque()  # inputs that were in flight when their worker died: each runs alone
+        later: deque[WorkItem] = deque()  # read from the source while no worker was free
+        feed = Prefetch(items, 2 * self.workers * self.shard_size)
         start_deaths = 0
         began = time.monotonic()
         while True:
             for a in self._actors:
                 if not a.ready or a.stream is not None:
                     continue
-                shard: list[WorkItem] = [alone.popleft()] if alone else []  # a suspect runs alone
+                shard: list[WorkItem] = [alone.popleft()] if alone else []
                 while not shard or (len(shard) < self.shard_size and shard[0].index not in suspects):
-                    nxt = again.popleft() if again else None
-                    if nxt is None and not exhausted:
-                        nxt = next(items, None)
-                        exhausted = nxt is None
-                    if nxt is None:
+                    nxt = [later.popleft()] if later else feed.take(1)
+                    if not nxt:
                         break
-                    shipped = self._out(nxt)
+                    shipped = self._out(nxt[0])
                     if isinstance(shipped, Outcome):
                         yield shipped
                         continue
@@ -200,13 +199,17 @@ class RayBackend:
                     a.shard, a.done = shard, 0
                     a.stream = a.handle.scan_shard.options(num_returns="streaming").remote(shard)
             busy = [a for a in self._actors if a.stream is not None]
-            if exhausted and not alone and not again and not busy:
+            if feed.exhausted and not alone and not later and not busy:
                 return
             waiting = [a for a in self._actors if not a.ready]
             refs = [a.ready_ref for a in waiting] + [a.stream for a in busy]
             if not any(a.ready for a in self._actors) and time.monotonic() - began > READY_TIMEOUT_S:
                 raise ScanError(f"no Ray worker started in {READY_TIMEOUT_S:.0f} s (each asks for {self.threads} CPUs)")
-            ready, _ = ray.wait(refs, num_returns=1, timeout=10.0)
+            starving = not feed.exhausted and any(a.ready and a.stream is None for a in self._actors)
+            if not refs:
+                later.extend(feed.take(self.shard_size, wait=1.0))  # nothing runs: wait for the source
+                continue
+            ready, _ = ray.wait(refs, num_returns=1, timeout=_POLL_S if starving else 10.0)
             for ref in ready:
                 actor = next(a for a in waiting + busy if ref is a.ready_ref or ref is a.stream)
                 is_ready = ref is actor.ready_ref
@@ -219,7 +222,7 @@ class RayBackend:
                         start_deaths += 1
                         if start_deaths >= START_DEATHS:
                             raise ScanError(f"the scan's Ray workers die as they start: {_first_line(e)}") from None
-                    yield from self._lost(actor, suspects, alone, again, _first_line(e))
+                    yield from self._lost(actor, suspects, alone, _first_line(e))
                     start()
                     continue
                 if is_ready:
@@ -229,6 +232,8 @@ class RayBackend:
 
     def _out(self, item: WorkItem) -> WorkItem | Outcome:
         """The item as it travels: its feeds in the object store (a generator's, or a file's read here with ``ship``)."""
+        if isinstance(item.feeds, self.ray.ObjectRef):
+            return item  # out once already (the rest of a dead worker's shard)
         if item.kind == "arrays":
             return replace(item, feeds=self.ray.put(item.feeds))
         if self.ship and self.loader is not None:
@@ -258,19 +263,15 @@ class RayBackend:
         attempts = suspects.attempts(item)
         return Outcome(result.replace(attempts=attempts) if attempts > 1 else result, feeds)
 
-    def _lost(self, actor: _Actor, suspects: Suspects, alone: deque[WorkItem], again: deque[WorkItem], why: str) -> Iterator[Event]:
+    def _lost(self, actor: _Actor, suspects: Suspects, alone: deque[WorkItem], why: str) -> Iterator[Event]:
         name = actor.name or "(starting)"
-        if actor.stream is None or actor.done >= len(actor.shard):
+        unreported = actor.shard[actor.done :] if actor.stream is not None else []
+        if not unreported:
             yield Incident(f"Ray worker {name} died ({why}) while idle; another takes its place", name)
             return
-        running = actor.shard[actor.done]
-        incident, crash = suspects.lost(running, name, f"died ({why})")
-        yield incident
-        if crash is not None:
-            yield crash
-        else:
-            alone.append(running)
-        again.extendleft(reversed(actor.shard[actor.done + 1 :]))
+        events, retry = suspects.lost(unreported, name, f"died ({why})")
+        yield from events
+        alone.extend(retry)
 
     def close(self) -> None:
         for a in self._actors:
