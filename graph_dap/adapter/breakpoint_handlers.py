@@ -141,7 +141,8 @@ class BreakpointRequests(AdapterCore):
         if self.worker is not None and self.graph is not None:
             worker = self._need_worker()
             filters_now = self._worker_filters()
-            await self._configure(lambda: worker.call("set_break_on", filters=filters_now, inf_exclude=self._inf_exclude))
+            exclude_now = self._worker_inf_exclude()
+            await self._configure(lambda: worker.call("set_break_on", filters=filters_now, inf_exclude=exclude_now))
         return {"breakpoints": results}
 
     def _filter_problem(self, filter_id: str, known: set[str]) -> str:

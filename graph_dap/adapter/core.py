@@ -147,8 +147,13 @@ class AdapterCore:
             raise InvalidRequest(f"unknown thread {thread}: the model run is thread {THREAD_ID}")
 
     def _worker_filters(self) -> list[str]:
-        """The enabled filters the worker can honour (mismatch only with a reference)."""
-        return [f for f in self._filters if f != "mismatch" or self.launch_args.get("reference")]
+        """The enabled filters the worker can honour (mismatch only with a reference): the client's and the launch's ``breakOn``."""
+        enabled = dict.fromkeys([*self._filters, *self.launch_args.get("breakOn", [])])
+        return [f for f in enabled if f != "mismatch" or self.launch_args.get("reference")]
+
+    def _worker_inf_exclude(self) -> list[str]:
+        """Nodes whose Inf is expected: the inf filter's condition and the launch's ``infExclude``."""
+        return list(dict.fromkeys([*self._inf_exclude, *self.launch_args.get("infExclude", [])]))
 
     def _frame_node(self) -> NodeInfo | None:
         """The node the top frame shows: the one a nan/inf/mismatch came from, else the next to run."""

@@ -200,6 +200,14 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
         for key, value in args["dims"].items():
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UserError(f"dims: '{key}' must be an integer, got {value!r}")
+        args["breakOn"] = items_of(request.arg("breakOn", list, []), str, "breakOn")
+        args["infExclude"] = items_of(request.arg("infExclude", list, []), str, "infExclude")
+        known = [f["filter"] for f in EXCEPTION_FILTERS]
+        for f in args["breakOn"]:
+            if f not in known:
+                raise UserError(f"breakOn: unknown filter '{f}'; expected any of {', '.join(known)}")
+        if "mismatch" in args["breakOn"] and args["reference"] is None:
+            raise UserError("breakOn: the mismatch filter needs a 'reference' to compare with")
         if args["worker"] and not args["token"]:
             raise UserError("'worker' needs the 'token' the worker was started with")
         if args["memoryBudgetMB"] is not None and args["memoryBudgetMB"] <= 0:
@@ -291,7 +299,7 @@ class DebugAdapter(InspectionRequests, BreakpointRequests, CustomRequests):
                 **self._reference_args(),
                 write_listing=not listing_path,
             )
-            await self.worker.call("set_break_on", filters=self._worker_filters(), inf_exclude=self._inf_exclude)
+            await self.worker.call("set_break_on", filters=self._worker_filters(), inf_exclude=self._worker_inf_exclude())
         except WorkerDied as error:
             raise UserError(f"the runtime worker died while loading the model: {error}") from None
         except GraphDapError as error:
