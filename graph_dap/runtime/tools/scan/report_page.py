@@ -143,9 +143,12 @@ SCRIPT = r"""
     if (y1 === y0) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
     function X(v) { return left + (v - x0) / (x1 - x0) * (W - left - right); }
     function Y(v) { return H - bottom - (v - y0) / (y1 - y0) * (H - top - bottom); }
-    ticks(y0, y1, 5).forEach(function (t) {
+    var yt = ticks(y0, y1, 5);
+    var digits = yt.length > 1 ? Math.max(0, Math.min(12, -Math.floor(Math.log10(Math.abs(yt[1] - yt[0]))) + 1)) : 4;
+    yt.forEach(function (t) {
       el('svg:line', { class: 'grid', x1: left, x2: W - right, y1: Y(t), y2: Y(t) }, svg);
-      el('svg:text', { x: left - 6, y: Y(t) + 4, 'text-anchor': 'end' }, svg, fmt(t));
+      var label = Math.abs(t) >= 1e5 || (t !== 0 && Math.abs(t) < 1e-4) ? t.toExponential(Math.min(digits, 6)) : t.toFixed(digits);
+      el('svg:text', { x: left - 6, y: Y(t) + 4, 'text-anchor': 'end' }, svg, label);
     });
     ticks(x0, x1, 8).filter(function (t) { return Math.round(t) === t; }).forEach(function (t) {
       el('svg:text', { x: X(t), y: H - bottom + 16, 'text-anchor': 'middle' }, svg, t);
@@ -175,7 +178,15 @@ SCRIPT = r"""
     var sel = document.getElementById('series');
     var keys = Object.keys(D.series.values);
     keys.forEach(function (k) { el('option', { value: k }, sel, k); });
-    var first = keys.filter(function (k) { return / mean$/.test(k); })[0] || keys[0];
+    // The statistic that varies most across inputs (a softmax's mean, say, is the same for all).
+    function spread(k) {
+      var v = D.series.values[k].map(num).filter(function (x) { return x !== null; });
+      if (v.length < 2) return -1;
+      var lo = Math.min.apply(null, v), hi = Math.max.apply(null, v), mid = Math.max(Math.abs(lo), Math.abs(hi));
+      return mid ? (hi - lo) / mid : 0;
+    }
+    var stats = keys.filter(function (k) { return / (mean|min|max|std)$/.test(k); });
+    var first = stats.length ? stats.reduce(function (a, b) { return spread(b) > spread(a) ? b : a; }) : keys[0];
     sel.value = first;
     sel.addEventListener('change', function () { points(sel.value); });
     points(first);
