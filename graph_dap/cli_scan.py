@@ -90,13 +90,13 @@ def run(args: argparse.Namespace) -> int:
     backend = _backend(args, config, graph, source)
     bar = ProgressBar.on_terminal(args.json, unit="inputs")
     began = time.monotonic()
-    state = {"total": source.total, "resumed": 0}
+    state: dict[str, Any] = {"total": source.total, "resumed": 0, "started": False}
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         if args.json:
             print(json.dumps({"event": kind, **data}), flush=True)
         if kind == "start":
-            state["resumed"] = data["resumed"]
+            state["resumed"], state["started"] = data["resumed"], True
         elif kind == "result" and bar is not None:
             ran = data["done"] - state["resumed"]
             rate = ran / max(time.monotonic() - began, 1e-9)
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-        if not finished:
+        if state["started"] and not finished:
             print(f"graph-dap scan: stopped; the results so far are in {out / 'scan.json'} (go on with --resume)", file=sys.stderr)
     if args.json:
         print(json.dumps({"event": "end", **summary.to_dict()}), flush=True)
@@ -166,6 +166,7 @@ def _config(args: argparse.Namespace) -> Any:
         metric=metric,
         dims=tuple(_dims(args.dim).items()),
         providers=tuple(args.provider),
+        base_dir=str(Path.cwd()),
     )
     config.check()
     return config

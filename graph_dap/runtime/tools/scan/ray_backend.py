@@ -123,6 +123,7 @@ class RayBackend:
         self.model_bytes = model_bytes  # the model (with its external data) when it is shipped
         self._owns_ray = False
         self._actors: list[_Actor] = []
+        self._asked = workers
         self._init()
         self.workers = workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)) // threads)
         most = max((n["Resources"].get("CPU", 0) for n in self.ray.nodes() if n.get("Alive")), default=0)
@@ -137,7 +138,8 @@ class RayBackend:
         if self.address is None:
             from graph_dap.runtime.tools.scan.pool import default_workers
 
-            kwargs.update(num_cpus=default_workers(1), include_dashboard=False)
+            # As many CPUs as the cores, or as the workers asked for (oversubscribing is the user's call, as locally).
+            kwargs.update(num_cpus=max(default_workers(1), (self._asked or 0) * self.threads), include_dashboard=False)
         try:
             ray.init(address=self.address, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as e:

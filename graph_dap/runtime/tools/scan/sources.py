@@ -314,13 +314,15 @@ class ItemLoader:
         return {name: self._batched(name, a, item.axis) for name, a in raw.items()}
 
     def _batched(self, name: str, a: np.ndarray, axis: int) -> np.ndarray:
-        """Samples (along ``axis``) as one feed: a batch axis of their count when a sample is one rank short."""
+        """Samples (along ``axis``) as one feed: stacked on a batch axis when a sample is one rank short, else concatenated."""
         stacked = np.moveaxis(a, axis, 0)
         k, rest = stacked.shape[0], stacked.shape[1:]
         info = next((v for v in self.graph.inputs if v.name == name), None)
         rank = None if info is None or info.shape is None else len(info.shape)
-        if rank is None or len(rest) == rank - 1:
-            return np.ascontiguousarray(stacked) if rank is not None or k > 1 else np.ascontiguousarray(stacked[0])
+        if rank is None:  # the model does not say: one sample as it is, several stacked
+            return np.ascontiguousarray(stacked[0] if k == 1 else stacked)
+        if len(rest) == rank - 1:
+            return np.ascontiguousarray(stacked)
         if len(rest) == rank and rank > 0:
             return np.ascontiguousarray(stacked.reshape((k * rest[0], *rest[1:])))
         raise InputError(
