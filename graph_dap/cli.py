@@ -13,13 +13,13 @@ import json
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from graph_dap.cli_progress import ProgressBar as _ProgressBar
 from graph_dap.runtime import BreakpointSpec, DebugSession, GraphDapError, Stop, StopReason, render_listing, summarize
 from graph_dap.runtime.engine.options import OPT_LEVELS
+from graph_dap.runtime.stops import path_text
 from graph_dap.runtime.tensor import format_bytes
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
@@ -323,7 +323,7 @@ def _listing(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from graph_dap.runtime.tools.inject import Injection, InjectionSpecError
-    from graph_dap.runtime.tools.repeat import Repeats, repeat_text
+    from graph_dap.runtime.tools.repeat import repeat_runs, repeat_text
 
     bar = _ProgressBar.on_terminal(args.json)
     session = DebugSession(
@@ -347,14 +347,7 @@ def _run(args: argparse.Namespace) -> int:
             if not bp.verified:
                 raise _UsageError(f"graph-dap: --break {bp.spec.spec}: {bp.message}")
         injection.internal_ids = {bp.id for bp in bps[len(user) :]}
-        repeats = Repeats(args.repeat)
-        for i in range(args.repeat):
-            started = time.perf_counter()
-            stop = injection.run(restart=i > 0)
-            completed = stop.reason is StopReason.END
-            repeats.record((time.perf_counter() - started) * 1000.0, session.outputs() if completed else None)
-            if not completed:
-                break
+        stop, repeats = repeat_runs(args.repeat, lambda i: injection.run(restart=i > 0), session.outputs)
     finally:
         injection.close()
     if bar:
@@ -524,7 +517,8 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
-    completed = stop.reason is StopReason.END
+    """``run --json``: the stop as :meth:`Stop.to_dict` gives it, with a status and the summaries of what it is about."""
+    completed = stop.completed
     node = stop.node
     summaries: dict[str, Any] = {}
     if node is not None:
@@ -534,15 +528,13 @@ def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     else:
         for name, v in session.outputs().items():
             summaries[name] = summarize(v).to_dict()
-    reason = None if completed else stop.reason.value
+    d = stop.to_dict()
+    reason = None if completed else d["reason"]
     status = "completed" if completed else "failed" if stop.reason is StopReason.FAILED else "stopped"
     return {
         "status": status,
         "reason": reason,
-        "node": None if node is None else {"name": node.id, "op_type": node.op_type, "index": node.index},
-        "tensor": stop.tensor,
-        "message": stop.message,
-        "details": stop.details,
+        **{k: d[k] for k in ("node", "tensor", "message", "details")},
         "summaries": summaries,
     }
 
@@ -561,7 +553,12 @@ def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> s
         str(report["reason"]), str(report["reason"])
     )
     lines.append(f"stopped ({why}) at {node.id} ({node.op_type})")
-    lines.append(f"  where: node {node.order + 1} of {len(session.graph.nodes)} in run order, index {node.index} in the file")
+    if stop.path:
+        scope = session.graph.scope_of(node)
+        lines.append(f"  in:    {path_text(stop.path)} > {node.id}")
+        lines.append(f"  where: node {node.order + 1} of {len(scope.nodes)} in run order there, index {node.index} in its graph")
+    else:
+        lines.append(f"  where: node {node.order + 1} of {len(session.graph.nodes)} in run order, index {node.index} in the file")
     if stop.message:
         lines.append(f"  why:   {stop.message}")
     lines.append("  inputs:")

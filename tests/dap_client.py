@@ -221,6 +221,7 @@ class DapClient:
         self.closed = False
         self.received: list[dict[str, Any]] = []
         self._stderr: list[bytes] = []
+        self._stderr_reader: threading.Thread | None = None  # for an adapter process: reads its stderr to the end
         self._reader = threading.Thread(target=self._read_loop, args=(read,), daemon=True)
         self._reader.start()
 
@@ -250,7 +251,8 @@ class DapClient:
 
         client = cls(proc.stdout.read1, write, close)  # type: ignore[attr-defined]
         client.process = proc
-        threading.Thread(target=_drain, args=(proc.stderr, client._stderr), daemon=True).start()
+        client._stderr_reader = threading.Thread(target=_drain, args=(proc.stderr, client._stderr), daemon=True)
+        client._stderr_reader.start()
         return client
 
     @classmethod
@@ -388,6 +390,8 @@ class DapClient:
                 self.process.wait()
             if self.process.stdout:
                 self.process.stdout.close()
+        if self._stderr_reader is not None:
+            self._stderr_reader.join(TIMEOUT)  # every line the process wrote, before anyone reads them
 
     def stderr_text(self) -> str:
         """What the adapter process wrote on stderr so far."""

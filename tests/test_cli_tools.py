@@ -77,7 +77,7 @@ def test_compare_json_has_rows_and_the_first_divergence(models):
     )
     assert r.returncode == 1, r.stderr
     d = json.loads(r.stdout)
-    assert d["first_divergence"]["node"] == {"name": "add", "op_type": "Add", "index": 2}
+    assert d["first_divergence"]["node"] == {"id": "add", "name": "add", "op_type": "Add", "index": 2, "path": []}
     assert d["first_divergence"]["value"] == "a" and set(d["first_divergence"]["metrics"]) == {"max_abs", "cosine"}
     assert d["matched"] == 6 and d["unmatched_run"] == 0 and d["unmatched_reference"] == 0
     row = d["rows"][0]

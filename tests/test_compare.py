@@ -173,7 +173,7 @@ def test_a_perturbed_weight_is_named_as_the_first_divergence_for_each_metric(tmp
         assert rows["a"].metrics[k] == pytest.approx(reference_metrics(run["a"], truth["a"])[k], rel=1e-6), k
     d = result.to_dict()
     assert any("made from another model" in n for n in d["notes"])
-    assert d["first_divergence"]["node"] == {"name": "add", "op_type": "Add", "index": 2}
+    assert d["first_divergence"]["node"] == {"id": "add", "name": "add", "op_type": "Add", "index": 2, "path": []}
     assert d["first_divergence"]["value"] == "a" and set(d["first_divergence"]["metrics"]) == set(METRICS)
 
 

@@ -333,3 +333,33 @@ def test_sequences_inside_a_loop_are_lists():
     exact(seq[1], x, "row of iteration 1")
     assert s.continue_().reason is StopReason.END
     exact(s.value("y"), ort_outputs(sequence_model(), {"x": x})["y"], "y")
+
+
+def test_the_watch_goes_inside_bodies_without_stepping_through_them():
+    m = loop_model(trip=6)
+    s = DebugSession(m, LOOP_FEEDS, break_on=["nan", "inf"])
+    s.start()
+    calls = s.ort_calls
+    assert s.continue_().reason is StopReason.END
+    assert s.ort_calls - calls == 1  # one segment: the Loop runs whole, its body's sums come out as a flag
+    exact(s.value("hs"), ort_outputs(m, LOOP_FEEDS)["hs"], "hs")
+
+
+@pytest.mark.parametrize("fast", ENGINES)
+def test_a_nan_in_one_loop_iteration_is_found_at_its_node_and_iteration(fast):
+    m = loop_model(trip=6)
+    g = next(a.g for a in next(n for n in m.graph.node if n.op_type == "Loop").attribute if a.name == "body")
+    # sqrt(i - 3.5) is NaN for i < 4; a Max with 0 afterwards would hide it, here it just feeds a clean Where
+    g.node.extend(
+        [
+            helper.make_node("Constant", [], ["c35"], value_float=3.5, name="c35"),
+            helper.make_node("Sub", ["i_f", "c35"], ["shift"], name="shift"),
+            helper.make_node("Sqrt", ["shift"], ["root"], name="root"),
+            helper.make_node("IsNaN", ["root"], ["bad"], name="bad"),
+        ]
+    )
+    s = DebugSession(m, LOOP_FEEDS, fast=fast, break_on=["nan"])
+    stop = s.continue_()
+    assert stop.reason is StopReason.NAN and stop.node.id == "root" and stop.path == (PathStep("loop", "body", 0),)
+    assert "root (Sqrt) produced 1 NaN in 'root'" in stop.message
+    assert s.continue_().path[0].iteration == 1  # the next iteration holds one too

@@ -54,9 +54,9 @@ def test_side_file_records_hashes_providers_and_producers(tmp_path):
     assert producers["x"] is None
     for node in graph.nodes:
         for o in node.outputs:
-            assert producers[o] == {"name": node.id, "op_type": node.op_type, "index": node.index}
+            assert producers[o] == {"id": node.id, "name": node.name, "op_type": node.op_type, "index": node.index, "path": []}
     with open_dump(out) as d:
-        assert d.producer("a") == {"name": "add", "op_type": "Add", "index": 2}
+        assert d.producer("a") == {"id": "add", "name": "add", "op_type": "Add", "index": 2, "path": []}
         assert d.input_names == ["x"]
         assert_same(d.inputs_for(graph)["x"], feeds["x"])
 

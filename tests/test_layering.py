@@ -5,7 +5,7 @@
 - ``runtime/tools`` is built on the core and imports neither the worker nor the adapter.
 - ``worker`` (the process boundary) imports the runtime, never the adapter.
 - ``adapter`` (DAP) imports, of graph-dap, only the worker's client and protocol and the
-  shared leaves (``errors``, ``files``, ``log``); importing it loads no numpy.
+  shared leaves (``errors``, ``files``, ``log``, ``names``, ``stdio``); importing it loads no numpy.
 - ``lsp`` (the language server of listings) is built on the runtime and imports neither the
   worker nor the adapter: it never runs a model.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "graph_dap"
-LEAVES = {"graph_dap.errors", "graph_dap.files", "graph_dap.log"}
+LEAVES = {"graph_dap.errors", "graph_dap.files", "graph_dap.log", "graph_dap.names", "graph_dap.stdio"}
 
 
 def _module_name(path: Path) -> str:
@@ -98,7 +98,7 @@ def test_the_leaves_import_nothing_of_graph_dap():
 
 @pytest.mark.parametrize(
     "module",
-    ["graph_dap.adapter.server", "graph_dap.adapter.__main__", "graph_dap.worker.client"],
+    ["graph_dap.adapter.server", "graph_dap.adapter.__main__", "graph_dap.worker.client", "graph_dap.worker.protocol"],
 )
 def test_importing_loads_no_numpy(module):
     code = f"import sys, importlib; importlib.import_module({module!r}); print(sorted(m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules))"

@@ -221,8 +221,8 @@ def test_a_nan_inside_a_loop_body_is_found_at_its_node_and_iteration(tmp_path, c
         inner, iteration = node.split("@")
         assert (r["status"], r["node"]["id"]) == (kind, inner), name
         assert r["node"]["path"] == [{"node": "loop", "attribute": "body", "iteration": int(iteration)}], name
-    assert got["at_0"]["node"]["where"] == "loop > body iteration 0 > xi" and got["at_0"]["status"] == "nan"
-    assert got["at_2"]["node"]["where"] == "loop > body iteration 2 > xi" and got["at_2"]["status"] == "inf"
+    assert got["at_0"]["node"]["where"] == "loop > body (iteration 0) > xi" and got["at_0"]["status"] == "nan"
+    assert got["at_2"]["node"]["where"] == "loop > body (iteration 2) > xi" and got["at_2"]["status"] == "inf"
 
 
 def test_a_mismatch_against_a_reference_model_names_where_the_difference_starts(tmp_path, capsys):

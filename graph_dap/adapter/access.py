@@ -7,6 +7,7 @@ configuration as ``adapterToken``. Until a client has shown it, the adapter answ
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import socket
@@ -60,3 +61,22 @@ class TokenGate:
         if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self._token):
             raise WrongToken(f'wrong "{TOKEN_KEY}": the adapter closes the connection')
         self.open = True
+
+
+class Turn:
+    """A TCP session's turn: taken when its client is admitted, held until the session ends (one session at a time)."""
+
+    def __init__(self, lock: asyncio.Lock | None) -> None:
+        self._lock = lock
+        self._held = False
+
+    async def take(self) -> None:
+        """Wait for the sessions before this one to end (at once without a lock, or when held already)."""
+        if self._lock is not None and not self._held:
+            await self._lock.acquire()
+            self._held = True
+
+    def release(self) -> None:
+        if self._lock is not None and self._held:
+            self._lock.release()
+            self._held = False

@@ -7,8 +7,10 @@ from typing import Any
 from graph_dap.adapter.breakpoints import Wanted
 from graph_dap.adapter.core import EXCEPTION_FILTERS, AdapterCore
 from graph_dap.adapter.requests import InvalidRequest, Request, checked, items_of
-from graph_dap.adapter.variables import ScopeRef, TensorRef, name_of
+from graph_dap.adapter.variables import ScopeRef, TensorRef
 from graph_dap.errors import GraphDapError
+from graph_dap.names import unquoted
+from graph_dap.worker import protocol as p
 
 
 class BreakpointRequests(AdapterCore):
@@ -24,18 +26,17 @@ class BreakpointRequests(AdapterCore):
         wanted: list[Wanted] = []
         for i, bp in enumerate(wanted_lines):
             line = self._line_in(checked(bp, "line", int, where=f"breakpoints[{i}]"))
-            spec = {
-                "condition": checked(bp, "condition", str, None) or None,
-                "hit_condition": checked(bp, "hitCondition", str, None) or None,
-                "log_message": checked(bp, "logMessage", str, None) or None,
-            }
+            condition = checked(bp, "condition", str, None) or None
+            hit_condition = checked(bp, "hitCondition", str, None) or None
+            log_message = checked(bp, "logMessage", str, None) or None
             node = listing.node_at_or_after(line) if ours and listing is not None else None
             if not ours:
                 wanted.append(Wanted("source", self.breakpoints.new_id(), (), None, "not the graph listing of this session"))
             elif node is None:
                 wanted.append(Wanted("source", self.breakpoints.new_id(), (), None, f"no node on or after line {line}"))
             else:
-                wanted.append(Wanted("source", self.breakpoints.new_id(), ({"spec": node.id, **spec},), node.line))
+                spec = p.BreakpointSpec(node.id, condition, hit_condition, log_message)
+                wanted.append(Wanted("source", self.breakpoints.new_id(), (spec,), node.line))
         if ours:
             self.breakpoints.replace("source", wanted)
             await self._apply_breakpoints()
@@ -52,12 +53,12 @@ class BreakpointRequests(AdapterCore):
         wanted: list[Wanted] = []
         for i, bp in enumerate(items_of(request.arg("breakpoints", list), dict, "breakpoints")):
             where = f"breakpoints[{i}]"
-            spec = {
-                "spec": checked(bp, "name", str, where=where),
-                "condition": checked(bp, "condition", str, None, where) or None,
-                "hit_condition": checked(bp, "hitCondition", str, None, where) or None,
-                "log_message": checked(bp, "logMessage", str, None, where) or None,
-            }
+            spec = p.BreakpointSpec(
+                checked(bp, "name", str, where=where),
+                checked(bp, "condition", str, None, where) or None,
+                checked(bp, "hitCondition", str, None, where) or None,
+                checked(bp, "logMessage", str, None, where) or None,
+            )
             wanted.append(Wanted("function", self.breakpoints.new_id(), (spec,)))
         self.breakpoints.replace("function", wanted)
         await self._apply_breakpoints()
@@ -66,12 +67,12 @@ class BreakpointRequests(AdapterCore):
     async def dataBreakpointInfo_request(self, request: Request) -> dict[str, Any]:
         name = request.arg("name", str)
         reference = request.arg("variablesReference", int, 0)
-        container = self.handles.get(reference) if reference else None
+        container = self.variables.handles.get(reference) if reference else None
         if reference and container is None:
             raise InvalidRequest(f"unknown variablesReference {reference}")
         if isinstance(container, TensorRef) or (isinstance(container, ScopeRef) and container.kind == "attributes"):
             return {"dataId": None, "description": "only whole tensors can have data breakpoints"}
-        value = name if container is not None else name_of(name)
+        value = name if container is not None else unquoted(name)
         if self.graph is None or value not in self.graph.value_names:
             return {"dataId": None, "description": f"'{value}' is not a value of the graph"}
         return {
@@ -93,18 +94,18 @@ class BreakpointRequests(AdapterCore):
             condition = checked(bp, "condition", str, None, where) or None
             hit = checked(bp, "hitCondition", str, None, where) or None
             try:
-                targets = await worker.call("data_targets", name=name)
+                targets = await worker.data_targets(p.NameArgs(name))
             except GraphDapError as error:
                 wanted.append(Wanted("data", self.breakpoints.new_id(), (), None, str(error)))
                 continue
             nodes: list[str] = []
             messages: list[str] = []
-            for kind in ("write", "read"):
+            for kind, found, why in (("write", targets.write, targets.write_message), ("read", targets.read, targets.read_message)):
                 if access in (kind, "readWrite"):
-                    nodes += targets[kind]
-                    if not targets[kind]:
-                        messages.append(targets[f"{kind}_message"])
-            specs = tuple({"spec": n, "condition": condition, "hit_condition": hit} for n in dict.fromkeys(nodes))
+                    nodes += found
+                    if not found:
+                        messages.append(why)
+            specs = tuple(p.BreakpointSpec(n, condition, hit) for n in dict.fromkeys(nodes))
             wanted.append(Wanted("data", self.breakpoints.new_id(), specs, None, "; ".join(messages)))
         self.breakpoints.replace("data", wanted)
         await self._apply_breakpoints()
@@ -136,28 +137,15 @@ class BreakpointRequests(AdapterCore):
             if fid == "inf":
                 exclude += [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
             results.append({"verified": True})
-        self._filters = list(dict.fromkeys(enabled))
-        self._inf_exclude = exclude
-        if self.worker is not None and self.graph is not None:
-            worker = self._need_worker()
-            filters_now = self._worker_filters()
-            exclude_now = self._worker_inf_exclude()
-            await self._configure(lambda: worker.call("set_break_on", filters=filters_now, inf_exclude=exclude_now))
+        self.filters.enabled = list(dict.fromkeys(enabled))
+        self.filters.inf_exclude = exclude
+        await self._apply_filters()
         return {"breakpoints": results}
 
     def _filter_problem(self, filter_id: str, known: set[str]) -> str:
         """Why an exception filter cannot be enabled ("" when it can)."""
         if filter_id not in known:
             return f"unknown filter '{filter_id}'"
-        if filter_id == "mismatch" and self.graph is not None and not self.launch_args.get("reference"):
+        if filter_id == "mismatch" and self.graph is not None and not self.has_reference:
             return "the mismatch filter needs a reference: give the launch argument 'reference' (a dump, provider:NAME, ...)"
         return ""
-
-    async def _apply_breakpoints(self) -> None:
-        """Send every breakpoint to the runtime (pausing a run for it) and take its verdicts."""
-        if self.worker is None or self.graph is None:
-            return
-        worker = self._need_worker()
-        specs = self.breakpoints.specs()
-        results = await self._configure(lambda: worker.set_breakpoints(specs))
-        self.breakpoints.resolve(results)

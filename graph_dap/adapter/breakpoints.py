@@ -3,15 +3,17 @@
 DAP sets line, function and data breakpoints separately and each request replaces
 its kind; the runtime takes one list. The book keeps the three kinds, sends their
 union, and maps the runtime's breakpoint ids back to the client's, so that a stop
-says which breakpoints it hit and which kind they were.
+says which breakpoints it hit and which kind they were. :class:`BreakFilters` holds
+the exception filters.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_dap.worker.client import Breakpoint
+from graph_dap.worker.protocol import BreakOnArgs, BreakpointResult, BreakpointSpec
 
 KINDS = ("source", "function", "data")
 STOP_REASONS = {"source": "breakpoint", "function": "function breakpoint", "data": "data breakpoint"}
@@ -23,7 +25,7 @@ class Wanted:
 
     kind: str
     dap_id: int
-    specs: tuple[dict[str, Any], ...]
+    specs: tuple[BreakpointSpec, ...]
     line: int | None = None  # for line breakpoints: the line of the node it landed on
     message: str = ""  # why it cannot be verified, when that is known before asking the runtime
 
@@ -44,15 +46,15 @@ class BreakpointBook:
     def replace(self, kind: str, wanted: list[Wanted]) -> None:
         self.wanted[kind] = wanted
 
-    def specs(self) -> list[dict[str, Any]]:
+    def specs(self) -> list[BreakpointSpec]:
         """The runtime specs of every kind, in a stable order."""
         return [spec for kind in KINDS for w in self.wanted[kind] for spec in w.specs]
 
-    def resolve(self, results: list[Breakpoint]) -> None:
+    def resolve(self, results: Sequence[BreakpointResult]) -> None:
         """Take the runtime's answers, in the order of :meth:`specs`."""
         owners = [w for kind in KINDS for w in self.wanted[kind] for _ in w.specs]
         self._owner = {}
-        verdicts: dict[int, list[Breakpoint]] = {}
+        verdicts: dict[int, list[BreakpointResult]] = {}
         for owner, result in zip(owners, results, strict=True):
             self._owner[result.id] = owner
             verdicts.setdefault(owner.dap_id, []).append(result)
@@ -87,3 +89,17 @@ class BreakpointBook:
             if kind in kinds:
                 return STOP_REASONS[kind], ids
         return "breakpoint", ids
+
+
+@dataclass(slots=True)
+class BreakFilters:
+    """The exception filters the client enabled, and the nodes whose Inf the inf filter ignores."""
+
+    enabled: list[str] = field(default_factory=lambda: ["error"])
+    inf_exclude: list[str] = field(default_factory=list)
+
+    def worker_args(self, has_reference: bool, launch_on: Sequence[str] = (), launch_exclude: Sequence[str] = ()) -> BreakOnArgs:
+        """The filters the worker can honour (``mismatch`` only with a reference): the client's and the launch's ``breakOn``."""
+        enabled = dict.fromkeys([*self.enabled, *launch_on])
+        exclude = dict.fromkeys([*self.inf_exclude, *launch_exclude])
+        return BreakOnArgs(tuple(f for f in enabled if f != "mismatch" or has_reference), tuple(exclude))

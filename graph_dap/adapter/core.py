@@ -1,7 +1,8 @@
-"""What every group of request handlers shares: the session's state and small helpers.
+"""What every group of request handlers shares: the session's state, in small objects, and small helpers.
 
-The handlers themselves live in ``server.py`` (lifecycle and runs),
-``breakpoint_handlers.py`` and ``inspect_handlers.py``; each is a mixin over
+The handlers live in ``session_handlers.py`` (lifecycle: initialize, launch, restart,
+terminate), ``run_handlers.py`` (continue, step, goto, pause), ``breakpoint_handlers.py``,
+``inspect_handlers.py`` and ``custom_handlers.py``; each is a mixin over
 :class:`AdapterCore`, and :class:`~graph_dap.adapter.server.DebugAdapter` puts them together.
 """
 
@@ -11,13 +12,17 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from graph_dap.adapter.access import TokenGate
-from graph_dap.adapter.breakpoints import BreakpointBook
+from graph_dap.adapter.access import TokenGate, Turn
+from graph_dap.adapter.breakpoints import BreakFilters, BreakpointBook
+from graph_dap.adapter.launch import LaunchArgs
 from graph_dap.adapter.listing import ListingSource
+from graph_dap.adapter.progress import Progress
 from graph_dap.adapter.protocol import Channel
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request
-from graph_dap.adapter.variables import Handles
-from graph_dap.worker.client import GraphInfo, NodeInfo, StopInfo, WorkerClient
+from graph_dap.adapter.state import ClientInfo, Phase, RunState
+from graph_dap.adapter.variables import VariableState
+from graph_dap.worker.client import WorkerClient
+from graph_dap.worker.protocol import BreakOnArgs, GraphInfo, NodeInfo, RunCommand
 
 T = TypeVar("T")
 
@@ -47,13 +52,12 @@ EXCEPTION_NAMES = {"nan": "NaN", "inf": "Inf", "error": "NodeExecutionError", "m
 AFTER_NODE = ("nan", "inf", "mismatch")
 #: Runs that a configuration change may interrupt (pause, apply, resume): all may take long.
 RESUMABLE = {
-    "continue": "resume",
-    "resume": "resume",
-    "step_out": "resume",
-    "reverse_continue": "reverse_continue",
-    "to_end": "to_end",
+    RunCommand.CONTINUE: RunCommand.RESUME,
+    RunCommand.RESUME: RunCommand.RESUME,
+    RunCommand.STEP_OUT: RunCommand.RESUME,
+    RunCommand.REVERSE_CONTINUE: RunCommand.REVERSE_CONTINUE,
+    RunCommand.TO_END: RunCommand.TO_END,
 }
-PROGRESS_DELAY = 0.5  # seconds a run goes before it shows progress
 WorkerFactory = Callable[[], Awaitable[WorkerClient]]
 
 
@@ -73,37 +77,22 @@ class AdapterCore:
         """
         self.channel = channel
         self.gate = TokenGate(token)
-        self._turn = turn
-        self._has_turn = False
+        self.turn = Turn(turn)
         self._spawn_worker = spawn_worker
-        self._spawning: asyncio.Future[WorkerClient] | None = None
+        self._spawning: asyncio.Future[WorkerClient] | None = None  # the local worker started at initialize
         self.worker: WorkerClient | None = None
-        self.client: dict[str, Any] = {}
-        self.launch_args: dict[str, Any] = {}
-        self.graph: GraphInfo | None = None
+        self.client: ClientInfo | None = None  # once initialized
+        self.launch: LaunchArgs | None = None  # once launched
+        self.graph: GraphInfo | None = None  # once loaded
         self.listing: ListingSource | None = None
         self._source_refs = 0
-        self.state = "new"  # new, configuring, running, stopped, ended
-        self.stop: StopInfo | None = None
+        self.run = RunState()
         self.breakpoints = BreakpointBook()
-        self._filters: list[str] = ["error"]
-        self._inf_exclude: list[str] = []
-        self.handles: Handles[Any] = Handles()
-        self.memory: Handles[Any] = Handles()
-        self._settable: dict[str, tuple[str, tuple[int, ...]]] = {}  # evaluateName -> value, index
-        self._values: list[str] | None = None  # computed values at this stop
+        self.filters = BreakFilters()
+        self.variables = VariableState()
+        self.progress = Progress(channel)
         self._goto_targets: dict[int, str] = {}
         self._after: list[Callable[[], None]] = []
-        self._run_task: asyncio.Task[None] | None = None
-        self._run_command = ""
-        self._updates: list[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = []
-        self._interrupting = False
-        self._user_paused = False
-        self._progress_id: str | None = None
-        self._progress_timer: asyncio.TimerHandle | None = None
-        self._progress_count = 0
-        self._progress_began = 0.0
-        self._progress_nodes = ""
         self._done = False
 
     def _later(self, action: Callable[[], None]) -> None:
@@ -115,11 +104,20 @@ class AdapterCore:
     def _output(self, text: str, category: str = "console") -> None:
         self.channel.event("output", {"category": category, "output": text})
 
+    @property
+    def _client(self) -> ClientInfo:
+        return self.client or ClientInfo()
+
     def _line_out(self, line: int) -> int:
-        return line if self.client.get("linesStartAt1", True) else line - 1
+        return line if self._client.lines_start_at1 else line - 1
 
     def _line_in(self, line: int) -> int:
-        return line if self.client.get("linesStartAt1", True) else line + 1
+        return line if self._client.lines_start_at1 else line + 1
+
+    @property
+    def has_reference(self) -> bool:
+        """Whether the launch names a reference to compare with."""
+        return self.launch is not None and self.launch.reference is not None
 
     def _need_worker(self) -> WorkerClient:
         if self.worker is None or self.graph is None:
@@ -131,14 +129,14 @@ class AdapterCore:
     def _need_idle(self) -> WorkerClient:
         """The worker, for a request that needs a model loaded and not running."""
         worker = self._need_worker()
-        if self.state == "running":
+        if self.run.running:
             raise CantHandle("the model is running: pause it first")
         return worker
 
     def _need_stopped(self) -> WorkerClient:
         worker = self._need_idle()
-        if self.state != "stopped" or self.stop is None:
-            raise CantHandle("the model is not stopped" + (" (the run has ended)" if self.state == "ended" else ""))
+        if self.run.phase is not Phase.STOPPED or self.run.stop is None:
+            raise CantHandle("the model is not stopped" + (" (the run has ended)" if self.run.phase is Phase.ENDED else ""))
         return worker
 
     def _thread(self, request: Request) -> None:
@@ -146,68 +144,59 @@ class AdapterCore:
         if thread != THREAD_ID:
             raise InvalidRequest(f"unknown thread {thread}: the model run is thread {THREAD_ID}")
 
-    def _worker_filters(self) -> list[str]:
-        """The enabled filters the worker can honour (mismatch only with a reference): the client's and the launch's ``breakOn``."""
-        enabled = dict.fromkeys([*self._filters, *self.launch_args.get("breakOn", [])])
-        return [f for f in enabled if f != "mismatch" or self.launch_args.get("reference")]
-
-    def _worker_inf_exclude(self) -> list[str]:
-        """Nodes whose Inf is expected: the inf filter's condition and the launch's ``infExclude``."""
-        return list(dict.fromkeys([*self._inf_exclude, *self.launch_args.get("infExclude", [])]))
-
-    def _frame_node(self) -> NodeInfo | None:
-        """The node the top frame shows: the one a nan/inf/mismatch came from, else the next to run."""
-        assert self.listing is not None and self.stop is not None
-        nid = self.stop.node if self.stop.reason in AFTER_NODE else self.stop.pc
+    def _frame_node(self, level: int = 0) -> NodeInfo | None:
+        """The node a frame shows: at level 0 the one a nan/inf/mismatch came from, else the next to run;
+        at an outer level the control-flow node that level is running."""
+        stop = self.run.stop
+        assert self.listing is not None and stop is not None
+        if level == 0:
+            nid = stop.node_id if stop.reason in AFTER_NODE else stop.pc
+        else:
+            nid = stop.frames[level].node if level < len(stop.frames) else None
         return self.listing.nodes.get(nid) if nid else None
+
+    def _level(self, frame_id: int) -> int:
+        """The level of the program counter a frame id names (frame ids are levels from ``FRAME_ID`` up)."""
+        stop = self.run.stop
+        levels = max(len(stop.frames), 1) if stop is not None else 1
+        if not FRAME_ID <= frame_id < FRAME_ID + levels:
+            raise InvalidRequest(f"unknown frameId {frame_id}")
+        return frame_id - FRAME_ID
+
+    # -- the configuration, sent to the worker ----------------------------------------
 
     async def _configure(self, change: Callable[[], Awaitable[T]]) -> T:
         """Make a change now, or, while a run goes on, between a pause and its resumption."""
-        if self._run_task is None or self._run_task.done():
+        run = self.run
+        if not run.in_flight:
             return await change()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._updates.append((change, future))
-        if self._run_command in RESUMABLE and not self._interrupting:
-            self._interrupting = True
+        run.updates.append((change, future))
+        if run.command in RESUMABLE and not run.interrupting:
+            run.interrupting = True
             assert self.worker is not None
             await self.worker.pause()
-        return await future
+        result: T = await future
+        return result
 
-    # -- progress ---------------------------------------------------------------------
-
-    def _progress_start(self, title: str, cancellable: bool = False) -> str | None:
-        if not self.client.get("supportsProgressReporting"):
-            return None
-        self._progress_count += 1
-        progress = f"graph-dap-{self._progress_count}"
-        self.channel.event("progressStart", {"progressId": progress, "title": title, "cancellable": cancellable})
-        return progress
-
-    def _progress_end(self, progress: str | None) -> None:
-        if progress is not None:
-            self.channel.event("progressEnd", {"progressId": progress})
-
-    def _run_progress_start(self) -> None:
-        self._progress_timer = None
-        if self.state == "running":
-            self._progress_id = self._progress_start("Running the model", cancellable=True)
-            self._progress_began = asyncio.get_running_loop().time() - PROGRESS_DELAY
-            self._progress_tick()
-
-    def _progress_tick(self) -> None:
-        """Say how long the run has gone on, every second (segments report no nodes meanwhile)."""
-        if self._progress_id is None:
+    async def _apply_breakpoints(self) -> None:
+        """Send every breakpoint to the runtime (pausing a run for it) and take its verdicts."""
+        if self.worker is None or self.graph is None:
             return
-        loop = asyncio.get_running_loop()
-        elapsed = loop.time() - self._progress_began
-        message = f"{self._progress_nodes}running for {elapsed:.0f} s"
-        self.channel.event("progressUpdate", {"progressId": self._progress_id, "message": message})
-        self._progress_timer = loop.call_later(1.0, self._progress_tick)
+        worker = self._need_worker()
+        specs = self.breakpoints.specs()
+        results = await self._configure(lambda: worker.set_breakpoints(specs))
+        self.breakpoints.resolve(results)
 
-    def _progress_stop(self) -> None:
-        self._progress_nodes = ""
-        if self._progress_timer is not None:
-            self._progress_timer.cancel()
-            self._progress_timer = None
-        self._progress_end(self._progress_id)
-        self._progress_id = None
+    async def _apply_filters(self) -> None:
+        """Send the exception filters to the runtime (pausing a run for it)."""
+        if self.worker is None or self.graph is None:
+            return
+        worker = self._need_worker()
+        args = self.break_on_args()
+        await self._configure(lambda: worker.set_break_on(args))
+
+    def break_on_args(self) -> BreakOnArgs:
+        """What the worker's filters are: the client's (setExceptionBreakpoints) and the launch's (``breakOn``, ``infExclude``)."""
+        launch = self.launch
+        return self.filters.worker_args(self.has_reference, launch.break_on if launch else (), launch.inf_exclude if launch else ())

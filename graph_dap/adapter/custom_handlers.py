@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_dap.adapter.core import AdapterCore
+from graph_dap.adapter.core import FRAME_ID, AdapterCore
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, items_of
+from graph_dap.worker import protocol as p
 
 #: Custom command -> the name of its handler (never reachable as a standard ``<command>_request``).
 CUSTOM_REQUESTS = {
@@ -36,8 +37,24 @@ class CustomRequests(AdapterCore):
         if max_size < 1:
             raise InvalidRequest("'maxSize' must be at least 1")
         worker = self._need_stopped()
-        body: dict[str, Any] = await worker.call("tensor_view", name=name, index=index, max_size=max_size)
-        return body
+        level = self._level(request.arg("frameId", int, FRAME_ID))
+        view = await worker.tensor_view(p.TensorViewArgs(name, tuple(index), max_size, level))
+        return {
+            "name": view.name,
+            "dtype": view.dtype,
+            "shape": list(view.shape),
+            "sliceShape": list(view.slice_shape),
+            "index": list(view.index),
+            "stride": list(view.stride),
+            "data": [list(row) for row in view.data],
+            "min": view.min,
+            "max": view.max,
+            "mean": view.mean,
+            "nan": view.nan,
+            "posinf": view.posinf,
+            "neginf": view.neginf,
+            "histogram": {"edges": list(view.histogram.edges), "counts": list(view.histogram.counts)},
+        }
 
     async def summaries_custom(self, request: Request) -> dict[str, Any]:
         """The one-line summaries of values (``names``) while stopped; ``available: false`` for those not computed."""
@@ -45,29 +62,29 @@ class CustomRequests(AdapterCore):
         if len(names) > MAX_SUMMARIES:
             raise InvalidRequest(f"'names' holds {len(names)} names; at most {MAX_SUMMARIES} in one request")
         worker = self._need_stopped()
-        found = await worker.summaries(names)
+        found = await worker.summaries(p.SummariesArgs(tuple(names)))
         return {"summaries": [{"name": s.name, "text": s.text, "available": s.available, "stale": s.stale} for s in found]}
 
     async def compare_table_custom(self, request: Request) -> dict[str, Any]:
         """The comparison with the launch's reference so far (the JSON of ``graph-dap compare --json``)."""
         worker = self._need_idle()
-        if not self.launch_args.get("reference"):
+        if not self.has_reference:
             raise CantHandle("there is no reference to compare with: give the launch argument 'reference'")
-        table: dict[str, Any] = await worker.call("compare_table")
-        return table
+        return await worker.compare_table()
 
     async def profile_custom(self, request: Request) -> dict[str, Any]:
         """The model run whole under onnxruntime's profiler (the JSON of ``graph-dap profile --json``).
 
         ``iterations`` (default: the launch's, else 3) timed runs after one warm-up.
         """
-        runs = request.arg("iterations", int, None) or self.launch_args.get("iterations") or DEFAULT_PROFILE_RUNS
+        launched = self.launch.iterations if self.launch is not None else None
+        runs = request.arg("iterations", int, None) or launched or DEFAULT_PROFILE_RUNS
         if runs < 1:
             raise InvalidRequest("'iterations' must be at least 1")
         worker = self._need_idle()
-        progress = self._progress_start("Profiling the model")
+        progress = self.progress.start("Profiling the model")
         try:
-            profile: dict[str, Any] = await worker.call("profile", repeat=runs)
+            profile = await worker.profile(p.ProfileArgs(runs))
         finally:
-            self._progress_end(progress)
+            self.progress.end(progress)
         return profile

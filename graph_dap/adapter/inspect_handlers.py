@@ -11,17 +11,18 @@ from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, chec
 from graph_dap.adapter.variables import (
     MAX_UNPAGED,
     PAGE,
+    Handles,
     ScopeRef,
     TensorRef,
     element_variable,
-    expression_of,
-    name_of,
     parse_settable,
     stat_variables,
     subscript,
     tensor_variable,
 )
-from graph_dap.worker.client import Summary
+from graph_dap.names import quoted, unquoted
+from graph_dap.worker import protocol as p
+from graph_dap.worker.protocol import Summary
 
 
 class InspectionRequests(AdapterCore):
@@ -36,20 +37,19 @@ class InspectionRequests(AdapterCore):
         self._need_stopped()
         start = max(request.arg("startFrame", int, 0), 0)
         levels = request.arg("levels", int, 0)
-        node = self._frame_node()
+        stop = self.run.stop
+        assert stop is not None
         frames: list[dict[str, Any]] = []
-        if node is not None and self.listing is not None:
-            frames.append(
-                {
-                    "id": FRAME_ID,
-                    "name": node.label,
-                    "source": self.listing.source(),
-                    "line": self._line_out(node.line),
-                    "column": 1,
-                }
-            )
-        else:
-            frames.append({"id": FRAME_ID, "name": "end of the graph", "line": 0, "column": 0, "presentationHint": "label"})
+        # Frame 0: the node; then one frame per enclosing control-flow node, innermost first ("Loop_3 (Loop) body,
+        # iteration 5"); the last is the main-graph node that holds them all.
+        for level in range(max(len(stop.frames), 1)):
+            node = self._frame_node(level)
+            if node is not None and self.listing is not None:
+                name = node.label if level == 0 else stop.frames[level].name
+                frame = {"id": FRAME_ID + level, "name": name, "source": self.listing.source(), "line": self._line_out(node.line), "column": 1}
+                frames.append(frame)
+            else:
+                frames.append({"id": FRAME_ID + level, "name": "end of the graph", "line": 0, "column": 0, "presentationHint": "label"})
         chosen = frames[start : start + levels] if levels > 0 else frames[start:]
         return {"stackFrames": chosen, "totalFrames": len(frames)}
 
@@ -65,48 +65,52 @@ class InspectionRequests(AdapterCore):
     async def exceptionInfo_request(self, request: Request) -> dict[str, Any]:
         self._thread(request)
         self._need_stopped()
-        stop = self.stop
+        stop = self.run.stop
         assert stop is not None
         if stop.reason not in EXCEPTION_NAMES:
             raise CantHandle("the run is not stopped on an exception (nan, inf, error or mismatch)")
         details: dict[str, Any] = {"message": stop.message, "typeName": EXCEPTION_NAMES[stop.reason]}
         if stop.tensor:
-            details["evaluateName"] = expression_of(stop.tensor)
+            details["evaluateName"] = quoted(stop.tensor)
         facts = [f"{k}: {v}" for k, v in stop.details.items() if v not in (None, [], {})]
+        if stop.path:
+            where = " > ".join(f"{s.node} > {s.attribute}" + (f" (iteration {s.iteration})" if s.iteration is not None else "") for s in stop.path)
+            facts.insert(0, f"in: {where}")
         if facts:
             details["stackTrace"] = "\n".join(facts)
         return {"exceptionId": stop.reason, "description": stop.message, "breakMode": "always", "details": details}
 
     # -- scopes and variables ---------------------------------------------------------
 
-    async def _computed(self) -> list[str]:
-        if self._values is None:
+    async def _computed(self, level: int = 0) -> list[str]:
+        cache = self.variables.computed_at
+        if level not in cache:
             worker = self._need_stopped()
-            self._values = list((await worker.call("values"))["computed"])
-        return self._values
+            cache[level] = list((await worker.values(level)).computed)
+        return cache[level]
 
     async def scopes_request(self, request: Request) -> dict[str, Any]:
-        frame = request.arg("frameId", int)
         self._need_stopped()
-        if frame != FRAME_ID:
-            raise InvalidRequest(f"unknown frameId {frame}")
-        assert self.graph is not None and self.stop is not None and self.listing is not None
-        node = self._frame_node()
-        last = self.listing.nodes.get(self.stop.last_node) if self.stop.last_node else None
+        level = self._level(request.arg("frameId", int))
+        stop = self.run.stop
+        assert self.graph is not None and stop is not None and self.listing is not None
+        node = self._frame_node(level)
+        last_id = stop.frames[level].last_node if level < len(stop.frames) else stop.last_node
+        last = self.listing.nodes.get(last_id) if last_id else None
         node_id = node.id if node else None
         counts = [
-            ("Inputs", ScopeRef("inputs", node_id), len(node.inputs) if node else 0, "arguments", False),
-            ("Attributes", ScopeRef("attributes", node_id), len(node.attributes) if node else 0, None, False),
-            ("Last outputs", ScopeRef("last", last.id if last else None), len(last.outputs) if last else 0, "returnValue", False),
-            ("Values", ScopeRef("values", None), len(await self._computed()), "locals", False),
-            ("Initializers", ScopeRef("initializers", None), len(self.graph.initializers), None, True),
-            ("Graph outputs", ScopeRef("outputs", None), len(self.graph.outputs), None, False),
+            ("Inputs", ScopeRef("inputs", node_id, level), len(node.inputs) if node else 0, "arguments", False),
+            ("Attributes", ScopeRef("attributes", node_id, level), len(node.attributes) if node else 0, None, False),
+            ("Last outputs", ScopeRef("last", last.id if last else None, level), len(last.outputs) if last else 0, "returnValue", False),
+            ("Values", ScopeRef("values", None, level), len(await self._computed(level)), "locals", False),
+            ("Initializers", ScopeRef("initializers", None, level), len(self.graph.initializers), None, True),
+            ("Graph outputs", ScopeRef("outputs", None, level), len(self.graph.outputs), None, False),
         ]
         scopes = []
         for name, ref, count, hint, expensive in counts:
             scope: dict[str, Any] = {
                 "name": name,
-                "variablesReference": self.handles.create(ref),
+                "variablesReference": self.variables.handles.create(ref),
                 "expensive": expensive or count > PAGE,
             }
             scope["indexedVariables" if count > PAGE else "namedVariables"] = count
@@ -122,7 +126,7 @@ class InspectionRequests(AdapterCore):
         if ref.kind == "last":
             return list(self.listing.nodes[ref.node].outputs) if ref.node else []
         if ref.kind == "values":
-            return await self._computed()
+            return await self._computed(ref.level)
         if ref.kind == "initializers":
             return list(self.graph.initializers)
         return list(self.graph.outputs)
@@ -134,7 +138,7 @@ class InspectionRequests(AdapterCore):
         count = max(request.arg("count", int, 0), 0)
         hex_ = bool(checked(request.arg("format", dict, {}), "hex", bool, False, "format"))
         worker = self._need_stopped()
-        container = self.handles.get(reference)
+        container = self.variables.handles.get(reference)
         if container is None:
             raise InvalidRequest(f"unknown variablesReference {reference} (references last until the run moves on)")
         if isinstance(container, ScopeRef):
@@ -147,82 +151,76 @@ class InspectionRequests(AdapterCore):
                 names = []
             else:
                 names = names[start : start + count] if count else names[start : start + MAX_UNPAGED]
-            summaries = await worker.summaries(names, hex_) if names else []
-            return {"variables": [self._tensor_var(s) for s in summaries]}
+            summaries = await worker.summaries(p.SummariesArgs(tuple(names), hex_, container.level)) if names else ()
+            return {"variables": [self._tensor_var(s, container.level) for s in summaries]}
         assert isinstance(container, TensorRef)
-        summary: Summary | None = self.handles.extra(reference)
+        summary: Summary | None = self.variables.handles.extra(reference)
         variables: list[dict[str, Any]] = []
         if which in (None, "named") and summary is not None:
             variables += stat_variables(summary)
         if which in (None, "indexed"):
             chunk = count or MAX_UNPAGED
-            children = await worker.call(
-                "children",
-                name=container.name,
-                index=list(container.index),
-                start=start,
-                count=chunk,
-                temp=container.temp,
-                hex=hex_,
+            page = await worker.children(
+                p.ChildrenArgs(container.name, container.index, start, chunk, container.temp, hex_, container.level)
             )
-            for item in children["items"]:
-                if "scalar" in item and "text" not in item:
-                    variables.append(element_variable(container, item["index"], item["scalar"], item["dtype"]))
-                    self._remember(container.child(item["index"]))
+            for item in page.items:
+                child = container.child(item.index)
+                if item.summary is None:
+                    variables.append(element_variable(container, item.index, item.scalar, item.dtype))
                 else:
-                    child = container.child(item["index"])
-                    variables.append(tensor_variable(Summary.from_wire(item), child, self.handles, name=f"[{item['index']}]"))
-                    self._remember(child)
+                    variables.append(tensor_variable(item.summary, child, self.variables.handles, name=f"[{item.index}]"))
+                self.variables.remember(child)
         return {"variables": variables}
 
-    def _tensor_var(self, summary: Summary) -> dict[str, Any]:
-        ref = TensorRef(summary.name, (), None, expression_of(summary.name))
-        self._remember(ref)
-        return tensor_variable(summary, ref, self.handles, self.memory if self.client.get("supportsMemoryReferences") else None)
+    def _tensor_var(self, summary: Summary, level: int = 0) -> dict[str, Any]:
+        ref = TensorRef(summary.name, (), None, quoted(summary.name), level)
+        self.variables.remember(ref)
+        return tensor_variable(summary, ref, self.variables.handles, self._memory())
 
-    def _remember(self, ref: TensorRef) -> None:
-        if ref.temp is None:
-            self._settable[ref.expression] = (ref.name, ref.index)
+    def _memory(self) -> Handles[Any] | None:
+        """The memory references, for a client that reads memory."""
+        return self.variables.memory if self._client.memory_references else None
 
     async def setVariable_request(self, request: Request) -> dict[str, Any]:
         reference = request.arg("variablesReference", int)
         name = request.arg("name", str)
         value = request.arg("value", str)
         self._need_stopped()
-        container = self.handles.get(reference)
+        container = self.variables.handles.get(reference)
         if container is None:
             raise InvalidRequest(f"unknown variablesReference {reference}")
         if isinstance(container, ScopeRef):
             if container.kind == "attributes":
                 raise CantHandle("node attributes are part of the model and cannot be set")
-            return await self._set(name, (), value)
+            return await self._set(name, (), value, container.level)
         assert isinstance(container, TensorRef)
         if container.temp is not None:
             raise CantHandle("this is the result of an expression, not a value of the graph: set the value itself")
         if not (name.startswith("[") and name.endswith("]") and name[1:-1].isdigit()):
             raise CantHandle(f"'{name}' is a statistic of the tensor: set the tensor or its elements instead")
-        return await self._set(container.name, container.index + (int(name[1:-1]),), value)
+        return await self._set(container.name, container.index + (int(name[1:-1]),), value, container.level)
 
     async def setExpression_request(self, request: Request) -> dict[str, Any]:
         expression = request.arg("expression", str)
         value = request.arg("value", str)
         self._need_stopped()
-        target = self._settable.get(expression.strip()) or parse_settable(expression)
+        level = self._level(request.arg("frameId", int, FRAME_ID))
+        target = self.variables.settable.get(expression.strip()) or parse_settable(expression)
         if target is None or self.graph is None or target[0] not in self.graph.value_names:
             raise CantHandle(f"'{expression}' is not a value (or an element of one) that can be set")
-        return await self._set(target[0], target[1], value)
+        return await self._set(target[0], target[1], value, level)
 
-    async def _set(self, name: str, index: tuple[int, ...], expression: str) -> dict[str, Any]:
+    async def _set(self, name: str, index: tuple[int, ...], expression: str, level: int = 0) -> dict[str, Any]:
         worker = self._need_stopped()
-        result = await worker.call("set_value", name=name, expression=expression, index=list(index) or None)
-        self._values = None
-        if self.client.get("supportsInvalidatedEvent"):
+        result = await worker.set_value(p.SetValueArgs(name, expression, index, level))
+        self.variables.computed_at.clear()
+        if self._client.invalidated:
             self._later(lambda: self.channel.event("invalidated", {"areas": ["variables"], "threadId": THREAD_ID}))
-        if result.get("summary") is None:
-            return {"value": result["scalar"], "variablesReference": 0}
-        summary = Summary.from_wire(result["summary"])
-        ref = TensorRef(name, index, None, subscript(expression_of(name), index))
-        var = tensor_variable(summary, ref, self.handles, self.memory if self.client.get("supportsMemoryReferences") else None)
+        summary = result.summary
+        if summary is None:
+            return {"value": result.scalar, "variablesReference": 0}
+        ref = TensorRef(name, index, None, subscript(quoted(name), index), level)
+        var = tensor_variable(summary, ref, self.variables.handles, self._memory())
         body: dict[str, Any] = {
             k: var[k]
             for k in ("value", "type", "variablesReference", "namedVariables", "indexedVariables", "memoryReference")
@@ -235,14 +233,14 @@ class InspectionRequests(AdapterCore):
         offset = request.arg("offset", int, 0)
         count = request.arg("count", int)
         worker = self._need_stopped()
-        ref = self.memory.get(int(reference[1:])) if reference[:1] == "m" and reference[1:].isdigit() else None
+        ref = self.variables.memory.get(int(reference[1:])) if reference[:1] == "m" and reference[1:].isdigit() else None
         if not isinstance(ref, TensorRef):
             raise InvalidRequest(f"unknown memoryReference {reference!r}")
         if count < 0:
             raise InvalidRequest("'count' must not be negative")
-        got = await worker.call("read_memory", name=ref.name, offset=offset, count=count, temp=ref.temp)
-        data: bytes = got["data"]
-        body: dict[str, Any] = {"address": hex(got["start"]), "data": base64.b64encode(data).decode("ascii")}
+        got = await worker.read_memory(p.ReadMemoryArgs(ref.name, offset, count, ref.temp, ref.level))
+        data = got.data
+        body: dict[str, Any] = {"address": hex(got.start), "data": base64.b64encode(data).decode("ascii")}
         if len(data) < count:
             body["unreadableBytes"] = count - len(data)
         return body
@@ -254,27 +252,27 @@ class InspectionRequests(AdapterCore):
         context = request.arg("context", str, "repl")
         hex_ = bool(checked(request.arg("format", dict, {}), "hex", bool, False, "format"))
         worker = self._need_stopped()
+        level = self._level(request.arg("frameId", int, FRAME_ID))
         assert self.listing is not None
-        memory = self.memory if self.client.get("supportsMemoryReferences") else None
+        memory = self._memory()
         word = expression.strip()
-        node = self.listing.nodes.get(name_of(word))
-        if node is not None and context == "hover" and name_of(word) not in self.graph.value_names:  # type: ignore[union-attr]
-            summaries = await worker.summaries(list(node.outputs), hex_)
+        node = self.listing.nodes.get(unquoted(word))
+        if node is not None and context == "hover" and unquoted(word) not in self.graph.value_names:  # type: ignore[union-attr]
+            summaries = await worker.summaries(p.SummariesArgs(node.outputs, hex_, level))
             outs = "; ".join(f"{s.name}: {s.text}" for s in summaries)
             return {"result": f"{node.label} -> {outs}", "variablesReference": 0}
-        result = await worker.call("evaluate", expression=expression, clipboard=context == "clipboard", hex=hex_)
-        if "value" in result:
-            summary = Summary.from_wire(result["summary"])
-            ref = TensorRef(result["value"], (), None, expression_of(result["value"]))
-            self._remember(ref)
-        elif "temp" in result:
-            summary = Summary.from_wire(result["summary"])
-            ref = TensorRef(expression, (), result["temp"], f"({expression})")
+        result = await worker.evaluate(p.EvaluateArgs(expression, context == "clipboard", hex_, level))
+        summary = result.summary
+        if summary is None:
+            return {"result": result.text, "type": result.type, "variablesReference": 0}
+        if result.value is not None:
+            ref = TensorRef(result.value, (), None, quoted(result.value), level)
+            self.variables.remember(ref)
         else:
-            return {"result": result["text"], "type": result.get("type", ""), "variablesReference": 0}
-        var = tensor_variable(summary, ref, self.handles, memory)
+            ref = TensorRef(expression, (), result.temp, f"({expression})", level)
+        var = tensor_variable(summary, ref, self.variables.handles, memory)
         body: dict[str, Any] = {
-            "result": result.get("text") or var["value"],
+            "result": result.text or var["value"],
             "type": var["type"],
             "variablesReference": var["variablesReference"],
         }
@@ -288,11 +286,11 @@ class InspectionRequests(AdapterCore):
         column = request.arg("column", int)
         if self.graph is None:
             return {"targets": []}
-        base = 1 if self.client.get("columnsStartAt1", True) else 0
+        base = 1 if self._client.columns_start_at1 else 0
         cursor = max(0, min(len(text), column - base))
         head = text[:cursor]
-        quoted = head.rfind("`") >= 0 and head.count("`") % 2 == 1
-        if quoted:
+        in_backticks = head.rfind("`") >= 0 and head.count("`") % 2 == 1
+        if in_backticks:
             start = head.rfind("`")
             prefix = head[start + 1 :]
         else:
@@ -308,17 +306,17 @@ class InspectionRequests(AdapterCore):
                 return
             seen.add(label)
             item: dict[str, Any] = {"label": label, "text": insert, "type": kind, "detail": detail}
-            item["start"] = (start if not quoted else start) + base
+            item["start"] = start + base
             item["length"] = cursor - start
             targets.append(item)
 
         for name in self.graph.value_names:
-            insert = expression_of(name) if not quoted else f"`{name}`"
-            if quoted or insert == name:
+            insert = quoted(name) if not in_backticks else f"`{name}`"
+            if in_backticks or insert == name:
                 add(name, "variable", insert, "value")
             elif name.startswith(prefix) and prefix:
                 add(name, "variable", insert, "value")
-        if not quoted:
+        if not in_backticks:
             for fn in self.graph.functions:
                 add(fn, "function", fn, "function")
             for node in self.graph.nodes:

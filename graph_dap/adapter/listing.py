@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from graph_dap.files import write_text_atomic
-from graph_dap.worker.client import GraphInfo, NodeInfo
+from graph_dap.worker.protocol import GraphInfo, NodeInfo
 
 
 def holds(path: str, text: str) -> bool:

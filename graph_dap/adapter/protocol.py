@@ -1,8 +1,8 @@
 """The DAP wire: Content-Length framing, JSON bodies, and the byte streams under them.
 
-A small implementation of our own rather than debugpy's ``messaging`` module: that one
-hangs on bad framing, invalid JSON or a huge Content-Length (see FACTS.md). This one
-caps the header block and the body, hands a frame that is not a DAP message back as
+A small implementation of our own rather than debugpy's ``messaging`` module: debugpy's
+adapter, fed bad framing, invalid JSON or a huge Content-Length, hangs (and prints a
+traceback for a request without a command). This one caps the header block and the body, hands a frame that is not a DAP message back as
 :class:`Malformed` (so the server can answer it), and raises :class:`FramingError`
 only when the stream can no longer be framed, which ends the connection cleanly.
 """
@@ -17,6 +17,8 @@ import stat
 import sys
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from graph_dap.stdio import take_over_stdout, write_all
 
 MAX_HEADER_BYTES = 8 * 1024
 MAX_CONTENT_LENGTH = 16 * 1024 * 1024
@@ -138,7 +140,10 @@ class ByteStream(Protocol):
 
 
 def set_nodelay(sock: socket.socket | None) -> None:
-    """Turn Nagle's algorithm off: it costs ~44 ms per DAP round trip (FACTS.md)."""
+    """Turn Nagle's algorithm off: it holds small packets back, and each request is answered ~44 ms late.
+
+    (Stock debugpy, whose pydevd does not set TCP_NODELAY, answers that late.)
+    """
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -172,15 +177,13 @@ class SocketStream:
 class StdioStream:
     """The process's stdin and stdout as a :class:`ByteStream`.
 
-    Takes over file descriptor 1: stray prints from anywhere in the process go to
-    stderr instead of corrupting the DAP stream.
+    Takes stdout over (:func:`graph_dap.stdio.take_over_stdout`): stray prints from
+    anywhere in the process go to stderr instead of corrupting the DAP stream.
     """
 
     def __init__(self) -> None:
         self._in = sys.stdin.fileno()
-        self._out = os.dup(sys.stdout.fileno())
-        sys.stdout.flush()
-        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        self._out = take_over_stdout()
         self._reader: asyncio.StreamReader | None = None
         self._opened = False
 
@@ -203,13 +206,10 @@ class StdioStream:
         return await self._reader.read(65536)
 
     def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                written = os.write(self._out, view)
-            except BrokenPipeError:
-                return
-            view = view[written:]
+        try:
+            write_all(self._out, data)
+        except BrokenPipeError:
+            pass
 
     async def close(self) -> None:
         try:

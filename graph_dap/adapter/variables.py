@@ -7,12 +7,12 @@ at every stop, since the values may have changed.
 
 from __future__ import annotations
 
-import keyword
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from graph_dap.worker.client import Summary
+from graph_dap.names import unquoted
+from graph_dap.worker.protocol import Summary
 
 T = TypeVar("T")
 
@@ -26,23 +26,25 @@ TENSOR_MENU_KEY = "__vscodeVariableMenuContext"
 
 @dataclass(frozen=True, slots=True)
 class ScopeRef:
-    """One scope of the top frame: inputs, attributes, last, values, initializers, outputs."""
+    """One scope of a frame: inputs, attributes, last, values, initializers, outputs; ``level``: the frame's."""
 
     kind: str
     node: str | None
+    level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class TensorRef:
-    """A value (``temp`` for an evaluate result) or a slice of it at ``index``."""
+    """A value (``temp`` for an evaluate result) or a slice of it at ``index``, as the frame at ``level`` sees it."""
 
     name: str
     index: tuple[int, ...] = ()
     temp: int | None = None
     expression: str = ""  # what evaluates to this tensor or slice
+    level: int = 0
 
     def child(self, i: int) -> TensorRef:
-        return TensorRef(self.name, self.index + (i,), self.temp, subscript(self.expression, (i,)))
+        return TensorRef(self.name, self.index + (i,), self.temp, subscript(self.expression, (i,)), self.level)
 
 
 class Handles(Generic[T]):
@@ -75,22 +77,29 @@ class Handles(Generic[T]):
         self._extra.clear()
 
 
-def expression_of(name: str) -> str:
-    """A value name as the expression language reads it: bare if it can be, else in backticks."""
-    if name.isidentifier() and not keyword.iskeyword(name):
-        return name
-    return f"`{name}`"
-
-
-def name_of(expression: str) -> str:
-    """The inverse of :func:`expression_of` for a plain or backticked name."""
-    text = expression.strip()
-    if len(text) > 1 and text[0] == text[-1] == "`":
-        return text[1:-1]
-    return text
-
-
 _SETTABLE = re.compile(r"\s*(`[^`]+`|[A-Za-z_]\w*)\s*((?:\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*\]\s*)*)$")
+
+
+@dataclass(slots=True)
+class VariableState:
+    """What the client may refer to until the run moves on: scopes and tensors, memory, settable expressions."""
+
+    handles: Handles[Any] = field(default_factory=Handles)
+    memory: Handles[Any] = field(default_factory=Handles)
+    settable: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # evaluateName -> value, index
+    computed_at: dict[int, list[str]] = field(default_factory=dict)  # per frame level, its values computed at this stop
+
+    def reset(self) -> None:
+        """The run moves on: every reference handed out so far is gone."""
+        self.handles.reset()
+        self.memory.reset()
+        self.settable.clear()
+        self.computed_at.clear()
+
+    def remember(self, ref: TensorRef) -> None:
+        """A value (or a slice of one) shown to the client: ``setExpression`` may name it by its expression."""
+        if ref.temp is None:
+            self.settable[ref.expression] = (ref.name, ref.index)
 
 
 def parse_settable(expression: str) -> tuple[str, tuple[int, ...]] | None:
@@ -99,7 +108,7 @@ def parse_settable(expression: str) -> tuple[str, tuple[int, ...]] | None:
     if m is None:
         return None
     index = tuple(int(i) for i in re.findall(r"-?\d+", m.group(2)))
-    return name_of(m.group(1)), index
+    return unquoted(m.group(1)), index
 
 
 def subscript(expression: str, index: tuple[int, ...]) -> str:

@@ -34,6 +34,7 @@ from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError, SegmentRunner
@@ -51,6 +52,13 @@ BREAK_FILTERS = ("nan", "inf", "error")
 ITERATION = "iteration"  # the expression language's name for the innermost loop's iteration
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
 _logger = _log.get_logger(__name__)
+
+
+class _LookInside:
+    """What a segment run returns when the watch fired inside a control-flow node: step into it to find the node."""
+
+
+_LOOK_INSIDE = _LookInside()
 
 
 class DebugSession:
@@ -94,6 +102,7 @@ class DebugSession:
         self.executor = Executor(self.graph, providers, opt_level, self.constants.embedded)
         self.store = ValueStore(None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20)))
         self.flow = ControlFlow(self.graph)
+        self.instruments = Instruments(self.graph)
         main = self.graph.main
         self._sequences = {path: run_sequence(scope, skip_constants) for path, scope in self.graph.scopes.items()}
         self._last_uses = {path: last_uses(scope, self._sequences[path]) for path, scope in self.graph.scopes.items()}
@@ -371,7 +380,8 @@ class DebugSession:
             return True
         if until is not None and self.graph.has_node(until) and any(s.node == node.id for s in self.graph.node(until).path):
             return True
-        return self._filter.active  # the NaN/Inf watch looks inside bodies
+        # The NaN/Inf watch looks inside bodies: in a segment that watches inside the node, or node by node.
+        return self._filter.active and not (self.fast and self.instruments.can(node))
 
     def _settle(self) -> str | None:
         """Move past the ends of bodies (the next iteration, or out); what happened last, or None."""
@@ -537,14 +547,17 @@ class DebugSession:
                     continue
             total = len(frame.timeline.sequence)
             target = frame.timeline.pc + 1 if at_origin else self._next_target(frame, frame.timeline.pc + 1, until)
-            if self.fast and target - frame.timeline.pc > 1:
+            watched_inside = node.enterable and self._filter.active  # (a segment of one: its watch goes inside)
+            if self.fast and (target - frame.timeline.pc > 1 or watched_inside):
                 self._progress(frame, frame.timeline.pc, total)
                 stop = self._run_segment(frame, frame.timeline.pc, target)
             else:
                 stop = self._run_node(node)
             self._progress(frame, frame.timeline.pc, total)
-            if stop is not None:
+            if isinstance(stop, Stop):
                 return stop
+            if stop is _LOOK_INSIDE:
+                look = False  # at the node whose watch fired, already looked at: step into it next
 
     def _progress(self, frame: Frame, done: int, total: int) -> None:
         if self.on_progress is not None and frame.parent is None:
@@ -559,7 +572,7 @@ class DebugSession:
                 return pos
         return len(sequence)
 
-    def _run_segment(self, frame: Frame, start: int, end: int) -> Stop | None:
+    def _run_segment(self, frame: Frame, start: int, end: int) -> Stop | _LookInside | None:
         """Run positions ``start..end-1`` of ``frame``: one onnxruntime call, or a few when it ran long before.
 
         A pause aborts the call in flight; splitting a run that took seconds lets a pause
@@ -580,7 +593,7 @@ class DebugSession:
                 return stop
         return None
 
-    def _run_one_segment(self, frame: Frame, start: int, end: int) -> Stop | None:
+    def _run_one_segment(self, frame: Frame, start: int, end: int) -> Stop | _LookInside | None:
         """Run positions ``start..end-1`` of ``frame`` in one onnxruntime call; on any trouble, node by node."""
         filt = self._filter
         sequence = frame.timeline.sequence
@@ -596,6 +609,7 @@ class DebugSession:
             else [],
             constants=values.fixed if self.skip_constants and not self.constants.overridden else None,
             version=self.breakpoint_table.version,
+            instruments=self.instruments,
         )
         if plan is None:
             return self._run_slow(frame, end)  # learn the types first: the watch plan needs them
@@ -618,9 +632,13 @@ class DebugSession:
         values.keep(result.values)
         values.evict()
         if result.sums is not None and plan.watch is not None:
-            found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value)
+            found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value, result.watched)
             if found is not None:
                 node, name, kind = found
+                if kind == "inner":  # a fault somewhere inside this control-flow node: back to it, then step in
+                    frame.timeline.rewind_to(frame.timeline.position(node))
+                    self._localize.add(node.id)
+                    return _LOOK_INSIDE
                 frame.timeline.rewind_to(frame.timeline.position(node) + 1)
                 return self._fault_stop(node, name, kind)
         return None

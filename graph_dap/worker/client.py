@@ -1,17 +1,12 @@
-"""The adapter's side of the worker boundary: msgpack calls to a runtime in another process.
+"""The adapter's side of the worker boundary: typed calls to a runtime in another process.
 
 The runtime (a :class:`~graph_dap.runtime.session.DebugSession`) runs in a worker
 process, started here over pipes (``python -m graph_dap.worker``) or reached
 over TCP with a token (``graph-dap worker --listen``). Tensors never cross in full:
 the worker sends summaries, the slices asked for, and raw bytes as msgpack ``bin``.
-
-Wire format, one msgpack object each:
-
-- request ``{"id": int, "method": str, "args": {...}}``
-- response ``{"id": int, "result": ...}`` or ``{"id": int, "error": {"type": str, "message": str}}``
-- event ``{"event": str, "body": ...}`` (logpoint output, progress)
-- over TCP the client first sends ``{"token": str}``; a wrong token gets the
-  connection closed with nothing sent back.
+Each call is one method here, taking the call's arguments dataclass and returning its
+result dataclass (:mod:`graph_dap.worker.protocol` defines both, and the envelopes); an
+error the worker answers is raised again here as the same :mod:`graph_dap.errors` class.
 
 This module imports neither numpy nor onnxruntime, so the adapter starts fast.
 """
@@ -24,182 +19,26 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 
-from graph_dap.errors import GraphDapError
+from graph_dap.errors import AddressError, ProtocolError, WorkerDied, error_of_kind
+from graph_dap.worker import protocol as p
 
-PROTOCOL_VERSION = 1
+__all__ = ["WorkerClient", "WorkerDied", "parse_address"]
+
 _READ_SIZE = 1 << 16
 _MAX_MESSAGE = 1 << 31
-
-
-class WorkerError(GraphDapError):
-    """The worker answered a call with an error; ``kind`` is the runtime's exception class."""
-
-    def __init__(self, message: str, kind: str = "GraphDapError") -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class WorkerDied(GraphDapError):
-    """The worker process ended or its connection was lost while calls were pending."""
-
-
-# -- what crosses the boundary ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    """One node of the graph as the adapter sees it (attributes already rendered as text)."""
-
-    id: str
-    index: int
-    op_type: str
-    domain: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    attributes: tuple[tuple[str, str], ...]
-    line: int  # 1-based line in the listing
-    has_subgraphs: bool = False
-    static: bool = False  # a constant node, computed at load and skipped by the run
-
-    @property
-    def label(self) -> str:
-        return f"{self.id} ({self.op_type})"
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> NodeInfo:
-        return cls(
-            d["id"],
-            d["index"],
-            d["op_type"],
-            d["domain"],
-            tuple(d["inputs"]),
-            tuple(d["outputs"]),
-            tuple((k, v) for k, v in d["attributes"]),
-            d["line"],
-            d.get("has_subgraphs", False),
-            d.get("static", False),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class GraphInfo:
-    """The loaded model: its nodes in run order, its named values, and its listing."""
-
-    name: str
-    model_path: str
-    nodes: tuple[NodeInfo, ...]
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    initializers: tuple[str, ...]
-    listing: str
-    listing_path: str | None  # where the listing was written beside the model, if it was
-    value_names: tuple[str, ...] = ()
-    functions: tuple[str, ...] = ()  # of the expression language, for completions
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> GraphInfo:
-        return cls(
-            d["name"],
-            d["model_path"],
-            tuple(NodeInfo.from_wire(n) for n in d["nodes"]),
-            tuple(d["inputs"]),
-            tuple(d["outputs"]),
-            tuple(d["initializers"]),
-            d["listing"],
-            d.get("listing_path"),
-            tuple(d.get("value_names", ())),
-            tuple(d.get("functions", ())),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class StopInfo:
-    """Why and where the run stopped.
-
-    ``node`` is what the stop is about (for nan/inf/mismatch the node that produced it,
-    which has run); ``pc`` is the node to run next (None at the end).
-    """
-
-    reason: str  # entry, breakpoint, nan, inf, error, mismatch, step, pause, goto, end
-    node: str | None
-    pc: str | None
-    last_node: str | None
-    tensor: str | None = None
-    message: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-    breakpoint_ids: tuple[int, ...] = ()
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> StopInfo:
-        return cls(
-            d["reason"],
-            d.get("node"),
-            d.get("pc"),
-            d.get("last_node"),
-            d.get("tensor"),
-            d.get("message", ""),
-            dict(d.get("details") or {}),
-            tuple(d.get("breakpoint_ids") or ()),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """A value's one-line summary and statistics, as the worker computed them."""
-
-    name: str
-    text: str
-    type: str  # "tensor(float)"
-    dtype: str
-    shape: tuple[int, ...]
-    size: int
-    stats: tuple[tuple[str, str], ...] = ()  # ("min", "-3.2"), ... for the statistics children
-    stale: bool = False
-    available: bool = True  # False: not computed yet
-    kind: str = "tensor"
-    scalar: str | None = None  # the element itself when there is one
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> Summary:
-        return cls(
-            d["name"],
-            d["text"],
-            d["type"],
-            d["dtype"],
-            tuple(d["shape"]),
-            d["size"],
-            tuple((k, v) for k, v in d.get("stats", ())),
-            d.get("stale", False),
-            d.get("available", True),
-            d.get("kind", "tensor"),
-            d.get("scalar"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Breakpoint:
-    """The runtime's answer for one breakpoint spec."""
-
-    id: int
-    verified: bool
-    message: str = ""
-    nodes: tuple[str, ...] = ()
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> Breakpoint:
-        return cls(d["id"], d["verified"], d.get("message", ""), tuple(d.get("nodes", ())))
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 # -- the connection -----------------------------------------------------------------------
 
-EventHandler = Callable[[str, Any], None]
+EventHandler = Callable[[p.Event], None]
 
 
 class WorkerClient:
@@ -210,20 +49,20 @@ class WorkerClient:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         process: asyncio.subprocess.Process | None = None,
-        where: str = "the worker",
+        place: str = "the worker",
         unpacker: msgpack.Unpacker | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self.process = process
-        self.where = where
+        self.place = place  # how messages name the worker
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
         self._packer = msgpack.Packer(use_bin_type=True)
         self._closing = False
         self._backlog: list[str] = []  # stderr lines from before attach()
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
-        self.on_event: EventHandler = lambda event, body: None
+        self.on_event: EventHandler = lambda event: None
         self.on_stderr: Callable[[str], None] = self._backlog.append
         self.on_death: Callable[[str], None] = lambda message: None
         self.dead: str | None = None  # why the worker is gone, once it is
@@ -261,7 +100,7 @@ class WorkerClient:
             limit=_READ_SIZE,
         )
         assert process.stdin is not None and process.stdout is not None
-        return cls(process.stdout, process.stdin, process, where=f"the worker process (pid {process.pid})")
+        return cls(process.stdout, process.stdin, process, place=f"the worker process (pid {process.pid})")
 
     @classmethod
     async def connect(cls, address: str, token: str, timeout: float = 10.0) -> WorkerClient:
@@ -274,7 +113,7 @@ class WorkerClient:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        writer.write(msgpack.packb({"token": token, "version": PROTOCOL_VERSION}, use_bin_type=True))
+        writer.write(msgpack.packb({"token": token, "version": p.PROTOCOL_VERSION}, use_bin_type=True))
         unpacker = msgpack.Unpacker(raw=False, max_buffer_size=_MAX_MESSAGE)
         try:
             while True:
@@ -283,8 +122,14 @@ class WorkerClient:
                     raise WorkerDied(f"the worker at {address} refused the connection (wrong token?)")
                 unpacker.feed(data)
                 for hello in unpacker:
-                    if not (isinstance(hello, dict) and hello.get("hello") == "graph-dap-worker"):
+                    if not (isinstance(hello, dict) and hello.get("hello") == p.HELLO):
                         raise WorkerDied(f"{address} is not a graph-dap worker")
+                    version = hello.get("version")
+                    if version != p.PROTOCOL_VERSION:
+                        raise WorkerDied(
+                            f"the worker at {address} speaks protocol version {version}, this adapter "
+                            f"{p.PROTOCOL_VERSION}: run the same graph-dap on both sides"
+                        )
                     # Bytes that came with the hello stay in the unpacker for the read loop.
                     return cls(reader, writer, None, f"the worker at {address}", unpacker)
         except TimeoutError:
@@ -296,8 +141,8 @@ class WorkerClient:
 
     # -- calling -------------------------------------------------------------------------
 
-    async def call(self, method: str, **args: Any) -> Any:
-        """Send one request and wait for its result; raises WorkerError or WorkerDied."""
+    async def _call(self, method: p.Method[A, R], args: A) -> R:
+        """Send one request and wait for its result; raises the worker's error, ProtocolError or WorkerDied."""
         if self.dead is not None:
             raise WorkerDied(self.dead)
         self._next_id += 1
@@ -305,37 +150,69 @@ class WorkerClient:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            self._writer.write(self._packer.pack({"id": request_id, "method": method, "args": args}))
+            self._writer.write(self._packer.pack(p.request_message(request_id, method, args)))
         except (ConnectionError, RuntimeError) as error:
             self._pending.pop(request_id, None)
-            raise WorkerDied(f"{self.where} is gone: {error}") from None
+            raise WorkerDied(f"{self.place} is gone: {error}") from None
         try:
-            return await future
+            result = await future
         finally:
             self._pending.pop(request_id, None)
+        decoded: R = p.decode(method.result, result, f"the result of {method.name}")
+        return decoded
 
-    # Typed calls, one per worker method that returns more than plain data.
+    # One method per call of the protocol.
 
-    async def load(self, **args: Any) -> GraphInfo:
-        return GraphInfo.from_wire(await self.call("load", **args))
+    async def load(self, args: p.LoadArgs) -> p.GraphInfo:
+        return await self._call(p.LOAD, args)
 
-    async def start(self) -> StopInfo:
-        return StopInfo.from_wire(await self.call("start"))
+    async def run(self, args: p.RunArgs) -> p.StopInfo:
+        return await self._call(p.RUN, args)
 
-    async def run(self, command: str, target: str | None = None, iterations: int = 1) -> StopInfo:
-        args: dict[str, Any] = {"command": command, "target": target}
-        if iterations != 1:
-            args["iterations"] = iterations
-        return StopInfo.from_wire(await self.call("run", **args))
+    async def where(self) -> p.StopInfo:
+        return await self._call(p.WHERE, p.NoArgs())
 
     async def pause(self) -> bool:
-        return bool((await self.call("pause"))["paused"])
+        return (await self._call(p.PAUSE, p.NoArgs())).paused
 
-    async def set_breakpoints(self, specs: list[dict[str, Any]]) -> list[Breakpoint]:
-        return [Breakpoint.from_wire(b) for b in await self.call("set_breakpoints", specs=specs)]
+    async def set_breakpoints(self, specs: Sequence[p.BreakpointSpec]) -> tuple[p.BreakpointResult, ...]:
+        return await self._call(p.SET_BREAKPOINTS, p.BreakpointsArgs(tuple(specs)))
 
-    async def summaries(self, names: list[str], hex: bool = False) -> list[Summary]:
-        return [Summary.from_wire(s) for s in await self.call("summaries", names=names, hex=hex)]
+    async def set_break_on(self, args: p.BreakOnArgs) -> None:
+        await self._call(p.SET_BREAK_ON, args)
+
+    async def data_targets(self, args: p.NameArgs) -> p.DataTargets:
+        return await self._call(p.DATA_TARGETS, args)
+
+    async def compare_table(self) -> dict[str, Any]:
+        return await self._call(p.COMPARE_TABLE, p.NoArgs())
+
+    async def profile(self, args: p.ProfileArgs) -> dict[str, Any]:
+        return await self._call(p.PROFILE, args)
+
+    async def values(self, level: int = 0) -> p.ValueNames:
+        return await self._call(p.VALUES, p.LevelArgs(level))
+
+    async def summaries(self, args: p.SummariesArgs) -> tuple[p.Summary, ...]:
+        return await self._call(p.SUMMARIES, args)
+
+    async def children(self, args: p.ChildrenArgs) -> p.ChildrenPage:
+        return await self._call(p.CHILDREN, args)
+
+    async def read_memory(self, args: p.ReadMemoryArgs) -> p.MemoryRead:
+        return await self._call(p.READ_MEMORY, args)
+
+    async def evaluate(self, args: p.EvaluateArgs) -> p.Evaluated:
+        return await self._call(p.EVALUATE, args)
+
+    async def set_value(self, args: p.SetValueArgs) -> p.ValueSet:
+        return await self._call(p.SET_VALUE, args)
+
+    async def outputs(self) -> tuple[p.Summary, ...]:
+        return await self._call(p.OUTPUTS, p.NoArgs())
+
+    async def tensor_view(self, args: p.TensorViewArgs) -> p.TensorView:
+        return await self._call(p.TENSOR_VIEW, args)
 
     async def _read_loop(self) -> None:
         unpacker = self._unpacker
@@ -355,14 +232,24 @@ class WorkerClient:
         if not isinstance(message, dict):
             return
         if "event" in message:
-            self.on_event(message["event"], message.get("body"))
+            try:
+                event = p.decode_event(message)
+            except ProtocolError as error:
+                self.on_stderr(f"graph-dap: a bad event from {self.place}: {error}")
+                return
+            if event is not None:
+                self.on_event(event)
             return
         future = self._pending.get(message.get("id", -1))
         if future is None or future.done():
             return
-        error = message.get("error")
-        if error is not None:
-            future.set_exception(WorkerError(error.get("message", "worker error"), error.get("type", "")))
+        if "error" in message:
+            try:
+                info = p.decode(p.ErrorInfo, message["error"], "an error")
+            except ProtocolError as error:
+                future.set_exception(error)
+            else:
+                future.set_exception(error_of_kind(info.kind, info.message))
         else:
             future.set_result(message.get("result"))
 
@@ -380,7 +267,7 @@ class WorkerClient:
 
     async def _lost(self) -> None:
         if self._closing:
-            message = f"{self.where} was closed"
+            message = f"{self.place} was closed"
         else:
             message = await self._death_message()
         self.dead = message
@@ -392,11 +279,11 @@ class WorkerClient:
 
     async def _death_message(self) -> str:
         if self.process is None:
-            return f"the connection to {self.where} was lost"
+            return f"the connection to {self.place} was lost"
         try:
             code = await asyncio.wait_for(self.process.wait(), 2.0)
         except TimeoutError:
-            return f"{self.where} stopped answering"
+            return f"{self.place} stopped answering"
         if len(self._tasks) > 1:  # let the last stderr lines arrive
             try:
                 await asyncio.wait_for(asyncio.shield(self._tasks[1]), 1.0)
@@ -415,7 +302,7 @@ class WorkerClient:
         else:
             how = f"exited with code {code}"
         tail = [line for line in self.stderr_tail if line.strip()][-5:]
-        return f"{self.where} {how}" + ("; its last words:\n" + "\n".join(tail) if tail else "")
+        return f"{self.place} {how}" + ("; its last words:\n" + "\n".join(tail) if tail else "")
 
     # -- ending --------------------------------------------------------------------------
 
@@ -426,7 +313,7 @@ class WorkerClient:
         self._closing = True
         if self.dead is None:
             try:
-                self._writer.write(self._packer.pack({"id": 0, "method": "shutdown", "args": {}}))
+                self._writer.write(self._packer.pack(p.request_message(0, p.SHUTDOWN, p.NoArgs())))
             except (ConnectionError, RuntimeError):
                 pass
         try:
@@ -461,5 +348,5 @@ def parse_address(address: str) -> tuple[str, int]:
         host, port = "127.0.0.1", address
     host = host.strip("[]") or "127.0.0.1"
     if not port.isdigit() or not 0 <= int(port) < 65536:
-        raise GraphDapError(f"bad worker address {address!r}: expected HOST:PORT")
+        raise AddressError(f"bad worker address {address!r}: expected HOST:PORT")
     return host, int(port)

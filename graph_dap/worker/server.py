@@ -3,13 +3,13 @@
 ``python -m graph_dap.worker`` serves one client over stdin/stdout (stderr
 stays free for crash messages); ``graph-dap worker --listen HOST:PORT --token TOKEN``
 serves clients over TCP one after another, each with a fresh session, and closes any
-connection whose first message does not carry the token. The wire format is described
-in :mod:`graph_dap.worker.client`.
+connection whose first message does not carry the token. The messages are defined in
+:mod:`graph_dap.worker.protocol`.
 
 This module is the transport: framing, the reading thread and the listeners. Calls run
 one at a time on the main thread (:class:`~graph_dap.worker.service.WorkerService`);
 ``pause`` is answered by the reading thread at once, so a pause reaches a ``continue``
-that is still running. What values look like on the wire is :mod:`.worker_wire`.
+that is still running. What values look like on the wire is :mod:`.wire`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from typing import Any
 
 import msgpack
 
-from graph_dap.errors import GraphDapError
-from graph_dap.worker.client import PROTOCOL_VERSION, parse_address
+from graph_dap.errors import AddressError
+from graph_dap.stdio import take_over_stdout, write_all
+from graph_dap.worker import protocol as p
+from graph_dap.worker.client import parse_address
 from graph_dap.worker.service import WorkerService
 from graph_dap.worker.wire import plain
 
@@ -61,8 +63,8 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
                 for message in unpacker:
                     if not isinstance(message, dict):
                         continue
-                    if message.get("method") == "pause":
-                        send({"id": message.get("id"), "result": {"paused": service.pause()}})
+                    if message.get("method") == p.PAUSE.name:
+                        send(service.handle(message))
                     else:
                         service.received(message)
                         inbox.put(message)
@@ -84,16 +86,8 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
 
 def _serve_stdio() -> int:
     proto_in = sys.stdin.fileno()
-    proto_out = os.dup(sys.stdout.fileno())
-    sys.stdout.flush()
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt the stream
-
-    def write(data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(proto_out, view) :]
-
-    serve(lambda n: os.read(proto_in, n), write, on_eof=lambda: os._exit(0))
+    proto_out = take_over_stdout()
+    serve(lambda n: os.read(proto_in, n), lambda data: write_all(proto_out, data), on_eof=lambda: os._exit(0))
     return 0
 
 
@@ -110,7 +104,7 @@ def serve_tcp(host: str, port: int, token: str, ready: Callable[[int], None] | N
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if not _handshake(conn, expected):
                 continue
-            conn.sendall(msgpack.packb({"hello": "graph-dap-worker", "version": PROTOCOL_VERSION, "pid": os.getpid()}))
+            conn.sendall(msgpack.packb(p.encode(p.Hello(p.HELLO, p.PROTOCOL_VERSION, os.getpid()))))
 
             def read(n: int, c: socket.socket = conn) -> bytes:
                 try:
@@ -154,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         host, port = parse_address(args.listen)
-    except GraphDapError as e:
+    except AddressError as e:
         print(f"graph-dap worker: {e}", file=sys.stderr)
         return 2
 

@@ -1,9 +1,9 @@
-"""What the worker sends of runtime objects: plain dicts of summaries, nodes and stops.
+"""What the worker sends of runtime objects: the protocol's dataclasses, made from the runtime's.
 
 Tensors never cross the boundary whole: a value becomes its summary line, type and
-statistics (:func:`summary_wire`); the graph its nodes with attributes as text
-(:func:`graph_wire`); a stop the ids of its nodes (:func:`stop_wire`). The adapter
-reads them back with :mod:`graph_dap.worker.client`'s ``from_wire`` methods.
+statistics (:func:`summary`); the graph its nodes with attributes as text
+(:func:`graph_info`); a stop its ``Stop.to_dict()`` with the position (:func:`stop_info`).
+The messages themselves are defined in :mod:`graph_dap.worker.protocol`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import numpy as np
 from graph_dap.runtime import expr
 from graph_dap.runtime.session import DebugSession, Stop
 from graph_dap.runtime.tensor import summarize
+from graph_dap.worker import protocol as p
 
 if TYPE_CHECKING:
     from graph_dap.runtime.graph import Graph, ValueInfo
     from graph_dap.runtime.listing import Listing
-    from graph_dap.runtime.tools.lockstep import Divergence
 
 _ONNX_TYPES = {"float32": "float", "float64": "double"}
 _MAX_ATTRIBUTE_TEXT = 200
@@ -64,43 +64,46 @@ def _stat(v: float | None) -> str:
     return "?" if v is None else f"{v:.7g}"
 
 
-def summary_wire(name: str, value: Any, stale: bool = False, hex_: bool = False) -> dict[str, Any]:
+def summary(name: str, value: Any, stale: bool = False, hex_: bool = False) -> p.Summary:
     """What the adapter shows of one value: its line, type and statistics."""
     s = summarize(value)
-    wire: dict[str, Any] = {
-        "name": name,
-        "text": s.text(),
-        "type": tensor_type(s.dtype, s.kind),
-        "dtype": s.dtype,
-        "shape": list(s.shape),
-        "size": s.size,
-        "stale": stale,
-        "kind": s.kind,
-    }
+    stats: tuple[tuple[str, str], ...] = ()
+    scalar = None
     if s.kind == "tensor":
         shape = "[" + ",".join(map(str, s.shape)) + "]"
-        stats = [("shape", shape), ("dtype", s.dtype)]
+        listed = [("shape", shape), ("dtype", s.dtype)]
         if s.min is not None:
-            stats += [("min", _stat(s.min)), ("max", _stat(s.max)), ("mean", _stat(s.mean)), ("std", _stat(s.std))]
-        stats += [("nan", str(s.nan)), ("+inf", str(s.posinf)), ("-inf", str(s.neginf)), ("zeros", str(s.zeros))]
-        wire["stats"] = stats
+            listed += [("min", _stat(s.min)), ("max", _stat(s.max)), ("mean", _stat(s.mean)), ("std", _stat(s.std))]
+        listed += [("nan", str(s.nan)), ("+inf", str(s.posinf)), ("-inf", str(s.neginf)), ("zeros", str(s.zeros))]
+        stats = tuple(listed)
         if s.size == 1:
-            wire["scalar"] = number_text(np.asarray(value).reshape(-1)[0], hex_)
-    return wire
+            scalar = number_text(np.asarray(value).reshape(-1)[0], hex_)
+    return p.Summary(
+        name=name,
+        text=s.text(),
+        type=tensor_type(s.dtype, s.kind),
+        dtype=s.dtype,
+        shape=tuple(int(n) for n in s.shape),
+        size=int(s.size),
+        stats=stats,
+        stale=stale,
+        kind=s.kind,
+        scalar=scalar,
+    )
 
 
-def missing_wire(name: str, info: ValueInfo, producer_label: str | None) -> dict[str, Any]:
+def missing(name: str, info: ValueInfo, producer_label: str | None) -> p.Summary:
     """What the adapter shows of a value not computed yet: its declared type, and which node will compute it."""
     why = f"not computed yet ({producer_label} has not run)" if producer_label else "not computed yet"
-    return {
-        "name": name,
-        "text": f"{info.type_text()} {why}" if info.dtype else why,
-        "type": tensor_type(info.dtype or "?", info.kind),
-        "dtype": info.dtype or "?",
-        "shape": [],
-        "size": 0,
-        "available": False,
-    }
+    return p.Summary(
+        name=name,
+        text=f"{info.type_text()} {why}" if info.dtype else why,
+        type=tensor_type(info.dtype or "?", info.kind),
+        dtype=info.dtype or "?",
+        shape=(),
+        size=0,
+        available=False,
+    )
 
 
 def _attribute_text(v: Any) -> str:
@@ -108,60 +111,77 @@ def _attribute_text(v: Any) -> str:
     return text if len(text) <= _MAX_ATTRIBUTE_TEXT else text[: _MAX_ATTRIBUTE_TEXT - 3] + "..."
 
 
-def graph_wire(graph: Graph, model_path: str, listing: Listing, listing_path: str | None, skip_constants: bool) -> dict[str, Any]:
-    """The loaded model as ``GraphInfo.from_wire`` reads it: nodes in run order, value names, the listing."""
-    statics = {n.id for n in graph.nodes if n.is_static and skip_constants}
-    nodes = [
-        {
-            "id": n.id,
-            "index": n.index,
-            "op_type": n.op_type,
-            "domain": n.domain,
-            "inputs": list(n.all_inputs),
-            "outputs": [o for o in n.outputs if o],
-            "attributes": [(k, _attribute_text(v)) for k, v in n.attributes.items()],
-            "line": listing.line_of(n.id) or 0,
-            "has_subgraphs": n.has_subgraphs,
-            "static": n.id in statics,
-        }
-        for n in graph.nodes
-    ]
-    return {
-        "name": graph.name,
-        "model_path": model_path,
-        "nodes": nodes,
-        "inputs": list(graph.input_names),
-        "outputs": list(graph.output_names),
-        "initializers": list(graph.initializer_names),
-        "listing": listing.text,
-        "listing_path": listing_path,
-        "value_names": graph.value_names(),
-        "functions": list(expr.FUNCTIONS),
-    }
+def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: str | None, skip_constants: bool) -> p.GraphInfo:
+    """The loaded model: its nodes (every scope's: the main graph's in run order, each followed by its bodies'), value names, the listing."""
+    nodes = tuple(
+        p.NodeInfo(
+            id=n.id,
+            index=n.index,
+            op_type=n.op_type,
+            domain=n.domain,
+            inputs=tuple(n.all_inputs),
+            outputs=tuple(o for o in n.outputs if o),
+            attributes=tuple((k, _attribute_text(v)) for k, v in n.attributes.items()),
+            line=listing.line_of(n.id) or 0,
+            has_subgraphs=n.has_subgraphs,
+            static=n.is_static and skip_constants,
+            name=n.name,
+            path=tuple(p.PathStep(s.node, s.attribute) for s in n.path),
+            enterable=n.enterable,
+        )
+        for n in graph.all_nodes()
+    )
+    return p.GraphInfo(
+        name=graph.name,
+        model_path=model_path,
+        nodes=nodes,
+        inputs=tuple(graph.input_names),
+        outputs=tuple(graph.output_names),
+        initializers=tuple(graph.initializer_names),
+        listing=listing.text,
+        listing_path=listing_path,
+        value_names=tuple(graph.value_names()),
+        functions=tuple(expr.FUNCTIONS),
+    )
 
 
-def stop_wire(session: DebugSession, stop: Stop | Divergence, extra_details: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A stop as ``StopInfo.from_wire`` reads it; a :class:`Divergence` is a ``mismatch`` stop."""
-    where = {
+def stop_info(session: DebugSession, stop: Stop, repeat: Mapping[str, Any] | None = None, comparison: tuple[str, ...] = ()) -> p.StopInfo:
+    """A stop as ``Stop.to_dict`` writes it, with the position and the levels of the program counter;
+    at the end, the iterations' timings and the comparison."""
+    record = stop.to_dict()
+    fields = {
+        **record,
         "pc": session.pc.id if session.pc else None,
         "last_node": session.last_node.id if session.last_node else None,
+        "repeat": None if repeat is None else p.encode(repeat),
+        "comparison": list(comparison),
+        "path": record["node"]["path"] if record["node"] else [],
+        "frames": [p.encode(f) for f in frames(session)],
     }
-    if not isinstance(stop, Stop):  # a divergence from the reference
-        return {
-            "reason": "mismatch",
-            "node": stop.node.id,
-            **where,
-            "tensor": stop.value,
-            "message": stop.message,
-            "details": stop.details(),
-            "breakpoint_ids": [],
-        }
-    return {
-        "reason": stop.reason.value,
-        "node": stop.node.id if stop.node else None,
-        **where,
-        "tensor": stop.tensor,
-        "message": stop.message,
-        "details": {**stop.details, **(extra_details or {})},
-        "breakpoint_ids": list(stop.breakpoint_ids),
-    }
+    return p.decode(p.StopInfo, fields, "a stop")
+
+
+def frames(session: DebugSession) -> list[p.FrameInfo]:
+    """The levels of the program counter, innermost first: where it is, then each control-flow node it is inside."""
+    stack = session.frames
+    out: list[p.FrameInfo] = []
+    for level in range(len(stack)):
+        frame = stack[len(stack) - 1 - level]
+        last = frame.timeline.last
+        if level == 0:
+            nxt = frame.timeline.next_node
+            name = nxt.label if nxt is not None else "end of the graph"
+            out.append(p.FrameInfo(0, nxt.id if nxt is not None else None, name, last.id if last else None))
+            continue
+        inner = stack[len(stack) - level]
+        owner = inner.owner
+        assert owner is not None
+        at = f", iteration {inner.iteration}" if inner.iteration is not None else ""
+        out.append(p.FrameInfo(level, owner.id, f"{owner.label} {inner.scope.attribute}{at}", last.id if last else None))
+    return out
+
+
+def tensor_view(body: Mapping[str, Any]) -> p.TensorView:
+    """The ``graphDap/tensorView`` body of ``graph_dap.runtime.tools.tensor_view`` as the protocol carries it."""
+    fields = {("slice_shape" if k == "sliceShape" else k): v for k, v in body.items()}
+    return p.decode(p.TensorView, fields, "a tensor view")

@@ -350,7 +350,12 @@ async function scenario(page, ws, server) {
 	await shot('ended');
 
 	await runFromExplorer(page, server, shot);
-	// 8b. graph-dap: Scan Inputs... A failure is recorded and the scenario goes on.
+	await controlFlowSteps(page, ws, shot).catch(async (e) => {
+		if (!(e instanceof Failure)) throw e;
+		check(false, e.message);
+		await shot('control-flow-failure');
+	});
+	// 8c. graph-dap: Scan Inputs... A failure is recorded and the scenario goes on.
 	await scanSteps(page, server, ws, shot).catch(async (e) => {
 		if (!(e instanceof Failure)) throw e;
 		check(false, e.message);
@@ -358,6 +363,37 @@ async function scenario(page, ws, server) {
 		await page.keyboard.press('Escape');
 	});
 	await debugServerVariant(page, server, ws, shot);
+}
+
+async function controlFlowSteps(page, ws, shot) {
+	// 8b. Inside control flow: a breakpoint on a line inside a Loop's body, F5: the call stack has two levels.
+	await page.keyboard.press('Control+P');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type('loop.onnx');
+	await page.locator('.quick-input-list .monaco-list-row', { hasText: 'loop.onnx' }).first().waitFor({ state: 'visible' });
+	await sleep(300);
+	await page.keyboard.press('Enter');
+	await page.locator('.tabs-container .tab.active', { hasText: 'loop.onnxtxt' }).first().waitFor({ state: 'visible', timeout: 60000 });
+	const lines = readFileSync(join(ws, 'loop.onnxtxt'), 'utf8').split('\n');
+	const line = lines.findIndex((l) => /#\s*tanh$/.test(l.trimEnd())) + 1;
+	if (line < 1) fail('no line for the inner node tanh in the listing of loop.onnx');
+	await page.locator('.editor-instance .view-lines').first().click();
+	await page.keyboard.press('Control+G');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(String(line));
+	await page.keyboard.press('Enter');
+	await sleep(300);
+	await page.keyboard.press('F9');
+	await sleep(500);
+	await page.keyboard.press('F5');
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'visible', timeout: 60000 });
+	await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'tanh (Tanh)' }).first().waitFor({ state: 'visible', timeout: 60000 });
+	await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'loop (Loop) body, iteration 0' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	const rows = await page.locator('.debug-call-stack .monaco-list-row').allInnerTexts();
+	check(rows.some((r) => r.includes('tanh (Tanh)')) && rows.some((r) => r.includes('loop (Loop) body, iteration 0')), `a breakpoint inside a Loop's body: the call stack shows two levels (${rows.filter((r) => r.includes('(')).length} frames)`);
+	await shot('control-flow-two-levels');
+	await page.locator('.debug-toolbar .codicon-debug-stop, .debug-toolbar .codicon-debug-disconnect').first().click();
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
 }
 
 /** The scan's inputs in the workspace: six images (two too flat: Sqrt(var - eps) is NaN there), and a generator that stalls. */
@@ -752,6 +788,9 @@ async function main() {
 	const ws = join(tmp, 'workspace');
 	mkdirSync(ws);
 	copyFileSync(exampleModel, join(ws, 'nan_demo.onnx'));
+	// A model whose work is inside a Loop's body (tests/cf_models.py), for the control-flow step.
+	const made = spawnSync(python, ['-c', `import sys, onnx; sys.path.insert(0, ${JSON.stringify(join(repo, 'tests'))}); from cf_models import loop_model; onnx.save(loop_model(trip=5), ${JSON.stringify(join(ws, 'loop.onnx'))})`], { encoding: 'utf8' });
+	if (made.status !== 0) fail(`cannot write the Loop model: ${made.stderr}`);
 	writeScanInputs(ws, join(tmp, 'gate'));
 	let server;
 	let context;

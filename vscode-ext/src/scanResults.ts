@@ -17,7 +17,7 @@ export interface ScanResult {
 	id: string;
 	status: string;
 	message: string;
-	node: { id: string; op_type: string; index: number; where: string; path: { node: string; attribute: string; iteration: number | null }[] } | null;
+	node: { id: string; name?: string; op_type: string; index: number; where: string; path: { node: string; attribute: string; iteration: number | null }[] } | null;
 	tensor: string | null;
 	details: Record<string, unknown>;
 	seconds: number;

@@ -9,7 +9,7 @@ confirmed on the exact tensor before a stop is reported.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,13 +84,15 @@ class FaultFilter:
         plan: WatchPlan,
         sums: np.ndarray,
         get: Callable[[str], Any],
+        order: Sequence[str] | None = None,
     ) -> tuple[Node, str, str] | None:
         """The first node, in run order, whose output holds a fault: from the sums, confirmed exactly."""
         flagged = set()
-        for name, s in zip(plan.watched, sums.tolist()):
-            producer = graph.producer(name)
+        for name, s in zip(plan.watched if order is None else order, sums.tolist()):
+            producer = plan.inner.get(name) or graph.producer(name)
             assert producer is not None
-            if self._flagged(producer, s):
+            # an inner flag holds no Inf made on purpose (those are left out inside): any non-finite sum counts
+            if (name in plan.inner and not np.isfinite(s)) or (name not in plan.inner and self._flagged(producer, s)):
                 flagged.add(name)
         if not flagged:
             return None
@@ -98,7 +100,9 @@ class FaultFilter:
         # prove a fault (a NaN sum may be +Inf and -Inf under the inf filter alone; an infinite
         # one may be an overflow), so candidates are confirmed in run order, all of them if need be.
         candidates = flagged | {t for t, guard in plan.guards.items() if guard in flagged}
-        for name in sorted(candidates, key=lambda c: _position(graph, c)):
+        for name in sorted(candidates, key=lambda c: _position(graph, c, plan)):
+            if name in plan.inner:
+                return plan.inner[name], name, "inner"  # somewhere inside this node: step into it to find where
             producer = graph.producer(name)
             assert producer is not None
             kind = self.kind_of(producer, get(name))
@@ -127,7 +131,9 @@ class FaultFilter:
         return stop_cls(reasons.NAN if kind == "nan" else reasons.INF, node, message, name, details)
 
 
-def _position(graph: Lookup, value: str) -> tuple[int, int]:
+def _position(graph: Lookup, value: str, plan: WatchPlan) -> tuple[int, int]:
+    if value in plan.inner:
+        return (plan.inner[value].order, -1)  # what happens inside a node comes before its outputs
     p = graph.producer(value)
     if p is None:
         return (-1, 0)

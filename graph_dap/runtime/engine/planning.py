@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.store import nbytes
 from graph_dap.runtime.engine.watch import WatchPlan, watch_plan
 from graph_dap.runtime.graph import Lookup, Node
@@ -50,12 +51,15 @@ class SegmentPlanner:
         conditions: Callable[[int, set[str]], Iterable[str]],
         constants: Mapping[str, Any] | None,
         version: Any,
+        instruments: Instruments | None = None,
     ) -> SegmentPlan | None:
         """The plan of ``start..end-1``; None while the watch plan lacks types.
 
         ``conditions(end, produced)`` names the values a breakpoint condition at ``end``
         reads; ``constants`` are the computed constants when small ones may be recomputed
-        in the segment (None: feed them all); ``version`` changes with the breakpoints.
+        in the segment (None: feed them all); ``version`` changes with the breakpoints;
+        ``instruments``: control-flow nodes are watched inside too (else they are not in segments
+        that watch: the session steps into them).
         """
         key = (start, end, filt, version, constants is not None)
         plan = self._plans.get(key)
@@ -79,6 +83,13 @@ class SegmentPlanner:
                     wanted += live
                     room -= cost
         watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune) if filt.active else None
+        if watch is not None and instruments is not None:
+            for n in nodes:
+                if n.enterable and instruments.can(n):
+                    inner = instruments.get(n, filt)
+                    watch.watched.append(inner.flag)
+                    watch.inner[inner.flag] = n
+                    watch.rewrites[n.id] = inner
         ran = nodes
         if constants is not None:
             # Small constants computed in the segment, as the whole model computes them:

@@ -71,7 +71,7 @@ class SegmentRunner:
         )
         entry = self._sessions.get(key)
         if entry is None:
-            model, watched = self.build_model(nodes, feeds, constants, outs, watch.watched if watch else ())
+            model, watched = self.build_model(nodes, feeds, constants, outs, watch)
             try:
                 sess = ort.InferenceSession(model.SerializeToString(), self._options(), providers=self.providers)
             except ORT_ERRORS as e:
@@ -99,20 +99,27 @@ class SegmentRunner:
         feeds: Mapping[str, Any],
         constants: Mapping[str, Any],
         outputs: Sequence[str],
-        watch: Sequence[str],
+        watch: WatchPlan | None,
     ) -> tuple[onnx.ModelProto, list[str]]:
         """The segment's model and the watched tensors in the order of its sentinel."""
         produced = {o for n in nodes for o in n.outputs if o}
         reads = list(dict.fromkeys(i for n in nodes for i in n.all_inputs if i not in produced))
         inits: list[onnx.TensorProto] = []
-        watch_set = set(watch)
+        watch_set = set(watch.watched) if watch is not None else set()
+        rewrites = watch.rewrites if watch is not None else {}
         node_protos: list[onnx.NodeProto] = []
         sums: list[str] = []
         watched: list[str] = []
         if watch:
             inits.append(numpy_helper.from_array(np.array([1], np.int64), "__graph_dap_shape1"))
         for n in nodes:
-            node_protos.append(n.proto)
+            inner = rewrites.get(n.id)
+            if inner is not None:  # a control-flow node watched inside: its flag is one more sum
+                node_protos.extend(inner.protos)
+                sums.append(inner.flag)
+                watched.append(inner.flag)
+            else:
+                node_protos.append(n.proto)
             for o in n.outputs:
                 if o in watch_set:
                     i = len(sums)

@@ -9,11 +9,12 @@ traces it back to the first producer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from graph_dap.runtime.graph import Lookup, Node
 
-_WATCHABLE = {"float32", "float64", "float16"}
+WATCHABLE = {"float32", "float64", "float16"}
 
 # Ops that carry a NaN or Inf in the given input positions on to their output
 # (None: every input). A tensor whose consumer is such an op, with its output
@@ -115,10 +116,16 @@ def _windows_cover(graph: Lookup, node: Node) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class WatchPlan:
-    """The tensors summed in-graph, and for each pruned tensor the watched one that shows its fault."""
+    """The tensors summed in-graph, and for each pruned tensor the watched one that shows its fault.
+
+    ``inner``: the flags of control-flow nodes watched inside (see :mod:`.instrument`), each with
+    its node; ``rewrites``: those nodes as the segment runs them, by node id.
+    """
 
     watched: list[str]
     guards: dict[str, str]
+    inner: dict[str, Node] = field(default_factory=dict)
+    rewrites: dict[str, Any] = field(default_factory=dict)
 
 
 def watch_plan(graph: Lookup, nodes: Sequence[Node], dtypes: Mapping[str, str], never_prune: Callable[[Node], bool]) -> WatchPlan:
@@ -126,7 +133,7 @@ def watch_plan(graph: Lookup, nodes: Sequence[Node], dtypes: Mapping[str, str], 
     candidates: list[str] = []
     for n in nodes:
         for o in n.outputs:
-            if o and dtypes.get(o) in _WATCHABLE:
+            if o and dtypes.get(o) in WATCHABLE:
                 candidates.append(o)
     in_segment = {n.id for n in nodes}
     watched: set[str] = set()

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from graph_dap.errors import ExpressionError, GraphDapError, ValueNotFoundError
+from graph_dap.errors import ExpressionError, GraphDapError, UnknownNameError, ValueNotFoundError
 from graph_dap.runtime.expr.functions import (
     ATTRIBUTES,
     BINOPS,
@@ -228,7 +228,7 @@ class _Evaluator:
                 value = self.resolve(name)
             except (ValueNotFoundError, KeyError):
                 if not constant:
-                    raise ExpressionError(f"unknown value {name!r}") from None
+                    raise UnknownNameError(name) from None
                 value = CONSTANTS[name]
             items = value if isinstance(value, (list, tuple)) else [value]
             self.sources.extend(v for v in items if isinstance(v, np.ndarray))

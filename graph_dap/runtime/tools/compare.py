@@ -28,6 +28,7 @@ from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.stops import node_ref
 from graph_dap.runtime.tools.dump import model_hash
 from graph_dap.runtime.tools.metrics import (
     DEFAULT_ATOL,
@@ -112,7 +113,7 @@ class Row:
         return {
             "index": n.index,
             "order": n.order,
-            "node": _node_ref(n),
+            "node": node_ref(n),
             "value": self.value,
             "shape": None if self.shape is None else list(self.shape),
             "dtype": self.dtype,
@@ -148,10 +149,6 @@ def _metrics_text(row: Row, metrics: Sequence[str] = METRICS) -> str:
         return row.note or "differs"
     parts = [f"{k}={metric_number(k, row.metrics[k])}" for k in metrics if k in row.metrics]
     return " ".join(parts) + (f" ({row.note})" if row.note else "")
-
-
-def _node_ref(node: Node) -> dict[str, Any]:
-    return {"name": node.id, "op_type": node.op_type, "index": node.index}
 
 
 def _json_metrics(values: Mapping[str, float], names: Sequence[str]) -> dict[str, float | str]:
@@ -276,7 +273,7 @@ class Comparison:
             "first_divergence": None
             if first is None
             else {
-                "node": _node_ref(first.node),
+                "node": node_ref(first.node),
                 "value": first.value,
                 "metrics": _json_metrics(first.metrics, self.metrics),
                 "note": first.note,

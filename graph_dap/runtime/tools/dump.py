@@ -29,23 +29,20 @@ import numpy as np
 import onnx
 
 from graph_dap import log as _log
-from graph_dap.errors import GraphDapError
+from graph_dap.errors import DumpError
 from graph_dap.files import ARCHIVE_ERRORS, write_text_atomic
 from graph_dap.runtime.engine.executor import split_reads
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.stops import node_ref
 
 __all__ = ["Dump", "DumpResult", "NodeStream", "dump_model", "inputs_hash", "model_hash", "open_dump"]
 
 FORMAT = "graph-dap-dump"
 VERSION = 1
 _log_ = _log.get_logger(__name__)
-
-
-class DumpError(GraphDapError):
-    """A dump cannot be written or read."""
 
 
 # -- running with bounded memory ---------------------------------------------------
@@ -250,7 +247,7 @@ def dump_model(
                     why = _storable(value)
                     if why is not None:
                         skipped.append(name)
-                        entries.append({"name": name, "key": None, "producer": _node_ref(producer), "skipped": why})
+                        entries.append({"name": name, "key": None, "producer": None if producer is None else node_ref(producer), "skipped": why})
                         return 0
                     a = np.asarray(value)
                     key = _member_key(name, len(entries))
@@ -260,7 +257,7 @@ def dump_model(
                         {
                             "name": name,
                             "key": key,
-                            "producer": _node_ref(producer),
+                            "producer": None if producer is None else node_ref(producer),
                             "dtype": str(a.dtype),
                             "shape": list(a.shape),
                             "bytes": int(a.nbytes),
@@ -326,10 +323,6 @@ def _file_mode() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o666 & ~umask
-
-
-def _node_ref(node: Node | None) -> dict[str, Any] | None:
-    return None if node is None else {"name": node.id, "op_type": node.op_type, "index": node.index}
 
 
 # -- reading -------------------------------------------------------------------------

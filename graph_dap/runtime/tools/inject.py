@@ -19,21 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from graph_dap.errors import GraphDapError
+from graph_dap.errors import GraphDapError, InjectionError, InjectionSpecError
 from graph_dap.files import ARCHIVE_ERRORS
 from graph_dap.runtime.breakpoints import BreakpointSpec
 from graph_dap.runtime.session import DebugSession, Stop, StopReason
 from graph_dap.runtime.tools.dump import Dump, open_dump
 
 __all__ = ["InjectionError", "InjectionSpecError", "Injection", "Injector"]
-
-
-class InjectionError(GraphDapError):
-    """A value to set cannot be used: the model or the dump lacks it, its file is unreadable, the session refuses it."""
-
-
-class InjectionSpecError(InjectionError):
-    """A ``--set`` or ``--set-from`` item is not written as expected (a usage error)."""
 
 
 @dataclass(frozen=True, slots=True)

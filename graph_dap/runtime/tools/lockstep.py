@@ -3,9 +3,10 @@
 :class:`Lockstep` owns a :class:`~graph_dap.runtime.tools.compare.Comparison` and drives a
 :class:`~graph_dap.runtime.session.DebugSession` forward one node per ``continue_``
 call (the fast engine's segments would hide the values inside them), observing every
-node that ran, constants included. A continue can then stop at a :class:`Divergence`:
-a node whose outputs break the tolerance while its inputs are within it. Breakpoints,
-the NaN/Inf filters and pauses behave as in a plain continue.
+node that ran, constants included. A continue can then stop at a divergence (a
+:class:`~graph_dap.runtime.stops.Stop` with reason ``MISMATCH``): a node whose outputs
+break the tolerance while its inputs are within it. Breakpoints, the NaN/Inf filters
+and pauses behave as in a plain continue.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from graph_dap.runtime.tools.compare import (
     Comparison,
     DumpSource,
     Reference,
-    Row,
     Source,
     Tolerance,
     Verdict,
@@ -33,7 +33,7 @@ from graph_dap.runtime.tools.compare import (
     source_notes,
 )
 
-__all__ = ["Divergence", "Lockstep", "ReferenceSpec"]
+__all__ = ["Lockstep", "ReferenceSpec", "divergence"]
 
 _FAULTS = (StopReason.NAN, StopReason.INF, StopReason.ERROR)
 
@@ -65,36 +65,16 @@ class ReferenceSpec:
         return dump_reference(graph, self.base_dir / self.reference.target, inputs)
 
 
-@dataclass(frozen=True, slots=True)
-class Divergence:
-    """A stop after ``node`` ran: its outputs break the tolerance, its compared inputs are within it."""
+def divergence(verdict: Verdict, reference: str, rule: str) -> Stop:
+    """The ``mismatch`` stop after ``verdict.node`` ran: its outputs break the tolerance, its compared inputs are within it.
 
-    verdict: Verdict
-    reference: str
-    rule: str
-
-    @property
-    def node(self) -> Node:
-        return self.verdict.node
-
-    @property
-    def failing(self) -> list[Row]:
-        return [r for r in self.verdict.rows if not r.passed]
-
-    @property
-    def value(self) -> str | None:
-        rows = self.failing
-        return rows[0].value if rows else None
-
-    @property
-    def message(self) -> str:
-        return self.verdict.message
-
-    def details(self) -> dict[str, str]:
-        out = {"reference": self.reference, "tolerance": self.rule}
-        for r in self.failing:
-            out[f"'{r.value}'"] = f"{r.describe()} ({r.mismatches} elements out of tolerance)"
-        return out
+    ``tensor`` is its first failing value; ``details`` name the reference, the rule and each failing value.
+    """
+    failing = [r for r in verdict.rows if not r.passed]
+    details = {"reference": reference, "tolerance": rule}
+    for r in failing:
+        details[f"'{r.value}'"] = f"{r.describe()} ({r.mismatches} elements out of tolerance)"
+    return Stop(StopReason.MISMATCH, verdict.node, verdict.message, failing[0].value if failing else None, details)
 
 
 class Lockstep:
@@ -158,19 +138,19 @@ class Lockstep:
     def close(self) -> None:
         self.source.close()
 
-    def _judge(self, node: Node, stop: Stop, stop_on_mismatch: bool) -> Stop | Divergence:
+    def _judge(self, node: Node, stop: Stop, stop_on_mismatch: bool) -> Stop:
         """After ``node`` ran and the run stopped at ``stop``: observe it; a divergence there replaces the stop.
 
         A NaN, Inf or error stop at that node stays as it is.
         """
         verdict = self.observe(node)
         if stop_on_mismatch and verdict.origin and stop.reason not in _FAULTS:
-            return Divergence(verdict, self.source.label, self.comparison.tolerance.describe())
+            return divergence(verdict, self.source.label, self.comparison.tolerance.describe())
         return stop
 
     # -- moving ------------------------------------------------------------------------
 
-    def step(self, stop_on_mismatch: bool = True) -> Stop | Divergence:
+    def step(self, stop_on_mismatch: bool = True) -> Stop:
         """The session's ``step``, then the node that ran observed."""
         early = self._observe_constants()
         if early is not None:
@@ -189,7 +169,7 @@ class Lockstep:
         until: str | None = None,
         stop_on_mismatch: bool = True,
         paused: Callable[[], bool] = lambda: False,
-    ) -> Stop | Divergence:
+    ) -> Stop:
         """Like ``DebugSession.continue_``, one node at a time; also stops at a divergence."""
         early = self._observe_constants()
         if early is not None:

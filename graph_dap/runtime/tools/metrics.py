@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from graph_dap.errors import GraphDapError
+from graph_dap.errors import CompareError
 from graph_dap.runtime.tensor import format_number
 
 __all__ = [
@@ -36,10 +36,6 @@ __all__ = [
 METRICS = ("max_abs", "max_rel", "mse", "cosine", "snr")
 _CHUNK = 1 << 20
 DEFAULT_ATOL, DEFAULT_RTOL = 1e-5, 1e-4
-
-
-class CompareError(GraphDapError):
-    """A comparison cannot be set up (bad reference, bad tolerance, nothing in common)."""
 
 
 # -- tolerance -----------------------------------------------------------------------

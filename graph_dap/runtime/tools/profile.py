@@ -24,7 +24,7 @@ import onnx
 import onnxruntime as ort
 
 from graph_dap import log as _log
-from graph_dap.errors import GraphDapError
+from graph_dap.errors import ProfileError
 from graph_dap.files import write_text_atomic
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, session_options
 from graph_dap.runtime.graph import Graph, Node
@@ -37,10 +37,6 @@ __all__ = ["FusedGraph", "FusedNode", "NodeTime", "Profile", "ProfileError", "fu
 METHOD = "onnxruntime profiling (SessionOptions.enable_profiling) of whole runs, kernel times mapped to nodes by name"
 _MAX_INLINE = 1_800_000_000  # bytes; protobuf cannot serialize 2 GiB
 _log_ = _log.get_logger(__name__)
-
-
-class ProfileError(GraphDapError):
-    """A profile cannot be taken."""
 
 
 # -- sessions over the whole model ----------------------------------------------------

@@ -1,17 +1,21 @@
 """Running a model N times (``graph-dap run --repeat N``, a noDebug launch's ``iterations``).
 
-:class:`Repeats` records each run's time and whether the outputs stayed identical;
-its :meth:`~Repeats.to_dict` is what ``run --json`` reports and the worker sends, and
-:func:`repeat_text` the line both the command line and the debug console print.
-This module imports numpy only when outputs are compared: the adapter imports it too.
+:func:`repeat_runs` is the loop both use; :class:`Repeats` records each run's time and
+whether the outputs stayed identical; its :meth:`~Repeats.to_dict` is what ``run --json``
+reports and the worker sends, and :func:`repeat_text` the line both the command line
+and the debug console print.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from graph_dap.runtime.stops import Stop
 
 
 @dataclass(slots=True)
@@ -57,3 +61,19 @@ def repeat_text(report: Mapping[str, Any]) -> str:
     if report.get("outputs_identical") is not None:
         text += "; outputs identical in every run" if report["outputs_identical"] else "; OUTPUTS DIFFER between runs"
     return text
+
+
+def repeat_runs(times: int, run: Callable[[int], Stop], outputs: Callable[[], Mapping[str, Any]]) -> tuple[Stop, Repeats]:
+    """Run ``times`` times (at least once) and time each: ``run(i)`` is the i-th run (restarting the model when ``i`` > 0).
+
+    A run that does not complete (it stopped, or failed) ends the loop; ``outputs()`` is
+    read after each run that completed. Returns the last run's stop and the record.
+    """
+    repeats = Repeats(times)
+    for i in range(max(1, times)):
+        started = time.perf_counter()
+        stop = run(i)
+        repeats.record((time.perf_counter() - started) * 1000.0, outputs() if stop.completed else None)
+        if not stop.completed:
+            break
+    return stop, repeats

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from graph_dap.errors import GraphDapError
+from graph_dap.errors import ValueKindError
 from graph_dap.runtime.tensor import summarize
 
 __all__ = ["HISTOGRAM_BINS", "tensor_view"]
@@ -33,10 +33,10 @@ def tensor_view(
 ) -> dict[str, Any]:
     """The ``graphDap/tensorView`` body of ``value``: the slice at ``index`` (filled with zeros, clamped)."""
     if isinstance(value, list):
-        raise GraphDapError(f"'{name}' is a sequence of {len(value)} tensors, not a tensor: view one of its elements")
+        raise ValueKindError(f"'{name}' is a sequence of {len(value)} tensors, not a tensor: view one of its elements")
     a = np.asarray(value)
     if a.dtype.kind not in "biufc":
-        raise GraphDapError(f"'{name}' holds {a.dtype} data, which has no numbers to draw")
+        raise ValueKindError(f"'{name}' holds {a.dtype} data, which has no numbers to draw")
     lead = max(0, a.ndim - 2)
     idx = [int(i) for i in (index or [])][:lead]
     idx += [0] * (lead - len(idx))

@@ -15,10 +15,11 @@ from typing import Any
 
 import onnxruntime as ort
 
+from graph_dap.errors import CompareError
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.loading import read_model
-from graph_dap.runtime.tools.metrics import METRICS, CompareError, Tolerance, compare_arrays, json_number
+from graph_dap.runtime.tools.metrics import METRICS, Tolerance, compare_arrays, json_number
 from graph_dap.runtime.tools.references import Reference, parse_reference
 from graph_dap.runtime.tools.scan.results import HIGHER_IS_WORSE
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from graph_dap.runtime.stops import PathStep, path_text
+
 #: Every status an input can end with; all but ``clean`` are failures.
 STATUSES = ("clean", "nan", "inf", "error", "mismatch", "invalid", "crash")
 FAILED = frozenset(STATUSES[1:])
@@ -23,25 +25,27 @@ HIGHER_IS_WORSE = frozenset({"max_abs", "max_rel", "mse"})
 
 @dataclass(frozen=True, slots=True)
 class BadNode:
-    """Where an input first went wrong: the node (inside bodies: with the enclosing levels and iterations)."""
+    """Where an input first went wrong: the node, as :func:`~graph_dap.runtime.stops.node_ref` names it (inside
+    bodies: with the enclosing levels and the iterations)."""
 
     id: str
     op_type: str
     index: int
     path: tuple[dict[str, Any], ...] = ()  # {"node", "attribute", "iteration"}, outermost first
+    name: str = ""  # its own name in the model ('' when it has none)
 
     @property
     def where(self) -> str:
-        """``loop > body iteration 3 > tanh``-style text; the node id alone in the main graph."""
-        levels = [f"{s['node']} > {s['attribute']}" + (f" iteration {s['iteration']}" if s.get("iteration") is not None else "") for s in self.path]
-        return " > ".join([*levels, self.id])
+        """``loop > body (iteration 3) > tanh``; the node id alone in the main graph."""
+        steps = tuple(PathStep(s["node"], s["attribute"], s.get("iteration")) for s in self.path)
+        return f"{path_text(steps)} > {self.id}" if steps else self.id
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "op_type": self.op_type, "index": self.index, "path": [dict(s) for s in self.path], "where": self.where}
+        return {"id": self.id, "name": self.name, "op_type": self.op_type, "index": self.index, "path": [dict(s) for s in self.path], "where": self.where}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BadNode:
-        return cls(str(d["id"]), str(d["op_type"]), int(d["index"]), tuple(dict(s) for s in d.get("path", ())))
+        return cls(str(d["id"]), str(d["op_type"]), int(d["index"]), tuple(dict(s) for s in d.get("path", ())), str(d.get("name", "")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,9 +25,9 @@ from graph_dap.errors import GraphDapError, InputError
 from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.session import DebugSession
-from graph_dap.runtime.stops import Stop, StopReason
+from graph_dap.runtime.stops import Stop, StopReason, node_ref
 from graph_dap.runtime.tensor import summarize
-from graph_dap.runtime.tools.lockstep import Divergence, Lockstep, ReferenceSpec
+from graph_dap.runtime.tools.lockstep import Lockstep, ReferenceSpec
 from graph_dap.runtime.tools.metrics import Tolerance
 from graph_dap.runtime.tools.scan.reference import OutputsReference, check_reference, compare_outputs
 from graph_dap.runtime.tools.scan.results import BadNode, InputResult
@@ -177,8 +177,8 @@ class InputScanner:
             stop = lockstep.continue_(check_first=True, stop_on_mismatch=True)
         finally:
             lockstep.close()
-        if isinstance(stop, Divergence):
-            return _bad_node(stop.node, ()), {"value": stop.value, **stop.details()}
+        if stop.reason is StopReason.MISMATCH and stop.node is not None:
+            return _bad_node(stop.node, stop.path), {"value": stop.tensor, **stop.details}
         return None, {"note": "no node breaks the tolerance while its inputs are within it (the outputs differ by accumulation)"}
 
     def close(self) -> None:
@@ -186,7 +186,7 @@ class InputScanner:
 
 
 def _bad_node(node: Any, path: tuple[Any, ...]) -> BadNode:
-    return BadNode(node.id, node.op_type, node.index, tuple({"node": s.node, "attribute": s.attribute, "iteration": s.iteration} for s in path))
+    return BadNode.from_dict(node_ref(node, path))
 
 
 def _stopped(result: InputResult, stop: Stop) -> InputResult:

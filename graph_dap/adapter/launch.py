@@ -1,0 +1,172 @@
+"""The launch configuration: :class:`LaunchArgs`, read and checked from a ``launch`` request's arguments.
+
+The keys are those of ``vscode-ext/PROTOCOL.md`` (camelCase, as launch.json writes
+them); unknown keys (``type``, ``request``, ``name``, VS Code's private ones) are
+ignored. A missing or mistyped argument raises :class:`InvalidRequest`; a value of the
+right type that cannot be used (``iterations: 0``) raises :class:`UserError`, which the
+client shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from graph_dap.adapter.requests import InvalidRequest, Request, UserError, checked, items_of
+from graph_dap.worker.protocol import LoadArgs, RunCommand, Tolerance
+
+DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
+#: The exception filters (the ids of ``core.EXCEPTION_FILTERS``), as ``breakOn`` names them.
+FILTER_IDS = ("nan", "inf", "error", "mismatch")
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchArgs:
+    """What a launch asks for: the model and its inputs, how to run it, where the worker is."""
+
+    model: str
+    stop_on_entry: bool = False
+    no_debug: bool = False
+    skip_constants: bool = True
+    providers: tuple[str, ...] = DEFAULT_PROVIDERS
+    dims: dict[str, int] = field(default_factory=dict)
+    memory_budget_mb: float | None = None
+    worker: str | None = None  # HOST:PORT of a remote worker
+    token: str | None = None  # the remote worker's token
+    cwd: str | None = None  # what relative paths are resolved against
+    python: str | None = None  # the local worker's interpreter
+    listing_path: str | None = None  # where the extension wrote the listing, when the model's folder is not writable
+    iterations: int | None = None  # noDebug runs, and the profile's
+    inputs: str | dict[str, Any] | None = None
+    reference: str | dict[str, Any] | None = None
+    tolerance: Tolerance | None = None
+    break_on: tuple[str, ...] = ()  # exception filters the launch turns on, besides the client's
+    inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
+
+    @classmethod
+    def parse(cls, request: Request) -> LaunchArgs:
+        """The arguments of a ``launch`` (or of a ``restart``'s new configuration), checked."""
+        given = request.arguments
+        typed: dict[str, Any] = {
+            "model": request.arg("model", str),
+            "stop_on_entry": request.arg("stopOnEntry", bool, False),
+            "no_debug": request.arg("noDebug", bool, False),
+            "skip_constants": request.arg("skipConstants", bool, True),
+            "providers": _providers(given.get("providers")),
+            "dims": request.arg("dims", dict, {}),
+            "memory_budget_mb": request.arg("memoryBudgetMB", float, None),
+            "worker": request.arg("worker", str, None),
+            "token": request.arg("token", str, None),
+            "cwd": request.arg("cwd", str, None),
+            "python": request.arg("python", str, None),
+            "listing_path": request.arg("listingPath", str, None) or None,
+            "iterations": request.arg("iterations", int, None),
+        }
+        inputs = given.get("inputs")
+        if inputs is not None and not isinstance(inputs, str | dict):
+            raise InvalidRequest("'arguments.inputs' must be a path or an object of input name -> value")
+        reference = given.get("reference")
+        if reference is not None and not isinstance(reference, str | dict):
+            raise InvalidRequest(
+                "'arguments.reference' must be a string: a dump (.npz), provider:NAME, opt_level:LEVEL or model:OTHER.onnx"
+            )
+        typed["break_on"] = tuple(items_of(request.arg("breakOn", list, []), str, "breakOn"))
+        typed["inf_exclude"] = tuple(items_of(request.arg("infExclude", list, []), str, "infExclude"))
+        args = cls(**typed, inputs=inputs, reference=reference or None, tolerance=_tolerance(given.get("tolerance")))
+        args._check()
+        return args
+
+    def _check(self) -> None:
+        if self.tolerance is not None and self.reference is None:
+            raise UserError("'tolerance' needs a 'reference' to compare with")
+        if self.iterations is not None and self.iterations < 1:
+            raise UserError("iterations must be at least 1")
+        for key, value in self.dims.items():
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise UserError(f"dims: '{key}' must be an integer, got {value!r}")
+        if self.worker and not self.token:
+            raise UserError("'worker' needs the 'token' the worker was started with")
+        if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
+            raise UserError("memoryBudgetMB must be positive")
+        for f in self.break_on:
+            if f not in FILTER_IDS:
+                raise UserError(f"breakOn: unknown filter '{f}'; expected any of {', '.join(FILTER_IDS)}")
+        if "mismatch" in self.break_on and self.reference is None:
+            raise UserError("breakOn: the mismatch filter needs a 'reference' to compare with")
+
+    @property
+    def base_dir(self) -> str:
+        """What relative paths are resolved against: ``cwd``, else the adapter's working directory."""
+        return self.cwd or os.getcwd()
+
+    @property
+    def listing_file(self) -> str | None:
+        """``listingPath`` made absolute, if one was given."""
+        if self.listing_path and not os.path.isabs(self.listing_path):
+            return os.path.join(self.base_dir, self.listing_path)
+        return self.listing_path
+
+    @property
+    def first_run(self) -> RunCommand:
+        """How a launch (or a restart) starts: to the end (noDebug), at entry, or to the first stop."""
+        if self.no_debug:
+            return RunCommand.TO_END
+        return RunCommand.START if self.stop_on_entry else RunCommand.RESUME
+
+    def load_args(self) -> LoadArgs:
+        """The worker's ``load`` for this configuration."""
+        return LoadArgs(
+            model=self.model,
+            inputs=self.inputs,
+            dims=self.dims,
+            providers=self.providers,
+            skip_constants=self.skip_constants,
+            memory_budget_mb=self.memory_budget_mb,
+            base_dir=self.base_dir,
+            reference=self.reference,
+            tolerance=self.tolerance if self.reference is not None else None,
+            write_listing=not self.listing_file,
+        )
+
+    def restarted_with(self, new: LaunchArgs) -> tuple[LaunchArgs, bool]:
+        """The configuration after a ``restart`` that brings ``new`` (the worker stays), and whether the model must be loaded again."""
+        reload = any(getattr(new, f) != getattr(self, f) for f in _RELOAD_FIELDS)
+        return dataclasses.replace(new, worker=self.worker, token=self.token), reload
+
+
+#: What a restart must load the model again for, when it changes.
+_RELOAD_FIELDS = (
+    "model", "inputs", "dims", "providers", "skip_constants", "cwd", "reference", "tolerance", "listing_path", "break_on", "inf_exclude",
+)
+
+
+def _providers(given: Any) -> tuple[str, ...]:
+    """A list of execution providers (a lone string is one provider)."""
+    if given is None or given == []:
+        return DEFAULT_PROVIDERS
+    if isinstance(given, str):
+        return (given,)
+    if not isinstance(given, list):
+        raise InvalidRequest(f"'arguments.providers' must be an array, got {type(given).__name__}")
+    return tuple(items_of(given, str, "providers"))
+
+
+def _tolerance(given: Any) -> Tolerance | None:
+    """``{atol, rtol}`` (and ``failIf``), or a list of fail-if conditions (``cosine<0.999``)."""
+    if given is None:
+        return None
+    if isinstance(given, list):
+        return Tolerance(fail_if=tuple(items_of(given, str, "tolerance")))
+    if not isinstance(given, dict):
+        raise InvalidRequest("'arguments.tolerance' must be {atol, rtol} or a list of conditions like 'cosine<0.999'")
+    tolerance = Tolerance(
+        checked(given, "atol", float, None, "tolerance"),
+        checked(given, "rtol", float, None, "tolerance"),
+        tuple(items_of(checked(given, "failIf", list, [], "tolerance"), str, "tolerance.failIf")),
+    )
+    for key, value in (("atol", tolerance.atol), ("rtol", tolerance.rtol)):
+        if value is not None and value < 0:
+            raise UserError(f"tolerance: {key} must not be negative")
+    return tolerance

@@ -1,0 +1,217 @@
+"""The session's life: initialize, launch (the worker, the model), configurationDone, restart, terminate, disconnect.
+
+The local worker is started at ``initialize``, so that importing onnxruntime overlaps
+the client's setup; a launch may ask for a remote worker or another Python instead.
+The worker's events (logpoints, progress) and its death arrive here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from graph_dap.adapter.core import EXCEPTION_FILTERS
+from graph_dap.adapter.launch import LaunchArgs
+from graph_dap.adapter.listing import ListingSource, ensure_listing, holds
+from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, UserError
+from graph_dap.adapter.running import RunControl
+from graph_dap.adapter.state import ClientInfo, Phase
+from graph_dap.errors import GraphDapError, WorkerDied
+from graph_dap.worker import protocol as p
+from graph_dap.worker.client import WorkerClient
+
+CAPABILITIES: dict[str, Any] = {
+    "supportsConfigurationDoneRequest": True,
+    "supportsFunctionBreakpoints": True,
+    "supportsConditionalBreakpoints": True,
+    "supportsHitConditionalBreakpoints": True,
+    "supportsLogPoints": True,
+    "supportsEvaluateForHovers": True,
+    "supportsSetVariable": True,
+    "supportsSetExpression": True,
+    "supportsStepBack": True,
+    "supportsGotoTargetsRequest": True,
+    "supportsRestartRequest": True,
+    "supportsTerminateRequest": True,
+    "supportsExceptionInfoRequest": True,
+    "supportsExceptionFilterOptions": True,
+    "supportsCompletionsRequest": True,
+    "completionTriggerCharacters": ["`", "."],
+    "supportsDataBreakpoints": True,
+    "supportsReadMemoryRequest": True,
+    "supportsValueFormattingOptions": True,
+    "supportsDelayedStackTraceLoading": True,
+    "supportsCancelRequest": True,
+    "supportsClipboardContext": True,
+    "exceptionBreakpointFilters": EXCEPTION_FILTERS,
+}
+
+
+class SessionRequests(RunControl):
+    """The lifecycle handlers, and the worker behind the session."""
+
+    async def initialize_request(self, request: Request) -> dict[str, Any]:
+        if self.run.phase is not Phase.NEW or self.client is not None:
+            raise InvalidRequest("already initialized")
+        request.arg("adapterID", str, "graph-dap")
+        self.client = ClientInfo.of(request.arguments)
+        self.progress.enabled = self.client.progress
+        # Start the local worker now: importing onnxruntime overlaps the client's setup
+        # (not for a client yet to show the token: it starts nothing).
+        if self.gate.open:
+            self._spawning = asyncio.ensure_future(self._spawn_worker())
+        return dict(CAPABILITIES)
+
+    async def launch_request(self, request: Request) -> None:
+        if self.client is None:
+            raise InvalidRequest("initialize first")
+        if self.graph is not None:
+            raise InvalidRequest("already launched")
+        self.launch = LaunchArgs.parse(request)
+        self.worker = await self._connect_worker(self.launch)
+        await self._load()
+        self.run.phase = Phase.CONFIGURING
+        self._later(lambda: self.channel.event("initialized"))
+
+    async def attach_request(self, request: Request) -> None:
+        raise CantHandle("graph-dap starts the model itself: use launch (with 'worker' and 'token' for a remote worker)")
+
+    async def configurationDone_request(self, request: Request) -> None:
+        if self.run.phase is not Phase.CONFIGURING or self.launch is None:
+            raise InvalidRequest("configurationDone comes once, after launch")
+        first = self.launch.first_run
+        self._later(lambda: self._start_run(first))
+
+    async def restart_request(self, request: Request) -> None:
+        worker = self._need_worker()
+        if self.run.running:
+            raise CantHandle("the model is running: pause it first")
+        assert self.launch is not None
+        new = request.arguments.get("arguments")
+        if isinstance(new, dict) and new.get("model"):
+            self.launch, reload = self.launch.restarted_with(LaunchArgs.parse(Request(request.seq, "launch", new)))
+            if reload:
+                await self._load()
+                await self._apply_breakpoints()
+                first = self.launch.first_run
+                self._later(lambda: self._start_run(first))
+                return
+        stop = await worker.run(p.RunArgs(p.RunCommand.RESTART))
+        launch = self.launch
+        if stop.reason != "entry" or (launch.stop_on_entry and not launch.no_debug):
+            self._later(lambda: self._stopped(stop))
+        else:
+            self._later(lambda: self._start_run(launch.first_run))
+
+    async def terminate_request(self, request: Request) -> None:
+        if self.run.phase in (Phase.NEW, Phase.ENDED):
+            return
+        if self.run.running and self.worker is not None:
+            self.run.user_paused = True
+            await self.worker.pause()
+            if self.run.task is not None:
+                await asyncio.wait([self.run.task], timeout=5)
+        self.run.phase = Phase.ENDED
+        self._later(lambda: self._ended(0))
+
+    async def disconnect_request(self, request: Request) -> None:
+        self._done = True
+        self._later(lambda: None)
+
+    # -- the worker and the model -----------------------------------------------------
+
+    async def _connect_worker(self, launch: LaunchArgs) -> WorkerClient:
+        """The worker for this launch: remote, a local one on another Python, or the one started at initialize."""
+        if launch.worker:
+            self._drop_spawned()
+            try:
+                worker = await WorkerClient.connect(launch.worker, launch.token or "")
+            except GraphDapError as error:
+                raise UserError(str(error)) from None
+        else:
+            if launch.python:
+                self._drop_spawned()
+                self._spawning = asyncio.ensure_future(WorkerClient.spawn(launch.python))
+            elif self._spawning is None:
+                self._spawning = asyncio.ensure_future(self._spawn_worker())
+            try:
+                worker = await self._spawning
+            except OSError as error:
+                raise UserError(f"cannot start the runtime worker: {error}") from None
+            finally:
+                self._spawning = None
+        worker.attach(self._worker_event, lambda line: self._output(line + "\n", "stderr"), self._worker_died)
+        return worker
+
+    def _drop_spawned(self) -> None:
+        """Close the worker started at initialize, once it is up (this launch wants another)."""
+        spawning, self._spawning = self._spawning, None
+        if spawning is None:
+            return
+
+        def close(done: asyncio.Future[WorkerClient]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                asyncio.ensure_future(done.result().close())
+
+        spawning.add_done_callback(close)
+
+    async def _load(self) -> None:
+        """Load the launch's model in the worker, with the exception filters; the listing becomes a source."""
+        assert self.worker is not None and self.launch is not None
+        launch = self.launch
+        progress = self.progress.start(f"Loading {os.path.basename(launch.model)}")
+        try:
+            graph = await self.worker.load(launch.load_args())
+            await self.worker.set_break_on(self.break_on_args())
+        except WorkerDied as error:
+            raise UserError(f"the runtime worker died while loading the model: {error}") from None
+        except GraphDapError as error:
+            raise UserError(str(error)) from None
+        finally:
+            self.progress.end(progress)
+        self.graph = graph
+        self._source_refs += 1
+        self.listing = self._listing_source(graph, launch.listing_file)
+
+    def _listing_source(self, graph: p.GraphInfo, listing_path: str | None) -> ListingSource:
+        """The listing, by path when a file holds it: ``listingPath`` (written here if need be), or the one beside the model."""
+        if listing_path:
+            path = listing_path if ensure_listing(listing_path, graph.listing) else None
+            return ListingSource(graph, self._source_refs, path, (listing_path,))
+        beside = graph.listing_path
+        path = beside if beside and holds(beside, graph.listing) else None
+        return ListingSource(graph, self._source_refs, path, (beside,) if beside else ())
+
+    def _worker_event(self, event: p.Event) -> None:
+        if isinstance(event, p.LogEvent):
+            self._output(event.text + "\n", "console")
+        else:
+            self.progress.nodes(event.done, event.total)
+
+    def _worker_died(self, message: str) -> None:
+        self._output(f"graph-dap: {message}\n", "stderr")
+        self.channel.event(
+            "output", {"category": "important", "output": "graph-dap: the runtime worker died; the session ends.\n"}
+        )
+        if self.run.phase is not Phase.ENDED:
+            self.progress.run_ended()
+            self._ended(1)
+
+    async def _shutdown(self) -> None:
+        """At the end of the session: the workers closed (killed when a run is stuck in native code)."""
+        if self._spawning is not None:
+            spawning = self._spawning
+            self._spawning = None
+            try:
+                worker = await spawning
+                await worker.close()
+            except (OSError, GraphDapError):
+                pass
+        task = self.run.task
+        if task is not None and not task.done() and self.worker is not None:
+            self.worker.kill()
+        if self.worker is not None:
+            await self.worker.close()
+        if task is not None:
+            task.cancel()

@@ -1,0 +1,168 @@
+"""The worker's messages: one definition for both sides, checked on decoding, errors that keep their kind."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from dap_client import chain_model, reference
+
+from graph_dap import errors
+from graph_dap.errors import ExpressionError, GraphDapError, ProtocolError, UnknownNameError, ValueNotFoundError, error_of_kind
+from graph_dap.worker import protocol as p
+from graph_dap.worker.client import WorkerClient
+from graph_dap.worker.server import serve
+from graph_dap.worker.service import WorkerService, error_kind
+
+
+def test_messages_survive_encoding() -> None:
+    stop = p.StopInfo(
+        "end",
+        p.NodeRef("conv1", "conv1", "Conv", 0, (p.PathStep("loop", "body", 3),)),
+        None,
+        "scale1",
+        details={"ort_message": "x"},
+        breakpoint_ids=(2, 3),
+        repeat=p.Repeat(2, 2, (1.5, 2.0), 1.75, True, "ran 2 of 2 times"),
+        comparison=("compared 4 values",),
+    )
+    view = p.TensorView("a", "int64", (2, 3), (2, 3), (), (1, 1), ((1, 2, 3), (4, 5, 6)), 1, 6, 3.5, 0, 0, 0, p.Histogram((1.0, 6.0), (6,)))
+    args = p.LoadArgs("m.onnx", {"x": [[1.0, 2.0]]}, {"n": 2}, ("CPUExecutionProvider",), tolerance=p.Tolerance(fail_if=("cosine<0.99",)))
+    for message in (stop, view, args, p.RunArgs(p.RunCommand.GOTO, "relu1"), p.MemoryRead(b"\x00\x01", 8, 2)):
+        assert p.decode(type(message), p.encode(message)) == message
+        assert p.encode(message, type(message)) == p.encode(message)  # the typed encoder writes the same
+    assert p.encode(p.RunArgs(p.RunCommand.STEP)) == {"command": "step", "target": None, "iterations": 1}
+
+
+def test_numbers_are_taken_as_their_type_says() -> None:
+    assert p.decode(p.Histogram, {"edges": [0, 1.5], "counts": [3]}) == p.Histogram((0.0, 1.5), (3,))
+    assert type(p.decode(p.Histogram, {"edges": [0, 1.5], "counts": [3]}).edges[0]) is float
+    cells = p.decode(tuple[tuple[int | float | str, ...], ...], [[1, 2.5, "nan"]])
+    assert cells == ((1, 2.5, "nan"),) and type(cells[0][0]) is int
+
+
+_SUMMARY = {"name": "x", "text": "", "type": "tensor(float)", "dtype": "float32", "shape": [1], "size": 1}
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "said"),
+    [
+        (p.LoadArgs, {"model": "m.onnx", "dims": {"n": "2"}}, "LoadArgs.dims['n']: expected an integer, got str '2'"),
+        (p.LoadArgs, {"dims": {}}, "LoadArgs: missing field 'model' of LoadArgs"),
+        (p.RunArgs, {"command": "fly"}, "RunArgs.command: expected one of 'start', "),
+        (p.ChildrenArgs, {"name": "x", "count": True}, "ChildrenArgs.count: expected an integer, got bool True"),
+        (p.StopInfo, {"reason": "end", "node": {"id": "n", "name": "n"}, "pc": None, "last_node": None}, "StopInfo.node: missing field 'op_type'"),
+        (p.Summary, {"name": "x", "text": "", "type": "", "dtype": "", "shape": [1], "size": 1, "color": 1}, "unknown field 'color'"),
+        (p.SUMMARIES.result, [5], "tuple[Summary, ...][0]: expected a map of Summary, got int 5"),
+        (p.Summary, {**_SUMMARY, "stats": [["min", "0"], ["max", 1]]}, "Summary.stats[1][1]: expected a string, got int 1"),
+        (p.Histogram, {"edges": [0.5, "1"], "counts": []}, "Histogram.edges[1]: expected a number, got str '1'"),
+        (tuple[tuple[int | float | str, ...], ...], [[1, 2.5], [3, None]], "[1][1]: expected int or float or str, got null"),
+    ],
+)
+def test_decoding_says_what_is_wrong(kind: Any, data: Any, said: str) -> None:
+    with pytest.raises(ProtocolError) as raised:
+        p.decode(kind, data)
+    assert said in str(raised.value)
+
+
+def test_every_call_has_its_handler() -> None:
+    for name, method in p.METHODS.items():
+        assert callable(getattr(WorkerService, f"rpc_{name}", None)), name
+        assert isinstance(method.args, type)
+
+
+def test_every_error_class_crosses_with_its_kind() -> None:
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, GraphDapError)]
+    assert len(classes) > 10
+    for cls in classes:
+        made = error_of_kind(cls.__name__, "what went wrong")
+        assert type(made) is cls and str(made) == "what went wrong"
+    assert type(error_of_kind("NoSuchKind", "m")) is GraphDapError
+
+    class Local(ValueNotFoundError):
+        pass
+
+    assert error_kind(Local("m")) == "ValueNotFoundError"  # the nearest class the other side knows
+
+
+def test_bad_calls_are_answered_with_their_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    service = WorkerService(lambda message: None)
+    assert service.handle({"id": 1, "method": "fly"})["error"] == {"kind": "ProtocolError", "message": "unknown worker method 'fly'"}
+    bad = service.handle({"id": 2, "method": "children", "args": {"name": 3}})["error"]
+    assert bad == {"kind": "ProtocolError", "message": "the arguments of children.name: expected a string, got int 3"}
+    assert service.handle({"id": 3, "method": "values"})["error"] == {"kind": "NotLoadedError", "message": "no model is loaded"}
+
+    def broken(_: p.NoArgs) -> None:
+        raise ZeroDivisionError("a bug of ours")
+
+    service.rpc_values = broken  # type: ignore[method-assign]
+    reply = service.handle({"id": 4, "method": "values"})["error"]
+    assert reply["kind"] == "InternalError" and "ZeroDivisionError('a bug of ours')" in reply["message"]
+    assert "Traceback" in capsys.readouterr().err
+
+
+def _with_worker(body: Callable[[WorkerClient], Awaitable[None]]) -> None:
+    """Run ``body`` with a client of a worker served in this process, over a socket pair."""
+    ours, theirs = socket.socketpair()
+    server = threading.Thread(target=serve, args=(theirs.recv, theirs.sendall), daemon=True)
+    server.start()
+
+    async def session() -> None:
+        reader, writer = await asyncio.open_connection(sock=ours)
+        client = WorkerClient(reader, writer, None, "the worker in this process")
+        try:
+            await body(client)
+        finally:
+            await client.close()
+
+    asyncio.run(asyncio.wait_for(session(), 60))
+    server.join(10)
+    theirs.close()
+    assert not server.is_alive()
+
+
+def test_typed_calls_and_errors_raised_by_type(tmp_path: Path) -> None:
+    model, inputs, feeds = chain_model(tmp_path)
+    truth = reference(model, feeds)
+
+    async def body(worker: WorkerClient) -> None:
+        graph = await worker.load(p.LoadArgs(str(model), str(inputs), write_listing=False))
+        assert [n.id for n in graph.nodes] == ["conv1", "relu1", "add1", "scale1"]
+        stop = await worker.run(p.RunArgs(p.RunCommand.START))
+        assert stop.reason == "entry" and stop.pc == "conv1"
+        stop = await worker.run(p.RunArgs(p.RunCommand.STEP))
+        assert stop.reason == "step" and stop.pc == "relu1" and stop.last_node == "conv1"
+        assert "conv_out" in (await worker.values()).computed
+        (summary,) = await worker.summaries(p.SummariesArgs(("conv_out",)))
+        assert summary.shape == (1, 3, 5, 5) and dict(summary.stats)["max"] == f"{truth['conv_out'].max():.7g}"
+        page = await worker.children(p.ChildrenArgs("conv_out", (0, 1, 2)))
+        assert page.total == 5 and [c.scalar for c in page.items] == [f"{v:.7g}" for v in truth["conv_out"][0, 1, 2]]
+        memory = await worker.read_memory(p.ReadMemoryArgs("conv_out", 4, 8))
+        assert memory.data == truth["conv_out"].tobytes()[4:12] and memory.size == truth["conv_out"].nbytes
+        value = await worker.evaluate(p.EvaluateArgs("conv_out.sum()"))
+        assert float(value.text) == pytest.approx(float(truth["conv_out"].sum()), rel=1e-5)
+        view = await worker.tensor_view(p.TensorViewArgs("conv_out", (0, 1)))
+        assert np.array_equal(np.array(view.data, np.float32), truth["conv_out"][0, 1])
+
+        with pytest.raises(ValueNotFoundError, match="no value named 'nope'"):
+            await worker.tensor_view(p.TensorViewArgs("nope"))
+        with pytest.raises(UnknownNameError, match="unknown value 'nope'"):
+            await worker.evaluate(p.EvaluateArgs("nope + 1"))
+        with pytest.raises(ExpressionError):
+            await worker.evaluate(p.EvaluateArgs("__import__('os')"))
+        (later,) = await worker.summaries(p.SummariesArgs(("y",)))
+        assert not later.available and "scale1 (Mul) has not run" in later.text
+        with pytest.raises(ValueNotFoundError, match="not computed yet"):
+            await worker.evaluate(p.EvaluateArgs("y"))
+        stop = await worker.run(p.RunArgs(p.RunCommand.CONTINUE))
+        assert stop.reason == "end" and stop.node is None
+        (y,) = await worker.outputs()
+        assert y.name == "y" and y.text.startswith("float32[1,3,5,5]")
+
+    _with_worker(body)
