@@ -164,12 +164,39 @@ def found(results: dict[str, Any], expected: dict[str, tuple[str, str]]) -> tupl
     return hits, wrong
 
 
+def pairs(model: Path, data: Path, n: int, t: int, k: int, size: int) -> None:
+    """On a shared machine the load drifts: pairs run back to back compare under about the same load."""
+    rows = []
+    for i in range(k):
+        base = plain_process(model, data, t, "none")
+        wall, end, _ = scan(model, data, RESULTS / "scan_out_pairs", "--workers", str(t), "--threads", "1")
+        load = os.getloadavg()[0]
+        rows.append((base, wall, load))
+        print(f"pair {i + 1}: plain {base:.1f} s, scan {wall:.1f} s, {wall / base:.2f}x (load average {load:.1f})", flush=True)
+    ratios = sorted(w / b for b, w, _ in rows)
+    text = "\n".join(
+        [f"{k} pairs over {n} inputs of det{size}, {t} threads in all (a plain loop, then the scan with {t} workers x 1 thread):", "",
+         "| pair | plain s | scan s | scan / plain | load average after |", "| --- | --- | --- | --- | --- |"]
+        + [f"| {i + 1} | {b:.1f} | {w:.1f} | {w / b:.2f}x | {load:.1f} |" for i, (b, w, load) in enumerate(rows)]
+        + ["", f"median ratio {ratios[len(ratios) // 2]:.2f}x"]
+    )
+    print(text)
+    (RESULTS / "scan_pairs.md").write_text(text + "\n")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--inputs", type=int, default=500)
     p.add_argument("--size", type=int, default=640)
     p.add_argument("--threads", type=int, default=2, help="total onnxruntime threads (default 2: this machine's cores)")
     p.add_argument("--no-ray", action="store_true")
+    p.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        metavar="K",
+        help="instead: K pairs of a plain loop and a scan (N workers x 1 thread) run one after the other; each pair's ratio",
+    )
     p.add_argument("--plain", nargs=5, metavar=("MODEL", "DATA", "THREADS", "LEVEL", "POOL"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.plain:
@@ -177,6 +204,9 @@ def main() -> None:
         return
     n, t = args.inputs, args.threads
     model, data = build(args.size, n)
+    if args.pairs:
+        pairs(model, data, n, t, args.pairs, args.size)
+        return
     expected = truth(model, data, n)
     print(f"onnxruntime's first bad nodes: {expected}", flush=True)
     rows: list[tuple[str, float, str, str]] = []
