@@ -83,6 +83,7 @@ class DebugSession:
         opt_level: str = "none",
         memory_budget_mb: float | None = None,
         fast: bool = True,
+        pausable: bool = True,
         base_dir: str | os.PathLike[str] | None = None,
         on_log: Callable[[str], None] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
@@ -91,6 +92,9 @@ class DebugSession:
         self.inputs = resolve_inputs(self.graph, inputs, dims)
         self.skip_constants = skip_constants
         self.fast = fast
+        # A run that took seconds is split next time, so that a pause lands part-way; a batch
+        # run that nobody pauses (a scan's) keeps each segment whole: one onnxruntime call.
+        self.pausable = pausable
         self.break_on: set[str] = set()
         self.set_break_on(break_on)
         self.inf_exclude: tuple[str, ...] = tuple(inf_exclude)
@@ -579,7 +583,7 @@ class DebugSession:
         keep what the finished parts computed and land part-way.
         """
         took = self._segment_seconds.get((frame.scope.path, start, end))
-        if took is None or took < 2 * _PAUSE_GRAIN_S or end - start < 2:
+        if not self.pausable or took is None or took < 2 * _PAUSE_GRAIN_S or end - start < 2:
             return self._run_one_segment(frame, start, end)
         parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
         bounds = [start + k * (end - start) // parts for k in range(parts + 1)]

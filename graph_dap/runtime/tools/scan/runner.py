@@ -136,6 +136,7 @@ class InputScanner:
                 break_on=watch,
                 inf_exclude=self.config.inf_exclude,
                 memory_budget_mb=self.config.memory_budget_mb,
+                pausable=False,  # never paused: each segment runs whole, however long it takes
                 base_dir=self.base_dir,
             )
         else:
