@@ -13,10 +13,10 @@ import json
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from graph_dap.cli_progress import ProgressBar as _ProgressBar
 from graph_dap.errors import GraphDapError
 from graph_dap.worker.protocol import OPT_LEVEL_NAMES
 
@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, (text, _) in _DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
+    from graph_dap import cli_scan
+
+    cli_scan.add_parser(sub)
     lst = sub.add_parser("listing", help="print the model's graph listing")
     lst.add_argument("model")
     lst.add_argument("--out", help="write it to this file instead of stdout")
@@ -280,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "dump": _dump,
         "compare": _compare,
         "profile": _profile,
+        "scan": _scan,
     }
     restore = _terminate_as_exception()
     try:
@@ -506,6 +510,15 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool, by: st
     return "\n".join(lines)
 
 
+def _scan(args: argparse.Namespace) -> int:
+    from graph_dap import cli_scan
+
+    try:
+        return cli_scan.run(args)
+    except cli_scan.UsageError as e:
+        raise _UsageError(str(e)) from None
+
+
 def _profile(args: argparse.Namespace) -> int:
     from graph_dap.runtime.tools.profile import fused_graph, profile_model
 
@@ -628,35 +641,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, tuple):
         return list(o)
     return str(o)
-
-
-class _ProgressBar:
-    """A one-line progress bar on stderr, redrawn at most 10 times a second."""
-
-    def __init__(self, width: int = 30) -> None:
-        self.width = width
-        self._last = 0.0
-        self._drawn = False
-
-    @classmethod
-    def on_terminal(cls, quiet: bool = False) -> _ProgressBar | None:
-        """A bar when stderr is a terminal and the output is not ``quiet`` (``--json``), else None."""
-        return cls() if sys.stderr.isatty() and not quiet else None
-
-    def update(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self._last < 0.1 and done < total:
-            return
-        self._last = now
-        filled = int(self.width * done / max(total, 1))
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} nodes")
-        sys.stderr.flush()
-        self._drawn = True
-
-    def close(self) -> None:
-        if self._drawn:
-            sys.stderr.write("\r" + " " * (self.width + 30) + "\r")
-            sys.stderr.flush()
 
 
 if __name__ == "__main__":

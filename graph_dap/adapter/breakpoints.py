@@ -120,6 +120,8 @@ class BreakFilters:
     enabled: list[str] = field(default_factory=lambda: ["error"])
     inf_exclude: list[str] = field(default_factory=list)
 
-    def worker_args(self, has_reference: bool) -> BreakOnArgs:
-        """The filters the worker can honour: ``mismatch`` only with a reference."""
-        return BreakOnArgs(tuple(f for f in self.enabled if f != "mismatch" or has_reference), tuple(self.inf_exclude))
+    def worker_args(self, has_reference: bool, launch_on: Sequence[str] = (), launch_exclude: Sequence[str] = ()) -> BreakOnArgs:
+        """The filters the worker can honour (``mismatch`` only with a reference): the client's and the launch's ``breakOn``."""
+        enabled = dict.fromkeys([*self.enabled, *launch_on])
+        exclude = dict.fromkeys([*self.inf_exclude, *launch_exclude])
+        return BreakOnArgs(tuple(f for f in enabled if f != "mismatch" or has_reference), tuple(exclude))

@@ -23,7 +23,7 @@ from graph_dap.adapter.sources import SourceFiles
 from graph_dap.adapter.state import ClientInfo, Phase, RunState
 from graph_dap.adapter.variables import VariableState
 from graph_dap.worker.client import WorkerClient
-from graph_dap.worker.protocol import GraphInfo, NodeInfo, NodeSourceInfo, RunCommand
+from graph_dap.worker.protocol import BreakOnArgs, GraphInfo, NodeInfo, NodeSourceInfo, RunCommand
 
 T = TypeVar("T")
 
@@ -217,5 +217,10 @@ class AdapterCore:
         if self.worker is None or self.graph is None:
             return
         worker = self._need_worker()
-        args = self.filters.worker_args(self.has_reference)
+        args = self.break_on_args()
         await self._configure(lambda: worker.set_break_on(args))
+
+    def break_on_args(self) -> BreakOnArgs:
+        """What the worker's filters are: the client's (setExceptionBreakpoints) and the launch's (``breakOn``, ``infExclude``)."""
+        launch = self.launch
+        return self.filters.worker_args(self.has_reference, launch.break_on if launch else (), launch.inf_exclude if launch else ())

@@ -19,6 +19,8 @@ from graph_dap.adapter.sources import PathMapping
 from graph_dap.worker.protocol import OPT_LEVEL_NAMES, LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
+#: The exception filters (the ids of ``core.EXCEPTION_FILTERS``), as ``breakOn`` names them.
+FILTER_IDS = ("nan", "inf", "error", "mismatch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,8 @@ class LaunchArgs:
     reference: str | dict[str, Any] | None = None
     tolerance: Tolerance | None = None
     path_mappings: tuple[PathMapping, ...] = ()  # where the stack traces' folders are here
+    break_on: tuple[str, ...] = ()  # exception filters the launch turns on, besides the client's
+    inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -72,6 +76,8 @@ class LaunchArgs:
             raise InvalidRequest(
                 "'arguments.reference' must be a string: a dump (.npz), provider:NAME, opt_level:LEVEL or model:OTHER.onnx"
             )
+        typed["break_on"] = tuple(items_of(request.arg("breakOn", list, []), str, "breakOn"))
+        typed["inf_exclude"] = tuple(items_of(request.arg("infExclude", list, []), str, "infExclude"))
         args = cls(
             **typed,
             inputs=inputs,
@@ -98,6 +104,11 @@ class LaunchArgs:
             raise UserError("memoryBudgetMB must be positive")
         if self.opt_level not in OPT_LEVEL_NAMES:
             raise UserError(f"optLevel '{self.opt_level}' is not an optimization level; expected one of {', '.join(OPT_LEVEL_NAMES)}")
+        for f in self.break_on:
+            if f not in FILTER_IDS:
+                raise UserError(f"breakOn: unknown filter '{f}'; expected any of {', '.join(FILTER_IDS)}")
+        if "mismatch" in self.break_on and self.reference is None:
+            raise UserError("breakOn: the mismatch filter needs a 'reference' to compare with")
 
     @property
     def base_dir(self) -> str:
@@ -141,7 +152,10 @@ class LaunchArgs:
 
 
 #: What a restart must load the model again for, when it changes.
-_RELOAD_FIELDS = ("model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path")
+_RELOAD_FIELDS = (
+    "model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path",
+    "break_on", "inf_exclude",
+)
 
 
 def _providers(given: Any) -> tuple[str, ...]:

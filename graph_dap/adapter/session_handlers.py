@@ -180,7 +180,7 @@ class SessionRequests(RunControl):
         progress = self.progress.start(f"Loading {os.path.basename(launch.model)}")
         try:
             graph = await self.worker.load(launch.load_args())
-            await self.worker.set_break_on(self.filters.worker_args(self.has_reference))
+            await self.worker.set_break_on(self.break_on_args())
         except WorkerDied as error:
             raise UserError(f"the runtime worker died while loading the model: {error}") from None
         except GraphDapError as error:

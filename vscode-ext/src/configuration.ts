@@ -6,6 +6,9 @@
 /** The debug type this extension contributes. */
 export const DEBUG_TYPE = 'graph-dap';
 
+/** The adapter's exception filters (its `exceptionBreakpointFilters`), as `breakOn` names them. */
+export const EXCEPTION_FILTERS = ['nan', 'inf', 'error', 'mismatch'];
+
 /** File extension of a model and of its graph listing. */
 export const MODEL_EXT = '.onnx';
 export const LISTING_EXT = '.onnxtxt';
@@ -31,6 +34,10 @@ export interface GraphDapConfiguration {
 	/** Where the listing is when it is not `<model>.onnxtxt` beside the model. */
 	listingPath?: string;
 	noDebug?: boolean;
+	/** Exception filters turned on by the launch itself (nan, inf, error, mismatch), besides the Breakpoints view's. */
+	breakOn?: string[];
+	/** Nodes (globs or op:TYPE) whose Inf the inf filter ignores, besides the filter's condition. */
+	infExclude?: string[];
 	[key: string]: unknown;
 }
 
@@ -155,7 +162,9 @@ function checkTypes(c: GraphDapConfiguration): string | undefined {
 		(has('cwd') ? want('cwd', typeof c.cwd === 'string', 'a folder path') : undefined) ??
 		(has('python') ? want('python', typeof c.python === 'string', "a Python interpreter's path") : undefined) ??
 		(has('listingPath') ? want('listingPath', typeof c.listingPath === 'string' && c.listingPath.endsWith(LISTING_EXT), `a path ending in ${LISTING_EXT}`) : undefined) ??
-		(has('debugServer') ? want('debugServer', isInt(c.debugServer) && c.debugServer! > 0 && c.debugServer! < 65536, 'a port number') : undefined)
+		(has('debugServer') ? want('debugServer', isInt(c.debugServer) && c.debugServer! > 0 && c.debugServer! < 65536, 'a port number') : undefined) ??
+		(has('breakOn') ? want('breakOn', Array.isArray(c.breakOn) && c.breakOn.every((f) => EXCEPTION_FILTERS.includes(f)), `a list of exception filters (${EXCEPTION_FILTERS.join(', ')})`) : undefined) ??
+		(has('infExclude') ? want('infExclude', Array.isArray(c.infExclude) && c.infExclude.every((p) => typeof p === 'string'), 'a list of node globs or op:TYPE') : undefined)
 	);
 }
 

@@ -24,6 +24,7 @@ import { ListingLanguageServer } from './languageServer';
 import { TensorViews } from './tensorView';
 import { VariablesContext, tensorNameFromContext } from './variablesContext';
 import { ProtocolTracker, registerTracker } from './tracker';
+import { registerScan } from './scan';
 
 export function activate(context: vscode.ExtensionContext): void {
 	const tracker = new ProtocolTracker(() => vscode.workspace.getConfiguration('graphDap').get<boolean>('trace', false));
@@ -91,6 +92,7 @@ export function activate(context: vscode.ExtensionContext): void {
 			}
 		}),
 		vscode.commands.registerCommand('graphDap.viewTensor', (ctx?: VariablesContext) => viewTensor(tensors, ctx)),
+		...registerScan(python, (uri) => targetModel(listings, uri)),
 		// A listing served by sourceReference (no file) opens as a `debug:` document: colour it too.
 		vscode.workspace.onDidOpenTextDocument((doc) => {
 			if (doc.uri.scheme === 'debug' && doc.uri.path.endsWith(LISTING_EXT) && doc.languageId !== LANGUAGE_ID) {

@@ -104,6 +104,8 @@ describe('after variable substitution', () => {
 			python: '/venv/bin/python',
 			debugServer: 4711,
 			listingPath: '/tmp/x/m.onnxtxt',
+			breakOn: ['nan', 'inf', 'error'],
+			infExclude: ['op:Where', '*mask*'],
 		};
 		assert.deepEqual(ok(finishConfiguration(full)), full);
 	});
@@ -119,6 +121,9 @@ describe('after variable substitution', () => {
 		['inputs', 3, /"inputs" must be a path/],
 		['inputs', { image: 3 }, /"inputs" must be a path .* or an object of input names to \.npy paths/],
 		['listingPath', '/tmp/x.txt', /"listingPath"/],
+		['breakOn', ['nan', 'sometimes'], /"breakOn" must be a list of exception filters \(nan, inf, error, mismatch\)/],
+		['breakOn', 'nan', /"breakOn"/],
+		['infExclude', [3], /"infExclude" must be a list of node globs or op:TYPE/],
 	];
 	for (const [key, value, message] of bad) {
 		test(`a bad "${key}" is refused with a message`, () => {

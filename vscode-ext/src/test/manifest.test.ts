@@ -75,3 +75,14 @@ test('the language server settings and commands', () => {
 	}
 	assert.ok(pkg.devDependencies['vscode-languageclient'], 'vscode-languageclient is bundled');
 });
+
+test('the scan: its command on a .onnx in the explorer, its tree view in Run and Debug, the launch attributes it replays with', () => {
+	const commands = new Map(c.commands.map((x: { command: string; title: string; category: string }) => [x.command, `${x.category}: ${x.title}`]));
+	assert.equal(commands.get('graphDap.scanInputs'), 'graph-dap: Scan Inputs...');
+	assert.ok(c.menus['explorer/context'].some((x: { command: string; when: string }) => x.command === 'graphDap.scanInputs' && x.when === 'resourceExtname == .onnx'));
+	assert.deepEqual(c.views.debug.map((v: { id: string }) => v.id), ['graphDap.scanResults']);
+	assert.ok(c.viewsWelcome.some((w: { view: string; contents: string }) => w.view === 'graphDap.scanResults' && w.contents.includes('command:graphDap.scanInputs')));
+	const launch = dbg.configurationAttributes.launch.properties;
+	assert.deepEqual(launch.breakOn.items.enum, ['nan', 'inf', 'error', 'mismatch']);
+	assert.ok(launch.infExclude);
+});
