@@ -18,6 +18,8 @@ from graph_dap.adapter.requests import InvalidRequest, Request, UserError, check
 from graph_dap.worker.protocol import LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
+#: onnxruntime's graph optimization levels, by the names ``optLevel`` takes (the runtime's default: none).
+OPT_LEVELS = ("none", "basic", "extended", "all")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class LaunchArgs:
     inputs: str | dict[str, Any] | None = None
     reference: str | dict[str, Any] | None = None
     tolerance: Tolerance | None = None
+    opt_level: str = "none"  # onnxruntime's graph optimization level for the runtime's sessions
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -59,6 +62,7 @@ class LaunchArgs:
             "python": request.arg("python", str, None),
             "listing_path": request.arg("listingPath", str, None) or None,
             "iterations": request.arg("iterations", int, None),
+            "opt_level": request.arg("optLevel", str, "none"),
         }
         inputs = given.get("inputs")
         if inputs is not None and not isinstance(inputs, str | dict):
@@ -84,6 +88,8 @@ class LaunchArgs:
             raise UserError("'worker' needs the 'token' the worker was started with")
         if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
             raise UserError("memoryBudgetMB must be positive")
+        if self.opt_level not in OPT_LEVELS:
+            raise UserError(f"optLevel must be one of {', '.join(OPT_LEVELS)}, got '{self.opt_level}'")
 
     @property
     def base_dir(self) -> str:
@@ -117,6 +123,7 @@ class LaunchArgs:
             reference=self.reference,
             tolerance=self.tolerance if self.reference is not None else None,
             write_listing=not self.listing_file,
+            opt_level=self.opt_level,
         )
 
     def restarted_with(self, new: LaunchArgs) -> tuple[LaunchArgs, bool]:
@@ -126,7 +133,9 @@ class LaunchArgs:
 
 
 #: What a restart must load the model again for, when it changes.
-_RELOAD_FIELDS = ("model", "inputs", "dims", "providers", "skip_constants", "cwd", "reference", "tolerance", "listing_path")
+_RELOAD_FIELDS = (
+    "model", "inputs", "dims", "providers", "skip_constants", "cwd", "reference", "tolerance", "listing_path", "opt_level",
+)  # fmt: skip
 
 
 def _providers(given: Any) -> tuple[str, ...]:

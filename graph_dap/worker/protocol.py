@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from graph_dap.worker.codec import decode, encode
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 HELLO = "graph-dap-worker"
 
 A = TypeVar("A")
@@ -313,6 +313,7 @@ class LoadArgs:
     reference: str | dict[str, Any] | None = None  # a dump, provider:NAME, opt_level:LEVEL or model:OTHER.onnx
     tolerance: Tolerance | None = None
     write_listing: bool = True
+    opt_level: str = "none"  # onnxruntime's graph optimization level for the runtime's sessions (none, basic, extended, all)
 
 
 class RunCommand(enum.Enum):
@@ -450,6 +451,21 @@ class TensorViewArgs:
     level: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SaveOutputsArgs:
+    """Write the graph outputs computed so far to ``path`` (an ``.npz`` keyed by output name), atomically."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class SavedOutputs:
+    """What :data:`SAVE_OUTPUTS` wrote: the outputs in the file, and those it could not hold (not computed, not tensors)."""
+
+    written: tuple[str, ...]
+    missing: tuple[str, ...] = ()
+
+
 # -- events and the handshake ---------------------------------------------------------------
 
 
@@ -525,13 +541,14 @@ EVALUATE: Method[EvaluateArgs, Evaluated] = Method("evaluate", EvaluateArgs, Eva
 SET_VALUE: Method[SetValueArgs, ValueSet] = Method("set_value", SetValueArgs, ValueSet)
 OUTPUTS: Method[NoArgs, tuple[Summary, ...]] = Method("outputs", NoArgs, tuple[Summary, ...])
 TENSOR_VIEW: Method[TensorViewArgs, TensorView] = Method("tensor_view", TensorViewArgs, TensorView)
+SAVE_OUTPUTS: Method[SaveOutputsArgs, SavedOutputs] = Method("save_outputs", SaveOutputsArgs, SavedOutputs)
 SHUTDOWN: Method[NoArgs, None] = Method("shutdown", NoArgs, type(None))
 
 METHODS: dict[str, Method[Any, Any]] = {
     m.name: m
     for m in (
         LOAD, RUN, WHERE, PAUSE, SET_BREAKPOINTS, SET_BREAK_ON, DATA_TARGETS, COMPARE_TABLE, PROFILE,
-        VALUES, SUMMARIES, CHILDREN, READ_MEMORY, EVALUATE, SET_VALUE, OUTPUTS, TENSOR_VIEW, SHUTDOWN,
+        VALUES, SUMMARIES, CHILDREN, READ_MEMORY, EVALUATE, SET_VALUE, OUTPUTS, TENSOR_VIEW, SAVE_OUTPUTS, SHUTDOWN,
     )
 }  # fmt: skip
 

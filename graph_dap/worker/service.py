@@ -209,6 +209,7 @@ class WorkerService(ValueCalls):
                 providers=list(a.providers) or None,
                 skip_constants=a.skip_constants,
                 memory_budget_mb=a.memory_budget_mb,
+                opt_level=a.opt_level,
                 on_log=self._on_log,
                 on_progress=self._on_progress,
             )
@@ -396,6 +397,16 @@ class WorkerService(ValueCalls):
 
         s = self.s
         return profile_model(s.graph, s.inputs, repeat=a.repeat, providers=s.runner.providers).to_dict()
+
+    def rpc_save_outputs(self, a: p.SaveOutputsArgs) -> p.SavedOutputs:
+        """The graph outputs computed so far, written to ``a.path`` (those that are not tensors are left out)."""
+        from graph_dap.files import save_npz_atomic
+
+        outputs = self.s.outputs()
+        tensors = {k: v for k, v in outputs.items() if isinstance(v, np.ndarray)}
+        save_npz_atomic(a.path, tensors)
+        missing = tuple(n for n in self.s.graph.output_names if n not in tensors)
+        return p.SavedOutputs(tuple(tensors), missing)
 
     def rpc_shutdown(self, _: p.NoArgs) -> None:
         self.close()
