@@ -22,6 +22,7 @@ from graph_dap.host import protocol as hp
 if TYPE_CHECKING:
     from graph_dap.adapter.core import WorkerFactory
     from graph_dap.adapter.server import DebugAdapter
+    from graph_dap.worker.client import WorkerClient
 
 
 class _NoStream:
@@ -145,8 +146,16 @@ class GraphRun:
         saved = await worker.save_outputs(wp.SaveOutputsArgs(path))
         return saved.missing
 
+    def detach_worker(self) -> WorkerClient | None:
+        """Take the worker from a session whose run has ended (it is not closed with it), for another run."""
+        worker = self.adapter.worker
+        if worker is None or worker.dead is not None or self.adapter.run.in_flight:
+            return None
+        self.adapter.worker = None
+        return worker
+
     async def close(self) -> None:
-        """End the graph session (its worker closed)."""
+        """End the graph session (its worker closed, unless detached)."""
         self.ended = True
         self.channel.put(None)
         try:

@@ -287,7 +287,10 @@ class MixedSession:
             except Exception as error:  # noqa: BLE001 - the program then gets onnxruntime's own outputs
                 self.output(f"graph-dap: {run.name}: cannot hand its outputs back ({error}); the call runs as it is\n", "stderr")
                 result = hp.RunResult("plain")
+        worker = run.detach_worker()
         await self._drop_run(run, result)
+        if worker is not None:
+            await self.pool.give_back(worker)
 
     async def _drop_run(self, run: GraphRun, result: hp.RunResult | None) -> None:
         """End a run: the program gets ``result`` (None: it is gone), the client loses the thread."""
