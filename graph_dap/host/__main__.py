@@ -62,9 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         program = Program.parse(program_argv)
     except ValueError as error:
         parser.error(str(error))
-    handler = _handler(args)
-    if not hook.install(handler):
-        print("graph-dap: onnxruntime is not importable here; the program runs without graph-dap", file=sys.stderr)
+    hook.install_when_imported(_handler(args))
     program.run()
     return 0
 

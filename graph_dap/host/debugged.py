@@ -31,18 +31,6 @@ from graph_dap.host.watch import Watcher
 
 #: How long a session's creation waits for the adapter to take its model (listing, breakpoints).
 MODEL_TIMEOUT = 120.0
-_HOST_PARTS = (os.path.dirname(os.path.abspath(__file__)), os.path.join("graph_dap", "host"))
-
-
-def python_stack(frame: FrameType | None, limit: int = 64) -> tuple[hp.PyFrame, ...]:
-    """The Python frames from ``frame`` outwards, innermost first, without the host's and runpy's own."""
-    out: list[hp.PyFrame] = []
-    while frame is not None and len(out) < limit:
-        path = frame.f_code.co_filename
-        if not (path.startswith(_HOST_PARTS[0]) or os.path.basename(path) == "runpy.py" or path.startswith("<frozen runpy")):
-            out.append(hp.PyFrame(path, frame.f_lineno, frame.f_code.co_name))
-        frame = frame.f_back
-    return tuple(out)
 
 
 class DebuggedHandler(hook.Handler):
@@ -136,7 +124,7 @@ class DebuggedHandler(hook.Handler):
             feeds,
             thread.name,
             dap_thread,
-            python_stack(call.caller),
+            call.stack(),
             why,
             str(error) if error is not None else "",
         )

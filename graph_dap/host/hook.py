@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ from types import FrameType
 from typing import Any
 
 from graph_dap.host.models import ModelIdentity, identify
+from graph_dap.host.protocol import PyFrame
 
 _RUN: Callable[..., Any] | None = None  # onnxruntime's own methods, once installed
 _RUN_ORT_VALUES: Callable[..., Any] | None = None
@@ -32,6 +34,7 @@ _INIT: Callable[..., Any] | None = None
 _counters: dict[str, Iterator[int]] = {}
 _counters_lock = threading.Lock()
 _ORT_FAILURES: tuple[type[BaseException], ...] = (RuntimeError,)
+_HOST_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class Handler:
@@ -99,6 +102,17 @@ class Call:
         if self.output_names:
             return list(self.output_names)
         return [o.name for o in self.session.get_outputs()]
+
+    def stack(self, limit: int = 64) -> tuple[PyFrame, ...]:
+        """The calling thread's Python frames from the caller outwards, innermost first, without graph-dap's and runpy's."""
+        out: list[PyFrame] = []
+        frame = self.caller
+        while frame is not None and len(out) < limit:
+            path = frame.f_code.co_filename
+            if not (path.startswith(_HOST_DIR) or os.path.basename(path) == "runpy.py" or path.startswith("<frozen runpy")):
+                out.append(PyFrame(path, frame.f_lineno, frame.f_code.co_name))
+            frame = frame.f_back
+        return tuple(out)
 
     def numpy_feeds(self) -> dict[str, Any]:
         """The inputs as numpy arrays (OrtValues are copied to the host)."""
@@ -216,6 +230,43 @@ def install(handler: Handler) -> bool:
     cls.run_with_ort_values = _run_with_ort_values  # type: ignore[method-assign]
     cls.run_with_iobinding = _run_with_iobinding  # type: ignore[method-assign]
     return True
+
+
+class _WhenImported:
+    """A ``sys.meta_path`` finder that installs the wrapper right after the program imports onnxruntime."""
+
+    def __init__(self, chosen: Handler) -> None:
+        self.handler = chosen
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "onnxruntime":
+            return None
+        import importlib.machinery
+
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+        chosen = self.handler
+
+        def exec_then_install(module: Any) -> None:
+            exec_module(module)
+            install(chosen)
+
+        loader.exec_module = exec_then_install  # type: ignore[method-assign]
+        return spec
+
+
+def install_when_imported(chosen: Handler) -> None:
+    """Install the wrapper for ``chosen`` now if onnxruntime is imported already, else as soon as it is."""
+    global _HANDLER
+    _HANDLER = chosen
+    if "onnxruntime" in sys.modules:
+        install(chosen)
+    else:
+        sys.meta_path.insert(0, _WhenImported(chosen))
 
 
 def handler() -> Handler:

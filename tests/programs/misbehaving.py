@@ -1,0 +1,52 @@
+"""Programs that misbehave, for run-script and capture: ``python misbehaving.py MODE ROOT.onnx``.
+
+ROOT is the tests' ``z = sqrt(y + 5) / 2`` model (see ``tests/mixed_program.py``); ``y = -9`` makes a NaN.
+
+- ``crash``: two clean calls, then an uncaught exception;
+- ``exit``: one clean call, then ``sys.exit(3)``;
+- ``threads``: the model loaded from bytes; three threads call ``run`` four times each, with the NaN input
+  once, in the thread named ``worker-2`` at its third call.
+"""
+
+import sys
+import threading
+
+import numpy as np
+import onnxruntime as ort
+
+
+def clean(i: float) -> np.ndarray:
+    return np.full((2, 4), float(i), np.float32)
+
+
+def worker(session: ort.InferenceSession, n: int) -> None:
+    for call in range(1, 5):
+        y = clean(n + call)
+        if n == 2 and call == 3:
+            y[1, 1] = -9.0
+        (z,) = session.run(None, {"y": y})
+        print(f"{threading.current_thread().name} call {call}: {float(z.sum()):.4f}", flush=True)
+
+
+def main(mode: str, root_path: str) -> None:
+    if mode == "threads":
+        with open(root_path, "rb") as f:
+            session = ort.InferenceSession(f.read(), providers=["CPUExecutionProvider"])
+        threads = [threading.Thread(target=worker, args=(session, n), name=f"worker-{n}") for n in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print("threads done", flush=True)
+        return
+    session = ort.InferenceSession(root_path, providers=["CPUExecutionProvider"])
+    for call in range(1, 3 if mode == "crash" else 2):
+        (z,) = session.run(None, {"y": clean(call)})
+        print(f"call {call}: {float(z.sum()):.4f}", flush=True)
+    if mode == "crash":
+        raise RuntimeError("the program crashed on purpose")
+    sys.exit(3)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
