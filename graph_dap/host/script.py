@@ -94,9 +94,10 @@ class ScriptHandler(hook.Handler):
     def loaded(self, session: Any, model: ModelIdentity | None) -> None:
         if model is None or model.key in self._models:
             return
-        known = self._models[model.key] = _Model(file=model.file(self._folder))
+        file = model.file(self._folder)
+        known = self._models[model.key] = _Model(file=file)
         if self.options.breaks:
-            known.breaks = _landing(known.file, self.options.breaks)
+            known.breaks = _landing(file, self.options.breaks)
 
     def run(self, call: hook.Call) -> Any:
         model = call.model
