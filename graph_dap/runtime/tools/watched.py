@@ -44,10 +44,10 @@ class WatchedModel:
 
     def flagged(self, sums: np.ndarray) -> bool:
         """Whether the sentinel's sums say some watched tensor may hold what the filter stops on."""
-        for s, node, inner in zip(np.asarray(sums, np.float32).tolist(), self.producers, self.inner):
+        for s, inner in zip(np.asarray(sums, np.float32).tolist(), self.inner):
             if np.isnan(s):
                 return True
-            if np.isinf(s) and (inner or (self.filter.inf and not self.filter.inf_excluded(node))):
+            if np.isinf(s) and (inner or self.filter.inf):  # an excluded node's sum holds no Inf (see watched_model)
                 return True
         return False
 
@@ -61,7 +61,10 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
     dtypes = {o: main.value_info(o).dtype or "" for n in main.nodes for o in n.outputs if o}
     running = [n for n in main.nodes if not n.is_static]
     plan = watch_plan(main, running, dtypes, filt.never_prune) if filt.active else None
-    watched_set = set(plan.watched) if plan is not None else set()
+    # A node whose Inf is expected (inf_exclude) keeps only its NaNs in its sum (or none, for the inf filter alone):
+    # what it guards is then watched itself, or an Inf from upstream would go unseen.
+    excluded = {o for n in running if filt.inf and filt.inf_excluded(n) for o in n.outputs if o}
+    watched_set = set(plan.watched) | {t for t, g in plan.guards.items() if g in excluded} if plan is not None else set()
     instruments = Instruments(graph)
     protos: list[onnx.NodeProto] = []
     sums: list[str] = []
@@ -79,16 +82,23 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
         else:
             protos.append(n.proto)
         for o in n.outputs:
-            if o and o in watched_set:
-                i = len(sums)
-                s, c, r = f"{SENTINEL}_sum{i}", f"{SENTINEL}_cast{i}", f"{SENTINEL}_r{i}"
-                protos.append(helper.make_node("ReduceSum", [o], [s], keepdims=0))
-                protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
-                protos.append(helper.make_node("Reshape", [c, _SHAPE1], [r]))
-                sums.append(r)
-                watched.append(o)
-                producers.append(n)
-                inner.append(False)
+            if not o or o not in watched_set or (o in excluded and not filt.nan):
+                continue
+            i = len(sums)
+            source = o
+            if o in excluded:  # its NaNs only: its infinities become 0 in the sum
+                nan, zero, source = f"{SENTINEL}_isnan{i}", f"{SENTINEL}_zero{i}", f"{SENTINEL}_kept{i}"
+                protos.append(helper.make_node("IsNaN", [o], [nan]))
+                protos.append(helper.make_node("Constant", [], [zero], value=numpy_helper.from_array(np.zeros((), dtypes[o]), zero)))
+                protos.append(helper.make_node("Where", [nan, o, zero], [source]))
+            s, c, r = f"{SENTINEL}_sum{i}", f"{SENTINEL}_cast{i}", f"{SENTINEL}_r{i}"
+            protos.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
+            protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
+            protos.append(helper.make_node("Reshape", [c, _SHAPE1], [r]))
+            sums.append(r)
+            watched.append(o)
+            producers.append(n)
+            inner.append(False)
     model.graph.node.extend(protos)
     sentinel = None
     if sums:
