@@ -82,6 +82,33 @@ def test_pruning_rule_on_its_own(op, extras, attrs, shape, pruned):
             assert stop.node.id == "neg" and stop.tensor == "t" and s.pc.id == "op"
 
 
+UNARY_NAN = ["Relu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus", "Exp", "Erf", "Reciprocal", "Sign", "Atan", "Softmax"]
+UNARY_BOTH = ["LeakyRelu", "HardSwish", "Softsign", "Log", "Sqrt", "Abs", "Neg", "Gelu", "Sin", "Cos", "Floor", "Ceil", "Round",
+              "Mish", "Dropout", "Asinh", "Sinh", "Cosh", "ReduceSum", "ReduceMean"]  # fmt: skip
+
+
+@pytest.mark.parametrize("op", UNARY_NAN + UNARY_BOTH)
+def test_an_activation_guards_the_tensor_before_it_for_what_it_keeps(op):
+    """NaN in -> NaN out for every one of them: with the nan filter alone the tensor before it goes unwatched
+    (so Conv -> BatchNormalization -> activation is watched at its end, and can be fused); with nan+inf only
+    when the op also keeps +-Inf non-finite. Whatever the plan, the fault is found at its producer."""
+    model = rule_model(op, [], {}, [4, 4])
+    opset = 20  # Gelu, Mish
+    model.opset_import[0].version = opset
+    s = DebugSession(model, break_on=["nan"])
+    nodes = list(s.sequence)
+    assert "t" in watch_plan(s.graph, nodes, s.executor.dtypes, FaultFilter(True, False).never_prune, True, False).guards
+    both = watch_plan(s.graph, nodes, s.executor.dtypes, FaultFilter(True, True).never_prune, True, True)
+    assert ("t" in both.guards) is (op in UNARY_BOTH)
+    for bad, filters in ((np.nan, ["nan"]), (np.inf, ["nan", "inf"]), (-np.inf, ["nan", "inf"]), (np.nan, ["nan", "inf"])):
+        x = R.standard_normal((4, 4)).astype(np.float32)
+        x[1, 2] = bad
+        s = DebugSession(model, {"x": -x}, break_on=filters)
+        stop = s.continue_()
+        assert stop.reason in (StopReason.NAN, StopReason.INF), (op, bad, stop.message)
+        assert stop.node.id == "neg" and stop.tensor == "t", (op, bad, stop.message)
+
+
 def long_chain(n=60, size=64):
     nodes = []
     for i in range(n):

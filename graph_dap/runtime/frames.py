@@ -170,7 +170,7 @@ class ControlFlow:
         assert node is not None
         if loop is None:
             return None
-        outs = [frame.values.value(o) for o in scope.output_names]
+        outs = [frame.values.get(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
         if node.op_type == "Loop":
             n_carried = len(node.inputs) - 2
             cond, carried, scans = outs[0], outs[1 : 1 + n_carried], outs[1 + n_carried :]
@@ -203,7 +203,7 @@ class ControlFlow:
         node, loop, scope = frame.owner, frame.loop, frame.scope
         assert node is not None
         if loop is None:  # If, function call: the scope's outputs are the node's
-            values = [frame.values.value(o) for o in scope.output_names]
+            values = [frame.values.get(o) for o in scope.output_names]
             return {name: v for name, v in zip(node.outputs, values) if name}
         finals = loop.finals
         if node.op_type == "Loop":

@@ -36,7 +36,7 @@ from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.nodes import NodeRunner
-from graph_dap.runtime.engine.planning import CUTS, SegmentPlanner
+from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError, SegmentRunner
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.frames import ControlFlow, Frame, LoopState, last_uses, run_sequence
@@ -51,6 +51,7 @@ from graph_dap.runtime.values import Constants, Values
 BREAK_FILTERS = ("nan", "inf", "error")
 ITERATION = "iteration"  # the expression language's name for the innermost loop's iteration
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
+_WATCHED_PARTS = 4  # parts of a long watched segment run at an optimization level
 _logger = _log.get_logger(__name__)
 
 
@@ -64,10 +65,12 @@ _LOOK_INSIDE = _LookInside()
 class DebugSession:
     """Runs one model under a debugger's control.
 
-    Values are exactly what onnxruntime computes (optimizations off by default,
-    the same for single nodes and segments). Constant nodes are computed once at
-    start (in a body: when its frame starts) and skipped by the program counter
-    unless ``skip_constants`` is False.
+    A continue runs its segments at ``opt_level`` (onnxruntime's graph optimizations, ``all``
+    by default, as a plain ``InferenceSession``); every value it shows, single steps and
+    recomputations are the original graph's, computed without optimizations: exactly what
+    onnxruntime computes for each original node. Constant nodes are computed once at start
+    (in a body: when its frame starts) and skipped by the program counter unless
+    ``skip_constants`` is False.
     """
 
     def __init__(
@@ -80,7 +83,7 @@ class DebugSession:
         skip_constants: bool = True,
         break_on: Iterable[str] = (),
         inf_exclude: Iterable[str] = (),
-        opt_level: str = "none",
+        opt_level: str = "all",
         memory_budget_mb: float | None = None,
         fast: bool = True,
         base_dir: str | os.PathLike[str] | None = None,
@@ -579,10 +582,15 @@ class DebugSession:
         keep what the finished parts computed and land part-way.
         """
         took = self._segment_seconds.get((frame.scope.path, start, end))
-        if took is None or took < 2 * _PAUSE_GRAIN_S or end - start < 2:
+        if took is not None and took >= 2 * _PAUSE_GRAIN_S and end - start >= 2:
+            parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
+            bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
+        elif self.executor.optimized and self._filter.active and end - start >= 4 * _WATCHED_PARTS:
+            # A watched, optimized run in a few parts: a fault stops it at its part, and is found from
+            # that part's start (not the segment's) with the original nodes.
+            bounds = self._planner(frame).parts(start, end, _WATCHED_PARTS)
+        else:
             return self._run_one_segment(frame, start, end)
-        parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
-        bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
         for a, b in zip(bounds, bounds[1:]):
             if a > start:
                 if self._paused():
@@ -610,6 +618,7 @@ class DebugSession:
             constants=values.fixed if self.skip_constants and not self.constants.overridden else None,
             version=self.breakpoint_table.version,
             instruments=self.instruments,
+            optimized=self.executor.optimized,
         )
         if plan is None:
             return self._run_slow(frame, end)  # learn the types first: the watch plan needs them
@@ -629,10 +638,14 @@ class DebugSession:
         finally:
             self._run_options = None
         frame.timeline.advance_segment(plan.nodes, end)
-        values.keep(result.values)
+        values.keep(result.values, approx=self.executor.optimized)
         values.evict()
         if result.sums is not None and plan.watch is not None:
             found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value, result.watched)
+            if found is None and self.executor.optimized:
+                fired = filt.fired(plan.watch, result.sums, result.watched)
+                if fired:  # the optimized graph made a NaN that the original nodes do not: say so
+                    return self._disagreement(frame, plan, feeds, embedded, fired)
             if found is not None:
                 node, name, kind = found
                 if kind == "inner":  # a fault somewhere inside this control-flow node: back to it, then step in
@@ -642,6 +655,31 @@ class DebugSession:
                 frame.timeline.rewind_to(frame.timeline.position(node) + 1)
                 return self._fault_stop(node, name, kind)
         return None
+
+    def _disagreement(self, frame: Frame, plan: SegmentPlan, feeds: Mapping[str, Any], embedded: Mapping[str, Any], fired: list[str]) -> Stop:
+        """A NaN stop at the first tensor whose sum the optimized segment made NaN while the original nodes compute it without one."""
+        assert plan.watch is not None
+        scope = frame.scope
+        tensor = min((t for t in fired if t not in plan.watch.inner), key=lambda t: scope.producer(t).order, default=fired[0])  # type: ignore[union-attr]
+        node = plan.watch.inner.get(tensor) or scope.producer(tensor)
+        assert node is not None
+        guarded = [g for g, by in plan.watch.guards.items() if by == tensor]
+        origin = list(dict.fromkeys(n.id for n in (scope.producer(t) for t in [*guarded, tensor]) if n is not None))
+        level = self.executor.opt_level
+        try:
+            optimized = self.segments.optimized_model(plan.ran, feeds, embedded, plan.wanted, plan.watch)
+            fused = next((p for p in optimized.graph.node if tensor in p.output), None)
+            made_by = f"{fused.op_type} '{fused.name}'" if fused is not None else "a node onnxruntime's optimizer made"
+        except SegmentError as e:
+            made_by = f"an optimized node (the optimized graph could not be read back: {e})"
+        frame.timeline.rewind_to(frame.timeline.position(node) + 1)
+        original = summarize(frame.values.value(tensor)).text() if frame.values.available(tensor) else "not computed"
+        message = (
+            f"the optimized graph (level '{level}') makes NaN in '{tensor}' at {made_by}, from {', '.join(origin)}; "
+            f"the original nodes compute it without NaN ({original}): a fusion that computes differently"
+        )
+        details = {"disagreement": True, "opt_level": level, "optimized_node": made_by, "origin": origin, "optimized_sum": "nan", "original": original}
+        return self._stop(StopReason.NAN, message, node, tensor=tensor, details=details)
 
     def _run_slow(self, frame: Frame, end: int) -> Stop | None:
         timeline = frame.timeline

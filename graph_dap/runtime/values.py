@@ -104,6 +104,9 @@ class Values:
         self.started = False
         self.overrides: set[str] = set()  # computed values the user set: never evicted
         self.stale: set[str] = set()
+        # Kept values an optimized segment computed: the engine runs on from them, but what a
+        # person (or a condition) reads is recomputed from them with the original nodes first.
+        self.approx: set[str] = set()
         own = set(scope.initializer_names)
         if skip_constants:
             own |= {o for n in scope.nodes if n.is_constant_op for o in n.outputs if o}
@@ -123,6 +126,7 @@ class Values:
         self.store.fixed.update(self.constants.computed)
         self.overrides.clear()
         self.stale.clear()
+        self.approx.clear()
         self.started = False
 
     # -- what is known ------------------------------------------------------------------
@@ -139,11 +143,17 @@ class Values:
         )
 
     def value(self, name: str) -> Any:
-        """The current value of ``name`` (possibly stale)."""
+        """The current value of ``name`` (possibly stale), as the original graph computes it.
+
+        A value an optimized segment left is recomputed first with its original node(s),
+        from the nearest values kept: what the debugger shows is never a fused kernel's result.
+        """
         if not self.own(name):
             if self.outer is None:
                 raise ValueNotFoundError(f"no value '{name}' in the graph")
             return self.outer.value(name)
+        if name in self.approx and name not in self.store.fixed:
+            return self.compute([name])[name]
         if name in self.store:
             return self.store.get(name)
         if not self.scope.has_value(name):
@@ -210,14 +220,21 @@ class Values:
         self.evict()
         return outs
 
-    def keep(self, outs: Mapping[str, Any]) -> None:
-        """Keep freshly computed outputs (a recomputed value is no longer set by the user, nor stale)."""
+    def keep(self, outs: Mapping[str, Any], approx: bool = False) -> None:
+        """Keep freshly computed outputs (a recomputed value is no longer set by the user, nor stale).
+
+        ``approx``: they come from an optimized segment (see :meth:`value`).
+        """
         for k, v in outs.items():
             if k in self.store.fixed:
                 self.constants.faults.clear()
             self.store.put(k, v)
             self.overrides.discard(k)
             self.stale.discard(k)
+            if approx:
+                self.approx.add(k)
+            else:
+                self.approx.discard(k)
 
     def evict(self) -> None:
         """Stay within the budget; what the next nodes read and what the user set stay."""
@@ -231,6 +248,7 @@ class Values:
                 self.store.drop(o)
                 self.stale.discard(o)
                 self.overrides.discard(o)
+                self.approx.discard(o)
 
     # -- changing them --------------------------------------------------------------------
 

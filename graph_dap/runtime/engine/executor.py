@@ -4,6 +4,11 @@ The :class:`Executor` is where a session's runs reach onnxruntime. It splits wha
 node reads into *embedded* values (initializers and constant-node outputs, which
 onnxruntime pre-packs as in the whole model) and *fed* ones, counts every execution
 and call, and learns the dtype of every value it sees (the NaN/Inf watch plan needs them).
+
+Single nodes and recomputations always run without graph optimizations: what they
+compute is the original graph's values, exactly. A continue's segments run at the
+session's optimization level (``opt_level``, onnxruntime's own default ``all``):
+their results are the optimized graph's, which can differ in the last bits.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import onnxruntime as ort
 
 from graph_dap import log as _log
 from graph_dap.runtime.engine.nodes import NodeRunner
+from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Graph, Node
@@ -55,8 +61,10 @@ class Executor:
 
     def __init__(self, graph: Graph, providers: Sequence[str] | None, opt_level: str, embedded: Collection[str]) -> None:
         self.graph = graph
-        self.runner = NodeRunner(graph, providers, opt_level)
-        self.segments = SegmentRunner(graph, self.runner.providers, opt_level)
+        self.opt_level = check_opt_level(opt_level)
+        self.runner = NodeRunner(graph, providers, "none")
+        self.exact = SegmentRunner(graph, self.runner.providers, "none")  # recomputations: the original graph's values
+        self.segments = SegmentRunner(graph, self.runner.providers, opt_level) if opt_level != "none" else self.exact
         self.embedded = frozenset(embedded)
         self.executions: Counter[str] = Counter()
         self.ort_calls = 0
@@ -113,7 +121,7 @@ class Executor:
         reads = [i for n in nodes for i in n.all_inputs if i not in produced]
         feeds, embed = self.split(reads, get, constants, embedded)
         try:
-            result = self.segments.run(nodes, feeds, embed, wanted, version=version)
+            result = self.exact.run(nodes, feeds, embed, wanted, version=version)
         except SegmentError as e:
             # Node by node, which names the node that fails.
             _logger.info("%d nodes in one call failed in onnxruntime (%s); running them node by node", len(nodes), e)
@@ -129,6 +137,11 @@ class Executor:
         self.executions.update(n.id for n in nodes)
         return result.values
 
+    @property
+    def optimized(self) -> bool:
+        """Whether a continue's segments run through onnxruntime's optimizer (their values are then approximate)."""
+        return self.opt_level != "none"
+
     def run_segment(
         self,
         nodes: Sequence[Node],
@@ -139,7 +152,8 @@ class Executor:
         run_options: ort.RunOptions,
         version: int,
     ) -> SegmentResult:
-        """A planned segment (see :mod:`.planning`) in one call; raises SegmentError when onnxruntime cannot."""
+        """A planned segment (see :mod:`.planning`) in one call, at the session's optimization level;
+        raises SegmentError when onnxruntime cannot."""
         result = self.segments.run(nodes, feeds, embedded, wanted, watch, run_options, version)
         self.ort_calls += 1
         self.executions.update(n.id for n in nodes)

@@ -78,6 +78,10 @@ class FaultFilter:
             return self.inf and not self.inf_excluded(node)
         return False
 
+    def fired(self, plan: WatchPlan, sums: np.ndarray, order: Sequence[str] | None = None) -> list[str]:
+        """The watched tensors whose sum is NaN (the sure sign of a NaN or of +Inf with -Inf), in the sums' order."""
+        return [name for name, s in zip(plan.watched if order is None else order, sums.tolist()) if np.isnan(s)]
+
     def first_fault(
         self,
         graph: Lookup,

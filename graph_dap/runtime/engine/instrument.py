@@ -99,7 +99,7 @@ def _flagged_graph(graph: Graph, scope: Scope, g: onnx.GraphProto, filt: FaultFi
     tail.clear()
     by_index = {n.index: n for n in scope.nodes}
     dtypes = {o: scope.value_info(o).dtype or "" for n in scope.nodes for o in n.outputs if o}
-    plan = watch_plan(scope, scope.nodes, dtypes, filt.never_prune)
+    plan = watch_plan(scope, scope.nodes, dtypes, filt.never_prune, filt.nan, filt.inf)
     watched = set(plan.watched)
     for index, original in enumerate(g.node):
         node = by_index[index]

@@ -23,6 +23,7 @@ class NodeRunner:
     """Runs single nodes of one graph; sessions cached by (node, input signature)."""
 
     def __init__(self, graph: Graph, providers: Sequence[str] | None = None, opt_level: str = "none") -> None:
+        """``opt_level`` stays "none" for a debugger's steps: a node's values are then exactly the original graph's."""
         self.graph = graph
         self.providers = check_providers(providers)
         self.opt_level = opt_level

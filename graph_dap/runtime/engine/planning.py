@@ -52,6 +52,7 @@ class SegmentPlanner:
         constants: Mapping[str, Any] | None,
         version: Any,
         instruments: Instruments | None = None,
+        optimized: bool = False,
     ) -> SegmentPlan | None:
         """The plan of ``start..end-1``; None while the watch plan lacks types.
 
@@ -61,7 +62,7 @@ class SegmentPlanner:
         ``instruments``: control-flow nodes are watched inside too (else they are not in segments
         that watch: the session steps into them).
         """
-        key = (start, end, filt, version, constants is not None)
+        key = (start, end, filt, version, constants is not None, optimized)
         plan = self._plans.get(key)
         if plan is not None:
             return plan
@@ -72,8 +73,10 @@ class SegmentPlanner:
         produced = {o for n in nodes for o in n.outputs if o}
         wanted = [o for n in nodes for o in n.outputs if o and last_use.get(o, -1) >= end]
         wanted += conditions(end, produced)
-        if end - start >= 2 * CUTS:
-            # Checkpoints cost a quarter of the budget at most.
+        if end - start >= 2 * CUTS and not optimized:
+            # Checkpoints cost a quarter of the budget at most. An optimized segment keeps none: making a
+            # value an output keeps onnxruntime from fusing it into its reader (its parts are cut where
+            # that costs nothing instead, see :meth:`parts`).
             room = budget // 4
             for k in range(1, CUTS):
                 cut = start + k * (end - start) // CUTS
@@ -82,7 +85,7 @@ class SegmentPlanner:
                 if cost <= room:
                     wanted += live
                     room -= cost
-        watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune) if filt.active else None
+        watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf) if filt.active else None
         if watch is not None and instruments is not None:
             for n in nodes:
                 if n.enterable and instruments.can(n):
@@ -100,6 +103,21 @@ class SegmentPlanner:
         plan = SegmentPlan(nodes, ran, list(dict.fromkeys(wanted)), watch, reads)
         self._plans[key] = plan
         return plan
+
+    def parts(self, start: int, end: int, count: int) -> list[int]:
+        """Positions that cut ``start..end`` into about ``count`` parts, each where every value live
+        across the cut has two readers or more (a residual, a branch: onnxruntime materializes those
+        anyway, so running the parts in turn undoes no fusion). The bounds, ``start`` and ``end`` included."""
+        bounds = [start]
+        for k in range(1, count):
+            want = start + k * (end - start) // count
+            for pos in range(max(want, bounds[-1] + 1), end):
+                live = [o for n in self.seq[bounds[-1] : pos] for o in n.outputs if o and self.last_use.get(o, -1) >= pos]
+                live += [o for n in self.seq[start : bounds[-1]] for o in n.outputs if o and self.last_use.get(o, -1) >= pos]
+                if live and all(len(self.graph.consumers(o)) >= 2 for o in live):
+                    bounds.append(pos)
+                    break
+        return bounds + [end]
 
     def with_constants(self, nodes: list[Node], constants: Mapping[str, Any]) -> list[Node]:
         """``nodes`` preceded by the small constant nodes whose outputs they read (and what those read).

@@ -13,8 +13,10 @@ values can overflow: hits are always confirmed on the exact tensor.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -87,6 +89,25 @@ class SegmentRunner:
             raise SegmentError(ort_message(e)) from None
         values = dict(zip(outs, results[: len(outs)]))
         return SegmentResult(values, watched, results[-1] if watched else None)
+
+    def optimized_model(
+        self,
+        nodes: Sequence[Node],
+        feeds: Mapping[str, Any],
+        constants: Mapping[str, Any],
+        outputs: Sequence[str],
+        watch: WatchPlan | None,
+    ) -> onnx.ModelProto:
+        """The graph onnxruntime's optimizer makes of a segment (to say which fused node computed what)."""
+        model, _ = self.build_model(nodes, feeds, constants, list(dict.fromkeys(outputs)), watch)
+        with tempfile.TemporaryDirectory(prefix="graph-dap-optimized-") as tmp:
+            so = self._options()
+            so.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+            try:
+                ort.InferenceSession(model.SerializeToString(), so, providers=self.providers)
+            except ORT_ERRORS as e:
+                raise SegmentError(ort_message(e)) from None
+            return onnx.load(so.optimized_model_filepath, load_external_data=False)
 
     def _options(self) -> ort.SessionOptions:
         so = session_options(self.opt_level)

@@ -41,9 +41,30 @@ _PROPAGATES: dict[str, tuple[int, ...] | None] = {
 }
 
 
-def propagates(graph: Lookup, consumer: Node, value: str) -> bool:
-    """True when a NaN/Inf anywhere in ``value`` always makes ``consumer``'s first output non-finite."""
-    if consumer.domain not in ("", "ai.onnx") or consumer.op_type not in _PROPAGATES:
+# Elementwise ops, on their first input, measured in onnxruntime (tests/test_fast_engine.py holds each):
+# NaN in -> NaN out for all of them; those in _BOTH also turn +Inf and -Inf into a non-finite value
+# (Relu(-inf) is 0, Sigmoid(+inf) is 1: those keep only NaN). A chain Conv -> BatchNormalization ->
+# activation is then watched at its end alone, and onnxruntime can fuse it.
+_UNARY_NAN = frozenset(
+    {"Relu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus", "Exp", "Erf", "Reciprocal", "Sign", "Atan", "Softmax"}
+)
+_UNARY_BOTH = frozenset(
+    {"LeakyRelu", "PRelu", "HardSwish", "Softsign", "Log", "Sqrt", "Abs", "Neg", "Gelu", "Sin", "Cos", "Floor", "Ceil", "Round",
+     "Mish", "Dropout", "Asinh", "Sinh", "Cosh", "ReduceSum", "ReduceMean"}
+)  # fmt: skip
+
+
+def propagates(graph: Lookup, consumer: Node, value: str, nan: bool = True, inf: bool = True) -> bool:
+    """True when a NaN (with ``nan``) or an Inf (with ``inf``) anywhere in ``value`` always makes
+    ``consumer``'s first output non-finite."""
+    if consumer.domain not in ("", "ai.onnx"):
+        return False
+    op = consumer.op_type
+    if op in _UNARY_BOTH or (op in _UNARY_NAN and not inf):
+        where = [i for i, name in enumerate(consumer.inputs) if name == value]
+        out = consumer.outputs[0] if consumer.outputs else ""
+        return where == [0] and bool(out) and graph.value_info(out).numel != 0
+    if op not in _PROPAGATES:
         return False
     positions = _PROPAGATES[consumer.op_type]
     where = [i for i, name in enumerate(consumer.inputs) if name == value]
@@ -54,7 +75,6 @@ def propagates(graph: Lookup, consumer: Node, value: str) -> bool:
     out = consumer.outputs[0] if consumer.outputs else ""
     if not out or graph.value_info(out).numel == 0:
         return False
-    op = consumer.op_type
     if op == "Gemm":
         if consumer.attributes.get("alpha", 1.0) == 0.0:
             return False
@@ -128,8 +148,19 @@ class WatchPlan:
     rewrites: dict[str, Any] = field(default_factory=dict)
 
 
-def watch_plan(graph: Lookup, nodes: Sequence[Node], dtypes: Mapping[str, str], never_prune: Callable[[Node], bool]) -> WatchPlan:
-    """Tensors to watch among ``nodes``' outputs, pruned where a watched consumer shows the fault."""
+def watch_plan(
+    graph: Lookup,
+    nodes: Sequence[Node],
+    dtypes: Mapping[str, str],
+    never_prune: Callable[[Node], bool],
+    nan: bool = True,
+    inf: bool = True,
+) -> WatchPlan:
+    """Tensors to watch among ``nodes``' outputs, pruned where a watched consumer shows the fault.
+
+    ``nan``/``inf``: the faults watched for (an activation that keeps NaN only guards for NaN).
+    A node whose Inf is excluded (``never_prune``) neither is pruned nor guards another.
+    """
     candidates: list[str] = []
     for n in nodes:
         for o in n.outputs:
@@ -145,7 +176,8 @@ def watch_plan(graph: Lookup, nodes: Sequence[Node], dtypes: Mapping[str, str], 
         if not never_prune(producer) and name not in graph.output_names:
             for c in graph.consumers(name):
                 out = c.outputs[0] if c.outputs else ""
-                if c.id in in_segment and (out in watched or out in guards) and propagates(graph, c, name):
+                guarded_by = out in watched or out in guards
+                if c.id in in_segment and guarded_by and not never_prune(c) and propagates(graph, c, name, nan, inf):
                     guards[name] = out if out in watched else guards[out]
                     break
         if name not in guards:

@@ -1,0 +1,212 @@
+"""Continuing through onnxruntime's optimized graph: every stop still attributed exactly in the original graph.
+
+A NaN or Inf that arises inside a group onnxruntime fuses (Conv+BatchNormalization, Conv+activation,
+MatMul+Add, LayerNorm, attention, Gelu) stops at the exact original node, and the values shown
+there equal onnxruntime's without optimizations. A fusion that computes a NaN the original nodes
+do not is a stop that says so. The watch is placed where it does not undo the fusions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from models import init, make_model, tensor
+from onnx import TensorProto, helper
+
+from graph_dap.runtime import DebugSession, StopReason
+from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.options import session_options
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def unoptimized(model: onnx.ModelProto, feeds: dict, names: list[str]) -> dict:
+    """onnxruntime's own values of ``names`` without optimizations (each made a graph output)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(helper.make_value_info(n, onnx.TypeProto()) for n in names if n not in have)
+    sess = ort.InferenceSession(m.SerializeToString(), session_options("none"), providers=["CPUExecutionProvider"])
+    return dict(zip(names, sess.run(names, feeds)))
+
+
+def exact(a, b, what):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True), what
+
+
+R = np.random.default_rng(5)
+
+
+def conv_bn_relu(bad_var: bool):
+    """Conv -> BatchNormalization -> Relu: a BN variance of -1 makes NaN in bn (sqrt of a negative)."""
+    w = R.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    var = np.ones(4, np.float32)
+    if bad_var:
+        var[2] = -1.0
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["bn"], name="bn"),
+        helper.make_node("Relu", ["bn"], ["y"], name="relu"),
+        helper.make_node("Conv", ["y", "w2"], ["z"], name="conv2", pads=[1, 1, 1, 1]),
+    ]
+    inits = [init("w", w), init("g", np.ones(4, np.float32)), init("b", np.zeros(4, np.float32)), init("m", np.zeros(4, np.float32)),
+             init("v", var), init("w2", R.standard_normal((2, 4, 3, 3)).astype(np.float32))]  # fmt: skip
+    return make_model(nodes, [tensor("x", [1, 3, 8, 8])], [tensor("z", [1, 2, 8, 8])], inits), {"x": R.standard_normal((1, 3, 8, 8)).astype(np.float32)}, "bn"
+
+
+def conv_with_an_inf_weight():
+    """Conv (an Inf weight meets a zero input: NaN) -> Relu, fused into one FusedConv."""
+    w = R.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    w[1, 0, 0, 0] = np.inf
+    x = R.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    x[0, 0, 2, 3] = 0.0
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    return make_model(nodes, [tensor("x", [1, 3, 6, 6])], [tensor("y", [1, 4, 6, 6])], [init("w", w)]), {"x": x}, "conv"
+
+
+def matmul_add():
+    """MatMul (Inf times 0: NaN) -> Add: fused into one (FusedMatMul / Gemm)."""
+    w = R.standard_normal((8, 8)).astype(np.float32)
+    w[3, 5] = np.inf
+    x = R.standard_normal((4, 8)).astype(np.float32)
+    x[1, 3] = 0.0
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"], name="matmul"), helper.make_node("Add", ["mm", "bias"], ["y"], name="add")]
+    return make_model(nodes, [tensor("x", [4, 8])], [tensor("y", [4, 8])], [init("w", w), init("bias", np.ones(8, np.float32))]), {"x": x}, "matmul"
+
+
+def layer_norm():
+    """A decomposed LayerNorm (onnxruntime fuses it into LayerNormalization) of a row holding +Inf: inf - inf in Sub."""
+    d = 16
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["mean"], axes=[-1], name="mean"),
+        helper.make_node("Sub", ["x", "mean"], ["dev"], name="dev"),
+        helper.make_node("Pow", ["dev", "two"], ["sq"], name="sq"),
+        helper.make_node("ReduceMean", ["sq"], ["var"], axes=[-1], name="var"),
+        helper.make_node("Add", ["var", "eps"], ["ve"], name="ve"),
+        helper.make_node("Sqrt", ["ve"], ["std"], name="std"),
+        helper.make_node("Div", ["dev", "std"], ["norm"], name="norm"),
+        helper.make_node("Mul", ["norm", "gamma"], ["scaled"], name="scale"),
+        helper.make_node("Add", ["scaled", "beta"], ["y"], name="shift"),
+    ]
+    inits = [init("two", np.array(2.0, np.float32)), init("eps", np.array(1e-5, np.float32)),
+             init("gamma", np.ones(d, np.float32)), init("beta", np.zeros(d, np.float32))]  # fmt: skip
+    x = R.standard_normal((3, d)).astype(np.float32)
+    x[1, 4] = np.inf
+    return make_model(nodes, [tensor("x", [3, d])], [tensor("y", [3, d])], inits, opset=17), {"x": x}, "dev"
+
+
+def attention():
+    """Scaled dot-product attention (MatMul, Div, Softmax, MatMul); a row of scores all -Inf: Softmax makes NaN."""
+    q = R.standard_normal((2, 4, 8)).astype(np.float32)
+    q[1, 2, :] = -np.inf  # k > 0: the scores of that row are all -inf, and Softmax makes them NaN
+    nodes = [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="kt"),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"], name="scores"),
+        helper.make_node("Div", ["scores", "scale"], ["scaled"], name="scaled"),
+        helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1, name="softmax"),
+        helper.make_node("MatMul", ["probs", "v"], ["out"], name="context"),
+    ]
+    feeds = {"q": q, "k": np.abs(R.standard_normal((2, 4, 8))).astype(np.float32) + 0.1, "v": R.standard_normal((2, 4, 8)).astype(np.float32)}
+    model = make_model(nodes, [tensor(n, [2, 4, 8]) for n in ("q", "k", "v")], [tensor("out", [2, 4, 8])], [init("scale", np.array(2.0, np.float32))])
+    return model, feeds, "softmax"
+
+
+def gelu():
+    """A decomposed erf Gelu (fused into Gelu): at -Inf, 0.5 * x * (1 + erf(x / sqrt 2)) is -inf * 0 = NaN in the Mul."""
+    nodes = [
+        helper.make_node("Div", ["x", "sqrt2"], ["xs"], name="xs"),
+        helper.make_node("Erf", ["xs"], ["erf"], name="erf"),
+        helper.make_node("Add", ["erf", "one"], ["erf1"], name="erf1"),
+        helper.make_node("Mul", ["x", "erf1"], ["xe"], name="xe"),
+        helper.make_node("Mul", ["xe", "half"], ["y"], name="half"),
+    ]
+    inits = [init("sqrt2", np.array(np.sqrt(2.0), np.float32)), init("one", np.array(1.0, np.float32)), init("half", np.array(0.5, np.float32))]
+    x = R.standard_normal((4, 8)).astype(np.float32)
+    x[2, 6] = -np.inf
+    return make_model(nodes, [tensor("x", [4, 8])], [tensor("y", [4, 8])], inits), {"x": x}, "xe"
+
+
+CASES = {
+    "conv+batchnorm": lambda: conv_bn_relu(True),
+    "conv+activation": conv_with_an_inf_weight,
+    "matmul+add": matmul_add,
+    "layernorm": layer_norm,
+    "attention": attention,
+    "gelu": gelu,
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_nan_inside_a_fused_group_stops_at_the_exact_original_node(case):
+    model, feeds, expected = CASES[case]()
+    first = DebugSession(model, feeds, opt_level="none", fast=False, break_on=["nan"]).continue_()
+    assert first.node is not None and first.node.id == expected  # the original graph's own first NaN
+    s = DebugSession(model, feeds, opt_level="all", break_on=["nan"])
+    stop = s.continue_()
+    assert stop.reason is StopReason.NAN and stop.node.id == expected, stop.message
+    assert not stop.details.get("disagreement")
+    node = s.graph.node(expected)
+    names = [n for n in node.all_inputs if s.has_value(n)] + [o for o in node.outputs if o]
+    want = unoptimized(model, feeds, [n for n in names if n not in s.graph.initializer_names])
+    for name, value in want.items():
+        exact(s.value(name), value, f"{case}: {name}")  # what is shown is the original graph's, not the fused kernel's
+
+
+def test_a_fusion_that_computes_a_nan_the_original_nodes_do_not_says_so():
+    # Conv folded with its BatchNormalization: a scale of 1e30 multiplies the weights (+1, -1) before
+    # the inputs (1e10 each) are summed: inf - inf = NaN, where the original Conv computes 0.
+    w = np.array([[[[1.0]], [[-1.0]]]], np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["y"], name="bn")]
+    inits = [init("w", w), init("g", np.array([1e30], np.float32)), init("b", np.zeros(1, np.float32)), init("m", np.zeros(1, np.float32)), init("v", np.ones(1, np.float32))]
+    model = make_model(nodes, [tensor("x", [1, 2, 2, 2])], [tensor("y", [1, 1, 2, 2])], inits)
+    feeds = {"x": np.full((1, 2, 2, 2), 1e10, np.float32)}
+    assert DebugSession(model, feeds, opt_level="none", break_on=["nan"]).continue_().reason is StopReason.END
+    stop = DebugSession(model, feeds, opt_level="all", break_on=["nan"]).continue_()
+    assert stop.reason is StopReason.NAN and stop.details["disagreement"] and stop.details["opt_level"] == "all"
+    assert stop.tensor == "y" and set(stop.details["origin"]) == {"conv", "bn"}
+    assert "makes NaN in 'y'" in stop.message and "from conv, bn" in stop.message
+    assert "the original nodes compute it without NaN (float32[1,1,2,2] min=0 max=0" in stop.message
+
+
+def _optimized_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    with tempfile.TemporaryDirectory() as tmp:
+        so = session_options("all")
+        so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return list(onnx.load(so.optimized_model_filepath).graph.node)
+
+
+@pytest.mark.parametrize("name", ["mobile", "resnet"])
+def test_the_watch_leaves_the_optimized_graph_as_it_is(name):
+    """On the benchmark's convolutional models (BatchNormalization and HardSwish after every Conv), the
+    optimized segment that a watched continue runs has exactly the nodes onnxruntime makes of the model
+    without the watch (each Conv with its BatchNormalization folded in and its activation fused): the
+    propagation rules leave the ends of the fused chains watched, and nothing inside them is an output.
+    The watch adds its own few nodes (a sum, a cast, a reshape per watched tensor)."""
+    import conv_models
+
+    model = getattr(conv_models, name)(96)
+    feeds = {"image": R.standard_normal((1, 3, 96, 96)).astype(np.float32)}
+    plain = _optimized_nodes(model)
+    s = DebugSession(model, feeds, break_on=["nan", "inf"])
+    s.start()
+    for filt in (FaultFilter(True, False), FaultFilter(True, True)):
+        plan = s.planner.plan(
+            0, len(s.sequence), filt=filt, dtypes=s.executor.dtypes, budget=s.store.budget, conditions=lambda a, b: [], constants=None,
+            version=("probe", filt), optimized=True,
+        )  # fmt: skip
+        assert plan is not None and plan.watch is not None
+        segment, _ = s.segments.build_model(plan.ran, feeds, s.store.fixed, plan.wanted, plan.watch)
+        nodes = _optimized_nodes(segment)
+        watch = [n for n in nodes if all(o.startswith("__g") for o in n.output)]
+        own = sorted(n.op_type for n in nodes if n not in watch)
+        assert own == sorted(n.op_type for n in plain), (name, filt)
+        assert len(watch) <= 3 * len(plan.watch.watched) + 1
