@@ -18,7 +18,7 @@ from graph_dap.adapter.requests import InvalidRequest, Request, UserError, check
 from graph_dap.worker.protocol import LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
-#: onnxruntime's graph optimization levels, by the names ``optLevel`` takes (the runtime's default: none).
+#: onnxruntime's graph optimization levels, by the names ``optLevel`` takes (the runtime's default: all).
 OPT_LEVELS = ("none", "basic", "extended", "all")
 
 
@@ -42,7 +42,7 @@ class LaunchArgs:
     inputs: str | dict[str, Any] | None = None
     reference: str | dict[str, Any] | None = None
     tolerance: Tolerance | None = None
-    opt_level: str = "none"  # onnxruntime's graph optimization level for the runtime's sessions
+    opt_level: str = "all"  # onnxruntime's graph optimization level for the runtime's segments
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -62,7 +62,7 @@ class LaunchArgs:
             "python": request.arg("python", str, None),
             "listing_path": request.arg("listingPath", str, None) or None,
             "iterations": request.arg("iterations", int, None),
-            "opt_level": request.arg("optLevel", str, "none"),
+            "opt_level": request.arg("optLevel", str, "all"),
         }
         inputs = given.get("inputs")
         if inputs is not None and not isinstance(inputs, str | dict):

@@ -313,7 +313,7 @@ class LoadArgs:
     reference: str | dict[str, Any] | None = None  # a dump, provider:NAME, opt_level:LEVEL or model:OTHER.onnx
     tolerance: Tolerance | None = None
     write_listing: bool = True
-    opt_level: str = "none"  # onnxruntime's graph optimization level for the runtime's sessions (none, basic, extended, all)
+    opt_level: str = "all"  # onnxruntime's graph optimization level of the runtime's segments (none, basic, extended, all)
 
 
 class RunCommand(enum.Enum):

@@ -60,7 +60,7 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
     main = graph.main
     dtypes = {o: main.value_info(o).dtype or "" for n in main.nodes for o in n.outputs if o}
     running = [n for n in main.nodes if not n.is_static]
-    plan = watch_plan(main, running, dtypes, filt.never_prune) if filt.active else None
+    plan = watch_plan(main, running, dtypes, filt.never_prune, filt.nan, filt.inf) if filt.active else None
     # A node whose Inf is expected (inf_exclude) keeps only its NaNs in its sum (or none, for the inf filter alone):
     # what it guards is then watched itself, or an Inf from upstream would go unseen.
     excluded = {o for n in running if filt.inf and filt.inf_excluded(n) for o in n.outputs if o}
