@@ -133,6 +133,27 @@ def test_the_nan_filter_stops_at_the_first_call_whose_graph_makes_nan(dap, model
     wait_printed(dap, "call 7: nan")
 
 
+def test_python_exceptions_are_debugpys_and_its_filters_are_listed(models):
+    dap = DapClient.stdio(env={"GRAPH_DAP_PROGRAM": "1"})
+    try:
+        filters = [f["filter"] for f in dap.initialize()["exceptionBreakpointFilters"]]
+        assert filters[:4] == ["nan", "inf", "error", "mismatch"] and {"raised", "uncaught"} <= set(filters)
+        dap.request("launch", {"program": str(PROGRAM.parent / "misbehaving.py"), "args": ["crash", str(models[1])]}, timeout=STOP)
+        announced = dap.wait_for_event("capabilities")["capabilities"]
+        assert {"raised", "uncaught", "userUnhandled"} <= {f["filter"] for f in announced["exceptionBreakpointFilters"]}
+        dap.wait_for_event("initialized", timeout=STOP)
+        body = dap.request("setExceptionBreakpoints", filters=["uncaught", "nan"])
+        assert [b["verified"] for b in body["breakpoints"]] == [True, True]
+        dap.request("configurationDone")
+        stop = dap.wait_for_stop("exception", timeout=STOP)
+        info = dap.request("exceptionInfo", threadId=stop["threadId"])
+        assert "the program crashed on purpose" in info["description"]
+        assert threads(dap) == {"MainThread": stop["threadId"]}
+    finally:
+        dap.disconnect()
+    assert "Traceback" not in dap.stderr_text()
+
+
 def test_disconnect_ends_the_program(models):
     dap = DapClient.stdio()
     launch_program(dap, models, lines=[program_line("total = 0.0")])

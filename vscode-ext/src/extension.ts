@@ -212,12 +212,13 @@ class ConfigurationProvider implements vscode.DebugConfigurationProvider {
 			void vscode.window.showErrorMessage(`graph-dap: ${r.message}`);
 			return undefined;
 		}
-		const moved = this.listings.movedListing(r.config.model!);
+		const target = r.config.model ?? r.config.program;  // a program launch: the models are the program's
+		const moved = r.config.model ? this.listings.movedListing(r.config.model) : undefined;
 		if (moved && r.config.listingPath === undefined) {
 			r.config.listingPath = moved;
 		}
 		if (r.config.debugServer === undefined) {
-			const interpreter = await this.interpreter.get(vscode.Uri.file(r.config.model!));
+			const interpreter = await this.interpreter.get(target ? vscode.Uri.file(target) : undefined);
 			const problem = await this.interpreter.problem(interpreter);
 			if (problem) {
 				void vscode.window.showErrorMessage(problem, 'Open Settings').then((choice) => {
@@ -246,13 +247,15 @@ class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
 
 	async createDebugAdapterDescriptor(session: vscode.DebugSession): Promise<vscode.DebugAdapterDescriptor> {
 		const config = session.configuration as GraphDapConfiguration;
-		const python = (await this.interpreter.get(config.model ? vscode.Uri.file(config.model) : undefined)).command;
+		const target = config.model ?? config.program;
+		const python = (await this.interpreter.get(target ? vscode.Uri.file(target) : undefined)).command;
 		const d = describeAdapter(config, python);
 		if (d.kind === 'server') {
 			return new vscode.DebugAdapterServer(d.port, d.host);
 		}
-		const cwd = session.workspaceFolder?.uri.fsPath ?? (config.model ? path.dirname(config.model) : undefined);
-		return new vscode.DebugAdapterExecutable(d.command, d.args, cwd ? { cwd } : undefined);
+		const cwd = session.workspaceFolder?.uri.fsPath ?? (target ? path.dirname(target) : undefined);
+		const env = d.env ? { ...(process.env as Record<string, string>), ...d.env } : undefined;
+		return new vscode.DebugAdapterExecutable(d.command, d.args, cwd || env ? { cwd, env } : undefined);
 	}
 }
 

@@ -7,12 +7,27 @@ a plain (``model``) launch goes on to them unchanged.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from graph_dap.adapter.mixed.launch import ProgramLaunch, is_program_launch
 from graph_dap.adapter.protocol import Message
 from graph_dap.adapter.requests import InvalidRequest, Request
 from graph_dap.adapter.session_handlers import SessionRequests
+
+#: Set to 1 by a client that starts the adapter for a program launch (the VS Code extension does).
+PROGRAM_ENV = "GRAPH_DAP_PROGRAM"
+#: debugpy 1.8's exception filters, as its adapter announces them.
+PYTHON_FILTERS = (
+    {"filter": "raised", "label": "Raised Exceptions", "default": False, "description": "Break whenever any exception is raised."},
+    {
+        "filter": "uncaught",
+        "label": "Uncaught Exceptions",
+        "default": True,
+        "description": "Break when the process is exiting due to unhandled exception.",
+    },
+    {"filter": "userUnhandled", "label": "User Uncaught Exceptions", "default": False, "description": "Break when exception escapes into library code."},
+)
 
 
 class MixedRequests(SessionRequests):
@@ -25,6 +40,10 @@ class MixedRequests(SessionRequests):
     async def initialize_request(self, request: Request) -> dict[str, Any]:
         self._initialize_args = dict(request.arguments)
         body: dict[str, Any] = await super().initialize_request(request)
+        if os.environ.get(PROGRAM_ENV) == "1":
+            # The client will launch a program: it lists debugpy's exception filters now (VS Code reads them only here;
+            # the capabilities event of a program launch says them to the clients that honour it).
+            body["exceptionBreakpointFilters"] = [*body["exceptionBreakpointFilters"], *PYTHON_FILTERS]
         return body
 
     async def launch_request(self, request: Request) -> None:

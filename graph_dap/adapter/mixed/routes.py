@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graph_dap.adapter.mixed import schema
 from graph_dap.adapter.mixed.catalog import FunctionBreakpoint, LineBreakpoint
 from graph_dap.adapter.mixed.graph_run import GraphRun
 from graph_dap.adapter.mixed.ids import PYTHON, rename_ids, to_client, to_side
@@ -97,7 +98,7 @@ class Router:
             error = RequestError(response.get("message") or f"{request.command} failed")
             error.show_user = bool((response.get("body") or {}).get("error", {}).get("showUser"))
             raise error
-        body = to_client(self.s.ids, PYTHON, response.get("body") or {})
+        body = schema.response_body(request.command, to_client(self.s.ids, PYTHON, response.get("body") or {}))
         body = self._rename(request.command, PYTHON, body)
         if request.command == "stackTrace":
             self._label_waiting(request.arguments.get("threadId"), body)

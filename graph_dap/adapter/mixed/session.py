@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graph_dap.adapter.core import EXCEPTION_FILTERS, WorkerFactory
+from graph_dap.adapter.mixed import schema
 from graph_dap.adapter.mixed.catalog import Catalog
 from graph_dap.adapter.mixed.graph_run import GraphRun, outputs_path
 from graph_dap.adapter.mixed.host_link import HostLink
@@ -48,10 +49,6 @@ PYTHON_CAPABILITIES = (
     "supportsSingleThreadExecutionRequests",
 )
 GRAPH_FILTERS = frozenset(f["filter"] for f in EXCEPTION_FILTERS)
-#: The properties of the schema's ``Module``.
-MODULE_KEYS = frozenset(
-    {"id", "name", "path", "isOptimized", "isUserCode", "version", "symbolStatus", "symbolFilePath", "dateTimeStamp", "addressRange"}
-)
 HOST_ROOT = os.path.join(ROOT, "graph_dap") + os.sep
 #: How long a graph stop waits for the calling Python thread to show as stopped before it is shown anyway.
 PARK_TIMEOUT = 5.0
@@ -339,10 +336,9 @@ class MixedSession:
         elif event == "process":
             out["name"] = self.launch.name
         elif event == "module" and isinstance(out.get("module"), dict):
-            module = out["module"]
-            if str(module.get("path", "")).startswith(HOST_ROOT):
+            if str(out["module"].get("path", "")).startswith(HOST_ROOT):
                 return  # graph-dap's own host, not the program's
-            out["module"] = {k: v for k, v in module.items() if k in MODULE_KEYS}  # debugpy adds "package"
+            out = schema.event_body("module", out)
         elif event == "terminated":
             self.terminated = True
             for run in list(self.runs.values()):
