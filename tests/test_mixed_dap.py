@@ -133,6 +133,36 @@ def test_the_nan_filter_stops_at_the_first_call_whose_graph_makes_nan(dap, model
     wait_printed(dap, "call 7: nan")
 
 
+def test_the_programs_other_threads_run_on_while_a_graph_is_stopped(dap, models):
+    dap.initialize()
+    misbehaving = str(PROGRAM.parent / "misbehaving.py")
+    dap.request("launch", {"program": misbehaving, "args": ["heartbeat", str(models[1])]}, timeout=STOP)
+    dap.wait_for_event("initialized", timeout=STOP)
+    dap.request("setExceptionBreakpoints", filters=["nan"])
+    dap.request("configurationDone")
+    stop = graph_stop(dap, "exception")
+    named = threads(dap)
+    assert set(named) == {"MainThread", "heartbeat", "graph: root.onnx, run #1"}
+    beats = [int(line.split()[1]) for line in dap.output().splitlines() if line.startswith("beat ")]
+    wait_printed(dap, f"beat {max(beats) + 5}")  # the heartbeat thread goes on while the graph is stopped
+    assert "graph: root.onnx, run #1" in threads(dap) and "done" not in dap.output()
+    dap.request("continue", threadId=stop["threadId"])
+    assert "halve" in graph_stop(dap, "exception")["description"]  # its input holds sqrt1's NaN
+    dap.request("continue", threadId=stop["threadId"])
+    wait_printed(dap, f"done: {run_root(models[1])}")
+
+
+def run_root(root: Path) -> str:
+    """What the heartbeat program prints at the end (the NaN input through ROOT, in onnxruntime)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    y = np.full((2, 4), 1.0, np.float32)
+    y[0, 0] = -9.0
+    (z,) = ort.InferenceSession(str(root), providers=["CPUExecutionProvider"]).run(None, {"y": y})
+    return f"{float(z.sum()):.4f}"
+
+
 def test_python_exceptions_are_debugpys_and_its_filters_are_listed(models):
     dap = DapClient.stdio(env={"GRAPH_DAP_PROGRAM": "1"})
     try:

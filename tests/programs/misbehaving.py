@@ -5,11 +5,14 @@ ROOT is the tests' ``z = sqrt(y + 5) / 2`` model (see ``tests/mixed_program.py``
 - ``crash``: two clean calls, then an uncaught exception;
 - ``exit``: one clean call, then ``sys.exit(3)``;
 - ``threads``: the model loaded from bytes; three threads call ``run`` four times each, with the NaN input
-  once, in the thread named ``worker-2`` at its third call.
+  once, in the thread named ``worker-2`` at its third call;
+- ``heartbeat``: a thread prints ``beat N`` every 20 ms while the main thread makes one call with the NaN
+  input, then ``done``.
 """
 
 import sys
 import threading
+import time
 
 import numpy as np
 import onnxruntime as ort
@@ -28,7 +31,27 @@ def worker(session: ort.InferenceSession, n: int) -> None:
         print(f"{threading.current_thread().name} call {call}: {float(z.sum()):.4f}", flush=True)
 
 
+def heartbeat(stop: threading.Event) -> None:
+    beat = 0
+    while not stop.is_set():
+        beat += 1
+        print(f"beat {beat}", flush=True)
+        time.sleep(0.02)
+
+
 def main(mode: str, root_path: str) -> None:
+    if mode == "heartbeat":
+        session = ort.InferenceSession(root_path, providers=["CPUExecutionProvider"])
+        stop = threading.Event()
+        beating = threading.Thread(target=heartbeat, args=(stop,), name="heartbeat")
+        beating.start()
+        y = clean(1)
+        y[0, 0] = -9.0
+        (z,) = session.run(None, {"y": y})
+        stop.set()
+        beating.join()
+        print(f"done: {float(z.sum()):.4f}", flush=True)
+        return
     if mode == "threads":
         with open(root_path, "rb") as f:
             session = ort.InferenceSession(f.read(), providers=["CPUExecutionProvider"])
