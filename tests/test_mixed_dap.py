@@ -152,6 +152,29 @@ def test_the_programs_other_threads_run_on_while_a_graph_is_stopped(dap, models)
     wait_printed(dap, f"done: {run_root(models[1])}")
 
 
+def test_a_node_error_stops_in_the_graph_and_the_program_then_gets_onnxruntimes_error(dap, tmp_path):
+    import subprocess
+    import sys
+
+    from dap_client import ROOT, error_model
+
+    broken, _, _ = error_model(tmp_path)
+    program = str(PROGRAM.parent / "misbehaving.py")
+    plain = subprocess.run([sys.executable, program, "broken", str(broken)], capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)})
+    assert "the program got" in plain.stdout
+    dap.initialize()
+    dap.request("launch", {"program": program, "args": ["broken", str(broken)]}, timeout=STOP)
+    dap.wait_for_event("initialized", timeout=STOP)
+    dap.request("setExceptionBreakpoints", filters=["error"])
+    dap.request("configurationDone")
+    stop = graph_stop(dap, "exception")
+    assert stop["text"] == "NodeExecutionError" and "reshape1" in stop["description"]
+    assert frames(dap, stop["threadId"])[0]["name"] == "reshape1 (Reshape)"
+    dap.request("continue", threadId=stop["threadId"])
+    wait_printed(dap, plain.stdout.strip())
+    dap.wait_for_end(timeout=STOP)
+
+
 def run_root(root: Path) -> str:
     """What the heartbeat program prints at the end (the NaN input through ROOT, in onnxruntime)."""
     import numpy as np

@@ -141,7 +141,7 @@ class DebuggedHandler(hook.Handler):
         if result.action == "raise":
             if error is not None:
                 raise error
-            raise RuntimeError(result.message or "graph-dap: the graph failed")
+            return call.original()  # onnxruntime's own error (the graph failed in graph-dap's runtime)
         return self._outputs(call, result.outputs)
 
     def _wait(self, pending: Pending, thread: threading.Thread, frame: FrameType | None) -> None:

@@ -6,6 +6,8 @@ ROOT is the tests' ``z = sqrt(y + 5) / 2`` model (see ``tests/mixed_program.py``
 - ``exit``: one clean call, then ``sys.exit(3)``;
 - ``threads``: the model loaded from bytes; three threads call ``run`` four times each, with the NaN input
   once, in the thread named ``worker-2`` at its third call;
+- ``broken MODEL``: one call of a model that onnxruntime fails in a node (the tests' ``error_model``),
+  printing the error the program gets;
 - ``heartbeat``: a thread prints ``beat N`` every 20 ms while the main thread makes one call with the NaN
   input, then ``done``.
 """
@@ -40,6 +42,13 @@ def heartbeat(stop: threading.Event) -> None:
 
 
 def main(mode: str, root_path: str) -> None:
+    if mode == "broken":
+        session = ort.InferenceSession(root_path, providers=["CPUExecutionProvider"])
+        try:
+            session.run(None, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+        except Exception as error:  # noqa: BLE001 - what the program gets is what the test checks
+            print(f"the program got {type(error).__name__}", flush=True)
+        return
     if mode == "heartbeat":
         session = ort.InferenceSession(root_path, providers=["CPUExecutionProvider"])
         stop = threading.Event()

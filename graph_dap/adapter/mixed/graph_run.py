@@ -91,6 +91,8 @@ class GraphRun:
         self.ended = False
         self.failed = False
         self.breakpoint_ids: dict[int, int] = {}  # the graph session's breakpoint ids -> the client's
+        self.last_error: str | None = None  # the description of its last stop, when that was a node error
+        self.continued_from_error: str | None = None  # that description, once the client continued from it
         self._on_event = on_event
         self._seq = 0
         self._pending: dict[int, asyncio.Future[Message]] = {}

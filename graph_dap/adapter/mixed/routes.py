@@ -123,6 +123,7 @@ class Router:
             run.stopped = False
             if request.command == "continue":
                 body["allThreadsContinued"] = False
+                run.continued_from_error = run.last_error
         return body
 
     def _rename(self, command: str, side: int, body: dict[str, Any]) -> dict[str, Any]:

@@ -241,7 +241,18 @@ class MixedSession:
         # initialized, breakpoint and capabilities events are the graph session's own business
 
     async def _graph_stopped(self, run: GraphRun, body: dict[str, Any]) -> None:
-        """Show a graph stop: the calling Python thread parked first (on the first stop), then the graph thread."""
+        """Show a graph stop: the calling Python thread parked first (on the first stop), then the graph thread.
+
+        A continue from a node error that fails there again ends the run as failed: the program then gets
+        onnxruntime's error, as an uncaught exception goes on when a Python debugger continues.
+        """
+        error = body.get("text") == "NodeExecutionError"
+        if error and run.continued_from_error == body.get("description"):
+            self.output(f"graph-dap: {run.name}: the node fails again; the program gets onnxruntime's error\n")
+            await self._drop_run(run, hp.RunResult("raise", message=str(body.get("description", ""))))
+            return
+        run.continued_from_error = None
+        run.last_error = body.get("description") if error else None
         run.stopped = True
         if not run.shown:
             run.shown = True
@@ -276,7 +287,10 @@ class MixedSession:
     async def _graph_ended(self, run: GraphRun) -> None:
         """The graph reached its end (or failed): its outputs go back to the program, its thread goes."""
         result = hp.RunResult("raise", message=f"{run.name} failed")
-        if not run.failed:
+        worker = run.adapter.worker
+        if run.failed and (worker is None or worker.dead is not None):
+            result = hp.RunResult("plain")  # graph-dap's worker died, not the program's run: it runs as it is
+        elif not run.failed:
             path = outputs_path(self.folder, run)
             try:
                 await run.save_outputs(path)
