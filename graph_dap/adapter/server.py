@@ -20,6 +20,7 @@ from graph_dap.adapter.breakpoint_handlers import BreakpointRequests
 from graph_dap.adapter.core import Deferred
 from graph_dap.adapter.custom_handlers import CUSTOM_REQUESTS, CustomRequests
 from graph_dap.adapter.inspect_handlers import InspectionRequests
+from graph_dap.adapter.mixed.requests import MixedRequests
 from graph_dap.adapter.protocol import Channel, FramingError, Malformed, Message, SocketStream, StdioStream
 from graph_dap.adapter.requests import InvalidRequest, Request, RequestError
 from graph_dap.adapter.run_handlers import RunRequests
@@ -29,7 +30,7 @@ from graph_dap.errors import GraphDapError, WorkerDied
 __all__ = ["CAPABILITIES", "DebugAdapter", "serve_stdio", "serve_tcp", "serve_tcp_async"]
 
 
-class DebugAdapter(SessionRequests, RunRequests, InspectionRequests, BreakpointRequests, CustomRequests):
+class DebugAdapter(MixedRequests, SessionRequests, RunRequests, InspectionRequests, BreakpointRequests, CustomRequests):
     """One DAP session on one channel: the request loop, its lifecycle and its runs."""
 
     # -- the loop and the one place errors become responses -----------------------------
@@ -53,7 +54,9 @@ class DebugAdapter(SessionRequests, RunRequests, InspectionRequests, BreakpointR
                     self._malformed(message)
                 elif message.get("type") == "request":
                     await self.dispatch(Request(message["seq"], message["command"], message.get("arguments") or {}))
-                # responses (to reverse requests we never send) and events are ignored
+                elif message.get("type") == "response":
+                    self.client_response(message)  # to a reverse request of a mixed session's debugpy
+                # events from the client are ignored
         finally:
             await self._shutdown()
             await self.channel.close()
@@ -80,6 +83,8 @@ class DebugAdapter(SessionRequests, RunRequests, InspectionRequests, BreakpointR
         """Run the handler for one request and send its response (then what it deferred)."""
         custom = CUSTOM_REQUESTS.get(request.command)
         handler = getattr(type(self), custom if custom else f"{request.command}_request", None)
+        if self.mixed is not None and request.command != "initialize":
+            handler = type(self).mixed_request  # a program launch: every request goes to its side (graph or Python)
         self._after = []
         try:
             if not self.gate.open:

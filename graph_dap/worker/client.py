@@ -222,6 +222,9 @@ class WorkerClient:
     async def tensor_view(self, args: p.TensorViewArgs) -> p.TensorView:
         return await self._call(p.TENSOR_VIEW, args)
 
+    async def save_outputs(self, args: p.SaveOutputsArgs) -> p.SavedOutputs:
+        return await self._call(p.SAVE_OUTPUTS, args)
+
     async def _read_loop(self) -> None:
         unpacker = self._unpacker
         try:

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from graph_dap.worker.codec import decode, encode
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 #: onnxruntime's graph optimization levels, as launches and ``LoadArgs.opt_level`` name them.
 OPT_LEVEL_NAMES = ("none", "basic", "extended", "all")
 HELLO = "graph-dap-worker"
@@ -485,6 +485,21 @@ class TensorViewArgs:
     level: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SaveOutputsArgs:
+    """Write the graph outputs computed so far to ``path`` (an ``.npz`` keyed by output name), atomically."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class SavedOutputs:
+    """What :data:`SAVE_OUTPUTS` wrote: the outputs in the file, and those it could not hold (not computed, not tensors)."""
+
+    written: tuple[str, ...]
+    missing: tuple[str, ...] = ()
+
+
 # -- events and the handshake ---------------------------------------------------------------
 
 
@@ -560,6 +575,7 @@ EVALUATE: Method[EvaluateArgs, Evaluated] = Method("evaluate", EvaluateArgs, Eva
 SET_VALUE: Method[SetValueArgs, ValueSet] = Method("set_value", SetValueArgs, ValueSet)
 OUTPUTS: Method[NoArgs, tuple[Summary, ...]] = Method("outputs", NoArgs, tuple[Summary, ...])
 TENSOR_VIEW: Method[TensorViewArgs, TensorView] = Method("tensor_view", TensorViewArgs, TensorView)
+SAVE_OUTPUTS: Method[SaveOutputsArgs, SavedOutputs] = Method("save_outputs", SaveOutputsArgs, SavedOutputs)
 SHUTDOWN: Method[NoArgs, None] = Method("shutdown", NoArgs, type(None))
 SOURCE: Method[NameArgs, NodeSourceInfo] = Method("source", NameArgs, NodeSourceInfo)
 
@@ -567,7 +583,7 @@ METHODS: dict[str, Method[Any, Any]] = {
     m.name: m
     for m in (
         LOAD, RUN, WHERE, PAUSE, SET_BREAKPOINTS, SET_BREAK_ON, DATA_TARGETS, COMPARE_TABLE, PROFILE,
-        VALUES, SUMMARIES, CHILDREN, READ_MEMORY, EVALUATE, SET_VALUE, OUTPUTS, TENSOR_VIEW, SHUTDOWN, SOURCE,
+        VALUES, SUMMARIES, CHILDREN, READ_MEMORY, EVALUATE, SET_VALUE, OUTPUTS, TENSOR_VIEW, SAVE_OUTPUTS, SHUTDOWN, SOURCE,
     )
 }  # fmt: skip
 

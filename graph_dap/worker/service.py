@@ -411,5 +411,15 @@ class WorkerService(ValueCalls):
         graph = self.s.graph
         return wire.node_source(graph, graph.node(a.name))
 
+    def rpc_save_outputs(self, a: p.SaveOutputsArgs) -> p.SavedOutputs:
+        """The graph outputs computed so far, written to ``a.path`` (those that are not tensors are left out)."""
+        from graph_dap.files import save_npz_atomic
+
+        outputs = self.s.outputs()
+        tensors = {k: v for k, v in outputs.items() if isinstance(v, np.ndarray)}
+        save_npz_atomic(a.path, tensors)
+        missing = tuple(n for n in self.s.graph.output_names if n not in tensors)
+        return p.SavedOutputs(tuple(tensors), missing)
+
     def rpc_shutdown(self, _: p.NoArgs) -> None:
         self.close()

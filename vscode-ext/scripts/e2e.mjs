@@ -9,7 +9,8 @@
 // PyTorch model's Python source (it stops there, the Python frames under the node),
 // then "Scan Inputs..." on the model (a scan cancelled from its progress
 // notification, then one that ends: the tree of failing inputs, one debugged to its first bad node, the report
-// drawn in a webview and in Chromium); and a "debugServer" launch against
+// drawn in a webview and in Chromium); a Python program launched with "program" (a Python breakpoint,
+// then the graph stopped in its run call with both threads in the call stack); and a "debugServer" launch against
 // `python -m graph_dap.adapter --port 0`. Then the DAP traffic that VS Code really sent and received (the extension's tracker writes it
 // to an output channel, which lands on disk) is checked.
 //
@@ -369,6 +370,11 @@ async function scenario(page, ws, server) {
 		await shot('scan-failure');
 		await page.keyboard.press('Escape');
 	});
+	await mixedModeSteps(page, ws, shot).catch(async (e) => {
+		if (!(e instanceof Failure)) throw e;
+		check(false, e.message);
+		await shot('mixed-mode-failure');
+	});
 	await debugServerVariant(page, server, ws, shot);
 }
 
@@ -590,6 +596,46 @@ async function runCommand(page, title) {
 	await sleep(200);
 	await page.keyboard.press('Enter');
 	await sleep(500);
+}
+
+async function mixedModeSteps(page, ws, shot) {
+	// 8c. A Python program that runs the model, launched with "program": a Python breakpoint in the editor
+	// stops the program (debugpy); then the graph stops in its run call (stopOnSessionRun), both threads in the call stack.
+	const config = { type: 'graph-dap', request: 'launch', name: 'Program and its model', program: '${workspaceFolder}/infer.py', args: ['${workspaceFolder}/nan_demo.onnx'], stopOnSessionRun: true };
+	mkdirSync(join(ws, '.vscode'), { recursive: true });
+	writeFileSync(join(ws, '.vscode', 'launch.json'), JSON.stringify({ version: '0.2.0', configurations: [config] }, null, 2));
+	const line = readFileSync(join(ws, 'infer.py'), 'utf8').split('\n').findIndex((l) => l.startsWith('image =')) + 1;
+	await page.keyboard.press('Control+P');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type('infer.py');
+	await page.locator('.quick-input-list .monaco-list-row', { hasText: 'infer.py' }).first().waitFor({ state: 'visible' });
+	await sleep(300);
+	await page.keyboard.press('Enter');
+	await page.locator('.tabs-container .tab.active', { hasText: 'infer.py' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	await page.locator('.editor-instance .view-lines').first().click();
+	await page.keyboard.press('Control+G');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(String(line));
+	await page.keyboard.press('Enter');
+	await sleep(300);
+	await page.keyboard.press('F9');
+	await page.locator('.editor-instance .codicon-debug-breakpoint').first().waitFor({ state: 'visible', timeout: 10000 });
+	check(true, `a Python breakpoint in the editor, infer.py line ${line}`);
+	await page.keyboard.press('F5');
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'visible', timeout: 60000 });
+	await page.locator('.editor-instance .debug-top-stack-frame-line').first().waitFor({ state: 'visible', timeout: 90000 });
+	const status = await page.locator('.statusbar-item[id="status.editor.selection"]').innerText();
+	check(new RegExp(`Ln ${line},`).test(status), `F5 on the program: paused at the Python breakpoint (${status})`);
+	await shot('mixed-python-breakpoint');
+	await page.locator('.debug-toolbar .codicon-debug-continue').first().click();
+	await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'graph: nan_demo.onnx, run #1' }).first().waitFor({ state: 'visible', timeout: 90000 });
+	await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'MainThread' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	const rows = await page.locator('.debug-call-stack .monaco-list-row').allInnerTexts();
+	check(rows.some((r) => r.includes('graph: nan_demo.onnx, run #1')) && rows.some((r) => r.includes('MainThread')), `the graph stopped in run: both threads in the call stack (${rows.map((r) => r.split('\n')[0]).join(' | ')})`);
+	await shot('mixed-graph-stop');
+	await page.locator('.debug-toolbar .codicon-debug-stop, .debug-toolbar .codicon-debug-disconnect').first().click();
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
+	rmSync(join(ws, '.vscode', 'launch.json'), { force: true });
 }
 
 /** Line (1-based) and column (1-based, inside the name) of `name` on the line of node `node`. */
@@ -847,6 +893,12 @@ async function main() {
 	mkdirSync(join(ws, 'tiny'));
 	for (const f of ['tiny_dynamo.onnx', 'tinymodel.py']) copyFileSync(join(repo, 'tests', 'data', 'source', f), join(ws, 'tiny', f));
 	writeScanInputs(ws, join(tmp, 'gate'));
+	// A program that runs the example model, for the mixed-mode step.
+	writeFileSync(
+		join(ws, 'infer.py'),
+		'import sys\n\nimport numpy as np\nimport onnxruntime as ort\n\nsession = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])\n' +
+			'image = np.full((1, 3, 32, 32), 0.5, np.float32)\n(probs,) = session.run(None, {"image": image})\nprint("probs", probs.shape, flush=True)\n',
+	);
 	let server;
 	let context;
 	try {

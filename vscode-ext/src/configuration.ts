@@ -38,6 +38,14 @@ export interface GraphDapConfiguration {
 	breakOn?: string[];
 	/** Nodes (globs or op:TYPE) whose Inf the inf filter ignores, besides the filter's condition. */
 	infExclude?: string[];
+	/** A Python program to debug together with the models it runs (mixed mode; `model` is then not needed). */
+	program?: string;
+	/** Or a module, as `python -m` runs it. */
+	module?: string;
+	args?: string[];
+	env?: Record<string, string | null>;
+	/** Mixed mode: stop at the entry of every InferenceSession.run call. */
+	stopOnSessionRun?: boolean;
 	[key: string]: unknown;
 }
 
@@ -47,6 +55,14 @@ export interface EditorContext {
 	activeFile?: string;
 	/** The model (or listing) of the last model editor that was active: F5 from another file, such as the model's Python source, debugs it. */
 	recentModel?: string;
+	/** The active file is a Python file that the recent model's listing names as its source (F5 then debugs the model, not the script). */
+	activeFileIsModelSource?: boolean;
+}
+
+/** Whether a listing names the Python file `pyPath` as a node's source (`# model.py:25` after a node). */
+export function listingNamesSource(listing: string, pyPath: string): boolean {
+	const base = pyPath.split(/[\\/]/).pop() ?? pyPath;
+	return listing.includes(`# ${base}:`) || listing.includes(`/${base}:`);
 }
 
 /** The model F5 is about: the active editor's, else the one last active. */
@@ -68,6 +84,20 @@ export function modelPathFor(file: string): string {
 /** `model.onnx` -> `model.onnxtxt` (the listing beside the model, the file the adapter reports). */
 export function listingPathFor(model: string): string {
 	return (model.endsWith(MODEL_EXT) ? model.slice(0, -MODEL_EXT.length) : model) + LISTING_EXT;
+}
+
+/** Whether a configuration debugs a Python program (mixed mode) rather than one model. */
+export function isProgramLaunch(config: Partial<GraphDapConfiguration>): boolean {
+	return (typeof config.program === 'string' && config.program !== '') || (typeof config.module === 'string' && config.module !== '');
+}
+
+/** A configuration for the Python program at `program`: the program, and the models it runs. */
+export function configurationForProgram(program: string, noDebug = false): GraphDapConfiguration {
+	const config: GraphDapConfiguration = { type: DEBUG_TYPE, request: 'launch', name: `Debug ${baseName(program)} with its models`, program };
+	if (noDebug) {
+		config.noDebug = true;
+	}
+	return config;
 }
 
 /** Whether a path names a model or a model's listing. */
@@ -102,6 +132,9 @@ export function configurationForModel(model: string, noDebug = false): GraphDapC
 export function resolveConfiguration(raw: Partial<GraphDapConfiguration>, ctx: EditorContext): Resolution {
 	const empty = !raw.type && !raw.request && !raw.name;
 	if (empty) {
+		if (ctx.activeFile?.endsWith('.py') && !(ctx.recentModel && ctx.activeFileIsModelSource)) {
+			return { kind: 'ok', config: configurationForProgram(ctx.activeFile, !!raw.noDebug) };
+		}
 		const model = contextModel(ctx);
 		if (!model) {
 			return {
@@ -115,12 +148,15 @@ export function resolveConfiguration(raw: Partial<GraphDapConfiguration>, ctx: E
 	if (config.request !== 'launch') {
 		return { kind: 'error', message: `graph-dap supports only "request": "launch", not "${config.request}".` };
 	}
+	if (isProgramLaunch(config)) {
+		return { kind: 'ok', config };
+	}
 	if (config.model === undefined || config.model === '') {
 		const model = contextModel(ctx);
 		if (model) {
 			config.model = model;
 		} else {
-			return { kind: 'error', message: 'The launch configuration has no "model": set it to the path of an .onnx file.' };
+			return { kind: 'error', message: 'The launch configuration has no "model": set it to the path of an .onnx file (or give "program": a Python script that runs models).' };
 		}
 	}
 	return { kind: 'ok', config };
@@ -132,8 +168,15 @@ export function resolveConfiguration(raw: Partial<GraphDapConfiguration>, ctx: E
  */
 export function finishConfiguration(config: GraphDapConfiguration): Resolution {
 	const out: GraphDapConfiguration = { ...config };
+	if (isProgramLaunch(out)) {
+		if (out.program !== undefined && out.module !== undefined) {
+			return { kind: 'error', message: 'Give either "program" (a script) or "module", not both.' };
+		}
+		const problem = checkProgramTypes(out) ?? checkTypes(out);
+		return problem ? { kind: 'error', message: problem } : { kind: 'ok', config: out };
+	}
 	if (typeof out.model !== 'string' || out.model === '') {
-		return { kind: 'error', message: 'The launch configuration has no "model": set it to the path of an .onnx file.' };
+		return { kind: 'error', message: 'The launch configuration has no "model": set it to the path of an .onnx file (or give "program": a Python script that runs models).' };
 	}
 	out.model = modelPathFor(out.model);
 	if (typeof out.providers === 'string') {
@@ -168,6 +211,16 @@ function checkTypes(c: GraphDapConfiguration): string | undefined {
 	);
 }
 
+function checkProgramTypes(c: GraphDapConfiguration): string | undefined {
+	const want = (key: string, ok: boolean, what: string) => (ok ? undefined : `"${key}" must be ${what}, got ${JSON.stringify(c[key])}.`);
+	const has = (key: string) => c[key] !== undefined;
+	return (
+		(has('args') ? want('args', Array.isArray(c.args) && c.args.every((a) => typeof a === 'string'), 'a list of strings') : undefined) ??
+		(has('env') ? want('env', isPlainObject(c.env) && Object.values(c.env!).every((v) => typeof v === 'string' || v === null), 'an object of names to strings') : undefined) ??
+		(has('stopOnSessionRun') ? want('stopOnSessionRun', typeof c.stopOnSessionRun === 'boolean', 'true or false') : undefined)
+	);
+}
+
 function isPlainObject(v: unknown): v is Record<string, unknown> {
 	return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -175,12 +228,19 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 /** How VS Code should reach the adapter for a resolved configuration. */
 export type AdapterDescriptor =
 	| { kind: 'server'; port: number; host: string }
-	| { kind: 'executable'; command: string; args: string[] };
+	| { kind: 'executable'; command: string; args: string[]; env?: Record<string, string> };
 
-/** The adapter for `config`: a running server when `debugServer` is set, else `python -m graph_dap.adapter`. */
-export function describeAdapter(config: Pick<GraphDapConfiguration, 'debugServer'>, python: string): AdapterDescriptor {
+/**
+ * The adapter for `config`: a running server when `debugServer` is set, else `python -m graph_dap.adapter`
+ * (for a program launch with GRAPH_DAP_PROGRAM=1, so that it lists the Python exception filters at initialize).
+ */
+export function describeAdapter(config: Partial<GraphDapConfiguration>, python: string): AdapterDescriptor {
 	if (typeof config.debugServer === 'number') {
 		return { kind: 'server', port: config.debugServer, host: '127.0.0.1' };
 	}
-	return { kind: 'executable', command: python, args: ['-m', 'graph_dap.adapter'] };
+	const adapter: AdapterDescriptor = { kind: 'executable', command: python, args: ['-m', 'graph_dap.adapter'] };
+	if (isProgramLaunch(config)) {
+		adapter.env = { GRAPH_DAP_PROGRAM: '1' };
+	}
+	return adapter;
 }

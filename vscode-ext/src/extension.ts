@@ -4,6 +4,7 @@
  * Shaped after microsoft/vscode-mock-debug's extension.
  */
 import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import {
@@ -15,6 +16,8 @@ import {
 	describeAdapter,
 	finishConfiguration,
 	isModelOrListing,
+	listingNamesSource,
+	listingPathFor,
 	modelPathFor,
 	resolveConfiguration,
 } from './configuration';
@@ -181,6 +184,20 @@ function activeFile(listings: ListingFiles): string | undefined {
 	return file ? (listings.modelOf(file) ?? file) : undefined;
 }
 
+/** Whether the listing of `model` names the Python file `file` as a node's source. */
+function modelNamesSource(listings: ListingFiles, model: string, file: string): boolean {
+	for (const listing of [listings.movedListing(model), listingPathFor(model)]) {
+		try {
+			if (listing && listingNamesSource(fs.readFileSync(listing, 'utf8'), file)) {
+				return true;
+			}
+		} catch {
+			// no listing there
+		}
+	}
+	return false;
+}
+
 /** The model a command is about: its argument (from the explorer), else the active editor's. */
 function targetModel(listings: ListingFiles, uri?: vscode.Uri): string | undefined {
 	const file = uri instanceof vscode.Uri ? uri.fsPath : activeFile(listings);
@@ -209,7 +226,10 @@ class ConfigurationProvider implements vscode.DebugConfigurationProvider {
 
 	/** F5 without a launch.json: a configuration for the model or listing in the active editor. */
 	resolveDebugConfiguration(_folder: vscode.WorkspaceFolder | undefined, config: vscode.DebugConfiguration): vscode.ProviderResult<vscode.DebugConfiguration> {
-		const r = resolveConfiguration(config as Partial<GraphDapConfiguration>, { activeFile: activeFile(this.listings), recentModel: this.recentModel() });
+		const file = activeFile(this.listings);
+		const recentModel = this.recentModel();
+		const activeFileIsModelSource = !!file?.endsWith('.py') && !!recentModel && modelNamesSource(this.listings, recentModel, file);
+		const r = resolveConfiguration(config as Partial<GraphDapConfiguration>, { activeFile: file, recentModel, activeFileIsModelSource });
 		if (r.kind === 'error') {
 			void vscode.window.showErrorMessage(`graph-dap: ${r.message}`);
 			return undefined;
@@ -227,12 +247,13 @@ class ConfigurationProvider implements vscode.DebugConfigurationProvider {
 			void vscode.window.showErrorMessage(`graph-dap: ${r.message}`);
 			return undefined;
 		}
-		const moved = this.listings.movedListing(r.config.model!);
+		const target = r.config.model ?? r.config.program;  // a program launch: the models are the program's
+		const moved = r.config.model ? this.listings.movedListing(r.config.model) : undefined;
 		if (moved && r.config.listingPath === undefined) {
 			r.config.listingPath = moved;
 		}
 		if (r.config.debugServer === undefined) {
-			const interpreter = await this.interpreter.get(vscode.Uri.file(r.config.model!));
+			const interpreter = await this.interpreter.get(target ? vscode.Uri.file(target) : undefined);
 			const problem = await this.interpreter.problem(interpreter);
 			if (problem) {
 				void vscode.window.showErrorMessage(problem, 'Open Settings').then((choice) => {
@@ -261,13 +282,15 @@ class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
 
 	async createDebugAdapterDescriptor(session: vscode.DebugSession): Promise<vscode.DebugAdapterDescriptor> {
 		const config = session.configuration as GraphDapConfiguration;
-		const python = (await this.interpreter.get(config.model ? vscode.Uri.file(config.model) : undefined)).command;
+		const target = config.model ?? config.program;
+		const python = (await this.interpreter.get(target ? vscode.Uri.file(target) : undefined)).command;
 		const d = describeAdapter(config, python);
 		if (d.kind === 'server') {
 			return new vscode.DebugAdapterServer(d.port, d.host);
 		}
-		const cwd = session.workspaceFolder?.uri.fsPath ?? (config.model ? path.dirname(config.model) : undefined);
-		return new vscode.DebugAdapterExecutable(d.command, d.args, cwd ? { cwd } : undefined);
+		const cwd = session.workspaceFolder?.uri.fsPath ?? (target ? path.dirname(target) : undefined);
+		const env = d.env ? { ...(process.env as Record<string, string>), ...d.env } : undefined;
+		return new vscode.DebugAdapterExecutable(d.command, d.args, cwd || env ? { cwd, env } : undefined);
 	}
 }
 

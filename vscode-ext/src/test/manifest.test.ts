@@ -12,14 +12,16 @@ test('the debugger type graph-dap, labelled ONNX Graph, for the listing language
 	assert.equal(dbg.type, 'graph-dap');
 	assert.equal(dbg.label, 'ONNX Graph');
 	assert.deepEqual(dbg.languages, ['onnx-listing']);
-	assert.deepEqual(c.breakpoints, [{ language: 'onnx-listing' }, { language: 'python' }]);  // python: lines of the model's own source
+	// listings, and Python files: a program launch takes the program's own breakpoints (without the Python extension)
+	assert.deepEqual(c.breakpoints, [{ language: 'onnx-listing' }, { language: 'python' }]);
 	assert.ok(dbg.initialConfigurations.length > 0 && dbg.configurationSnippets.length > 0);
 });
 
-test('all launch attributes, model required', () => {
+test('all launch attributes; a model or a program (the resolver says which is missing)', () => {
 	const launch = dbg.configurationAttributes.launch;
-	assert.deepEqual(launch.required, ['model']);
-	for (const key of ['model', 'inputs', 'dims', 'stopOnEntry', 'providers', 'skipConstants', 'memoryBudgetMB', 'worker', 'token', 'debugServer']) {
+	assert.equal(launch.required, undefined);
+	for (const key of ['model', 'inputs', 'dims', 'stopOnEntry', 'providers', 'skipConstants', 'memoryBudgetMB', 'worker', 'token', 'debugServer',
+		'program', 'module', 'args', 'env', 'stopOnSessionRun']) {
 		assert.ok(launch.properties[key], key);
 	}
 });
@@ -28,7 +30,7 @@ test('snippets and initial configurations are valid configurations', () => {
 	for (const body of [...dbg.initialConfigurations, ...dbg.configurationSnippets.map((s: { body: unknown }) => s.body)]) {
 		assert.equal(body.type, 'graph-dap');
 		assert.equal(body.request, 'launch');
-		assert.ok(body.model);
+		assert.ok(body.model || body.program);
 		for (const key of Object.keys(body)) {
 			assert.ok(['type', 'request', 'name'].includes(key) || dbg.configurationAttributes.launch.properties[key], `unknown attribute ${key}`);
 		}
