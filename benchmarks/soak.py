@@ -24,7 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from dap_client import DapClient, chain_model  # noqa: E402
+from dap_client import DapClient  # noqa: E402
+from models import chain_files as chain_model  # noqa: E402
 
 WARM_UP = 10
 

@@ -99,7 +99,7 @@ _HOSTILE_STRINGS = [
     "NaN", "Infinity", "-1", "1e999", "'; DROP TABLE x; --", "\u202e", "\ufeff", "op:Conv", "*", "**", "[", "]",
 ]  # fmt: skip
 #: Names of the fuzzed session's model and others a person might type: values, nodes, expressions.
-PLAUSIBLE = ["x", "w", "b", "k", "y", "conv_out", "relu_out", "sum", "conv1", "relu1", "add1", "scale1", "op:Conv", "*"]
+PLAUSIBLE = ["x", "w", "b", "s", "y", "c", "r", "a", "m", "side", "conv", "relu", "add", "mul", "sigmoid", "op:Conv", "*"]
 
 
 def _text(node: dict[str, Any] | None = None) -> st.SearchStrategy[str]:

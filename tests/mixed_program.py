@@ -62,6 +62,9 @@ def printed(scale: Path, root: Path, x: Any) -> str:
     """The line the program prints for a call whose SCALE input is ``x``, with onnxruntime's values."""
     import onnxruntime as ort
 
-    (y,) = ort.InferenceSession(str(scale), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    (z,) = ort.InferenceSession(str(root), providers=["CPUExecutionProvider"]).run(None, {"y": y})
+    from graph_dap.runtime.engine.options import session_options
+
+    # graph-dap set the test process's global thread pool: every session here must use it
+    (y,) = ort.InferenceSession(str(scale), session_options("none"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    (z,) = ort.InferenceSession(str(root), session_options("none"), providers=["CPUExecutionProvider"]).run(None, {"y": y})
     return f"{float(z.sum()):.4f}"

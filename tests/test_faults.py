@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, chain_model, long_model, save_model
+from dap_client import ROOT, TIMEOUT, DapClient, DapError, long_model, save_model
+from models import chain_files as chain_model
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from soak import descendants, soak  # noqa: E402

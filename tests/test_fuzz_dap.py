@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dap_client import TIMEOUT, DapClient, chain_model, frame
+from dap_client import TIMEOUT, DapClient, frame
 from dap_fuzz import ANSWER_TIMEOUT, EXAMPLES, arguments, fuzz_settings, raw_request, request_schemas
 from hypothesis import given
 from hypothesis import strategies as st
+from models import chain_files as chain_model
 
 from graph_dap.adapter.protocol import FrameParser, FramingError, Malformed
 
@@ -48,7 +49,7 @@ class Live:
             model, inputs, _ = chain_model(self.folder)
             client.launch(str(model), inputs=str(inputs), stopOnEntry=True)
             client.wait_for_stop("entry")
-            client.step()  # conv1 has run: values to look at
+            client.step()  # conv has run: values to look at
         self.client = client
         return client
 

@@ -118,6 +118,7 @@ def _names_what(message: str, text: str) -> bool:
         any(t in message for t in names if len(t) > 1)
         or any(f"'{t}'" in message or t in message for t in operators if len(t) > 1)
         or any(f"'{t}'" in message for t in operators)
+        or any(f"'{part}'" in message for t in operators for part in re.findall(r"[^.]+", t))  # '~' of '~...'
         or any(w in message.lower() for w in _CONSTRUCTS)
     )
 

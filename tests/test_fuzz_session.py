@@ -13,14 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dap_client import DapClient, DapError, chain_model
+from dap_client import DapClient, DapError
 from dap_fuzz import ANSWER_TIMEOUT, EXAMPLES, PLAUSIBLE, fuzz_settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from models import chain_files as chain_model
 
 _EXPRESSIONS = st.one_of(
     st.sampled_from(PLAUSIBLE),
-    st.sampled_from(["`x`.max()", "conv_out * 2", "x[0, 0]", "np.mean(x)", "`x`.tolist()", "x.shape", "abs(", "__import__('os')"]),
+    st.sampled_from(["`x`.max()", "c * 2", "x[0, 0]", "np.mean(x)", "`x`.tolist()", "x.shape", "abs(", "__import__('os')"]),
     st.text(max_size=20),
 )
 _INTEGERS = st.one_of(st.integers(-2, 40), st.sampled_from([2**31, 2**53 - 1, 2**53]))

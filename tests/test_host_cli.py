@@ -17,6 +17,8 @@ import pytest
 from dap_client import ROOT
 from mixed_program import PROGRAM, call_inputs, loop_models, program_line
 
+from graph_dap.runtime.engine.options import session_options
+
 MISBEHAVING = PROGRAM.parent / "misbehaving.py"
 TIMEOUT = 180
 
@@ -34,7 +36,7 @@ def models(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def run_root(root: Path, y: np.ndarray) -> np.ndarray:
-    (z,) = ort.InferenceSession(str(root), providers=["CPUExecutionProvider"]).run(None, {"y": y})
+    (z,) = ort.InferenceSession(str(root), session_options("none"), providers=["CPUExecutionProvider"]).run(None, {"y": y})
     return z
 
 

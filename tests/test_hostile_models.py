@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, chain_model
+from dap_client import ROOT, TIMEOUT, DapClient, DapError
 from hostile_models import CASES, Case, make
+from models import chain_files as chain_model
 
 from graph_dap import cli
 

@@ -10,10 +10,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 from cf_models import scan_model
-from dap_client import chain_model, inf_model, nan_model
+from dap_client import inf_model, nan_model
+from models import chain_files as chain_model
 from onnx import helper
 
 from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.options import session_options
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.tools.watched import watched_model
 
@@ -23,8 +25,8 @@ def run_watched(model: onnx.ModelProto, feeds: dict[str, np.ndarray], filt: Faul
     graph = load_graph(model)
     watched = watched_model(graph, filt)
     names = [o.name for o in model.graph.output]
-    plain = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(names, feeds)
-    session = ort.InferenceSession(watched.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    plain = ort.InferenceSession(model.SerializeToString(), session_options("none"), providers=["CPUExecutionProvider"]).run(names, feeds)
+    session = ort.InferenceSession(watched.model.SerializeToString(), session_options("none"), providers=["CPUExecutionProvider"])
     if watched.sentinel is None:
         return session.run(names, feeds), False, plain
     *outs, sums = session.run([*names, watched.sentinel], feeds)
