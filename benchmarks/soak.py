@@ -85,7 +85,7 @@ def cycle(port: int, model: Path, inputs: Path, timeout: float) -> None:
         if not client.response(seq, timeout)["success"]:
             raise RuntimeError("the launch failed")
         client.wait_for_event("initialized", timeout)
-        client.request("setFunctionBreakpoints", breakpoints=[{"name": "add1"}], timeout=timeout)
+        client.request("setFunctionBreakpoints", breakpoints=[{"name": "add"}], timeout=timeout)
         client.request("configurationDone", timeout=timeout)
         client.wait_for_stop("function breakpoint", timeout)
         client.request("stepBack", threadId=1)

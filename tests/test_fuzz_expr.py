@@ -10,9 +10,11 @@ refusal is one line naming what was refused.
 from __future__ import annotations
 
 import ast
+import io
 import re
 import sys
 import time
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,9 +113,17 @@ _CONSTRUCTS = ("lambda", "comprehension", "generator", "f-string", "assignment",
                "expression", "method", "attribute", "function", "name", "empty", "reserved", "divide", "power", "kind")  # fmt: skip
 
 
+def _operator_tokens(text: str) -> set[str]:
+    """The operators of ``text`` as Python's tokenizer splits them ('~-1.5' is '~' then '-')."""
+    try:
+        return {t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.OP}
+    except (tokenize.TokenError, SyntaxError):
+        return set()
+
+
 def _names_what(message: str, text: str) -> bool:
     names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
-    operators = set(re.findall(r"[^\sA-Za-z0-9_'\"()\[\],]+", text))
+    operators = set(re.findall(r"[^\sA-Za-z0-9_'\"()\[\],]+", text)) | _operator_tokens(text)  # '~' of '~-1.5'
     return (
         any(t in message for t in names if len(t) > 1)
         or any(f"'{t}'" in message or t in message for t in operators if len(t) > 1)
