@@ -4,9 +4,11 @@
 
 Each cycle is a new client: initialize, launch a small model with a breakpoint, continue
 (to the breakpoint), stepBack, disconnect. The adapter's RSS and open file descriptors are
-read from /proc after a warm-up (10 cycles) and at the end, with the processes it left
-(there must be none once the last client is gone). Targets (issue 15): RSS growth at most
-20 MB, no fd growth, no orphans. ``tests/test_faults.py`` runs a short version.
+read from /proc after a warm-up (10 cycles) and at the end, each time once the adapter is
+idle (no worker below it, no client connection still open: it closes a session's socket
+just after its client leaves), with the processes it left (there must be none). Targets
+(issue 15): RSS growth at most 20 MB, no fd growth, no orphans. ``tests/test_faults.py``
+runs a short version.
 """
 
 from __future__ import annotations
@@ -94,12 +96,32 @@ def cycle(port: int, model: Path, inputs: Path, timeout: float) -> None:
         client.disconnect()
 
 
-def wait_for_no_descendants(pid: int, timeout: float) -> list[int]:
-    """The adapter closes a worker after its client leaves: wait (bounded) until none is left, else say which are."""
+def tcp_connections(pid: int) -> int:
+    """How many of ``pid``'s open fds are TCP sockets not listening (a client's connection the adapter still holds)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes and fields[3] != "0A":  # 0A: LISTEN
+                    count += 1
+    return count
+
+
+def wait_until_idle(pid: int, timeout: float) -> list[int]:
+    """Wait (bounded) until the adapter holds no worker and no client connection: the point where fds are compared."""
     deadline = time.monotonic() + timeout
     while True:
         left = descendants(pid)
-        if not left or time.monotonic() > deadline:
+        if (not left and not tcp_connections(pid)) or time.monotonic() > deadline:
             return left
         time.sleep(0.05)
 
@@ -117,12 +139,12 @@ def soak(cycles: int, timeout: float = 60.0) -> dict[str, Any]:
             cycle(port, model, inputs, timeout)
             slowest = max(slowest, time.monotonic() - began)
             if i + 1 == min(WARM_UP, cycles):
-                wait_for_no_descendants(proc.pid, timeout)
+                wait_until_idle(proc.pid, timeout)
                 before = {"rss_kb": rss_kb(proc.pid), "fds": fds(proc.pid)}
             if (i + 1) % 50 == 0:
                 now = {"cycle": i + 1, "seconds": round(time.monotonic() - started), "rss_kb": rss_kb(proc.pid), "fds": fds(proc.pid)}
                 print(json.dumps({**now, "rss_growth_mb": round((now["rss_kb"] - before["rss_kb"]) / 1024, 1)}), file=sys.stderr, flush=True)
-        orphans = wait_for_no_descendants(proc.pid, timeout)
+        orphans = wait_until_idle(proc.pid, timeout)
         after = {"rss_kb": rss_kb(proc.pid), "fds": fds(proc.pid)}
         seconds = time.monotonic() - started
     finally:
