@@ -109,7 +109,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerService]
     service.rpc_load(p.LoadArgs(model=str(model), inputs=str(inputs), write_listing=False))
     service.rpc_run(p.RunArgs(p.RunCommand.STEP))
     service.model = model  # type: ignore[attr-defined]
-    yield service
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)  # a drawn relative path (save_outputs to 'r') lands here, not in the repository
+        yield service
     service.close()
 
 
@@ -162,10 +164,27 @@ def _exchange(address: str, data: bytes) -> bytes:
             got += chunk
 
 
+def _packable(value: Any) -> Any:
+    """``value`` with every integer msgpack has no encoding for (outside -2^63 .. 2^64-1) written as text, at any depth."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else str(value)
+    if isinstance(value, list):
+        return [_packable(v) for v in value]
+    if isinstance(value, dict):
+        return {_packable(k): _packable(v) for k, v in value.items()}
+    return value
+
+
+def _pack(value: Any) -> bytes:
+    return msgpack.packb(_packable(value), use_bin_type=True, default=str)
+
+
 _HELLOS = st.one_of(
     st.binary(max_size=300),
-    _ANY.map(lambda v: msgpack.packb(v, use_bin_type=True) if not isinstance(v, int) or abs(v) < 2**63 else b""),
-    st.fixed_dictionaries({"token": st.one_of(_STRINGS, _ANY), "version": _ANY}).map(lambda v: msgpack.packb(v, use_bin_type=True, default=str)),
+    _ANY.map(_pack),
+    st.fixed_dictionaries({"token": st.one_of(_STRINGS, _ANY), "version": _ANY}).map(_pack),
     st.sampled_from([_TOKEN[:-1], _TOKEN + "x", _TOKEN.upper(), ""]).map(lambda t: msgpack.packb({"token": t, "version": p.PROTOCOL_VERSION})),
 )
 
@@ -175,6 +194,15 @@ _HELLOS = st.one_of(
 def test_without_the_token_a_connection_gets_nothing_but_a_close(remote_worker: str, hello: bytes) -> None:
     call = msgpack.packb({"id": 1, "method": "load", "args": {"model": "/etc/passwd"}})
     assert _exchange(remote_worker, hello + call) == b""
+
+
+@pytest.mark.parametrize("where", ["", "."])
+def test_saving_the_outputs_to_no_file_or_to_a_folder_is_refused_in_one_line(service: WorkerService, where: str) -> None:
+    """Found by the fuzzer: save_outputs to '' answered an internal error (OSError 16 from renaming onto the folder)."""
+    answer = service.handle({"id": 7, "method": "save_outputs", "args": {"path": where}})
+    assert answer["error"]["kind"] == "DumpError", answer
+    message = answer["error"]["message"]
+    assert "\n" not in message and ("give a file name" in message if not where else "cannot write the outputs to ." in message), message
 
 
 def test_with_the_token_the_worker_answers(remote_worker: str) -> None:

@@ -10,6 +10,7 @@ while a run goes on, and lands between two nodes.
 
 from __future__ import annotations
 
+import errno
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ import numpy as np
 from graph_dap import errors
 from graph_dap.errors import (
     CompareError,
+    DumpError,
     GraphDapError,
     InputError,
     ModelError,
@@ -415,9 +417,15 @@ class WorkerService(ValueCalls):
         """The graph outputs computed so far, written to ``a.path`` (those that are not tensors are left out)."""
         from graph_dap.files import save_npz_atomic
 
+        if not a.path:
+            raise DumpError("no path to write the outputs to: give a file name")
         outputs = self.s.outputs()
         tensors = {k: v for k, v in outputs.items() if isinstance(v, np.ndarray)}
-        save_npz_atomic(a.path, tensors)
+        try:
+            save_npz_atomic(a.path, tensors)
+        except OSError as error:  # a folder, a missing folder, a full disk: say so, as a dump does
+            full = " (the disk is full)" if error.errno == errno.ENOSPC else ""
+            raise DumpError(f"cannot write the outputs to {a.path}: {error.strerror or error}{full}") from None
         missing = tuple(n for n in self.s.graph.output_names if n not in tensors)
         return p.SavedOutputs(tuple(tensors), missing)
 
