@@ -5,7 +5,7 @@ For each request of the schema (and graph-dap's own, described here in the same 
 or hostile: wrong types, huge numbers and strings, lone surrogates, deep nesting,
 unknown keys. :func:`raw_request` frames one as bytes the way a client would (or with
 ``seq`` and ``type`` broken). How many examples a test draws comes from
-``GRAPH_DAP_FUZZ_EXAMPLES`` (CI's short default here; the long run sets 10,000).
+``GRAPH_DAP_FUZZ_EXAMPLES`` (CI's short default here; RELIABILITY.md has the long run, 900).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dap_client import schema
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-#: Examples per fuzz test: a short run in CI, the long run with GRAPH_DAP_FUZZ_EXAMPLES=10000.
+#: Examples per fuzz test: a short run in CI; the long run (RELIABILITY.md) sets GRAPH_DAP_FUZZ_EXAMPLES=900.
 EXAMPLES = int(os.environ.get("GRAPH_DAP_FUZZ_EXAMPLES", "30"))
 #: Each answer must come within this many seconds (an event-driven wait, not a sleep).
 ANSWER_TIMEOUT = 5.0
