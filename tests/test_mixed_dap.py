@@ -230,3 +230,51 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"  # a zombie has ended
     except OSError:
         return True
+
+
+def test_a_module_launch_stops_every_run_and_a_listing_breakpoint_waits_for_its_model(dap, models):
+    from graph_dap.runtime.loading import load_graph
+    from graph_dap.runtime.listing import render_listing
+
+    listing = models[1].with_suffix(".onnxtxt")  # written when the program creates root.onnx's session
+    halve = render_listing(load_graph(models[1])).line_of("halve")
+    dap.initialize()
+    launch = {"module": PROGRAM.stem, "args": [str(models[0]), str(models[1]), "1"], "env": {"PYTHONPATH": str(PROGRAM.parent)},
+              "stopOnSessionRun": True}  # fmt: skip
+    dap.request("launch", launch, timeout=STOP)
+    dap.wait_for_event("initialized", timeout=STOP)
+    (bp,) = dap.request("setBreakpoints", source={"path": str(listing)}, breakpoints=[{"line": halve}])["breakpoints"]
+    assert not bp["verified"] and bp["message"] == "the program has not loaded this listing's model yet"
+    dap.request("setExceptionBreakpoints", filters=[])
+    dap.request("configurationDone")
+    stop = graph_stop(dap, "entry")  # stopOnSessionRun: each run stops at its first node
+    assert stop["threadId"] == threads(dap)["graph: scale.onnx, run #1"]
+    assert frames(dap, stop["threadId"])[0]["name"] == "double (Mul)"
+    changed = dap.wait_for_event("breakpoint", timeout=STOP, where=lambda b: b["breakpoint"]["id"] == bp["id"])["breakpoint"]
+    assert changed["verified"] and changed["line"] == halve and changed["source"]["path"] == str(listing)
+    assert listing.is_file()
+    dap.request("continue", threadId=stop["threadId"])
+    stop = graph_stop(dap, "entry")
+    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #1"]
+    dap.request("continue", threadId=stop["threadId"])
+    hit = graph_stop(dap, "breakpoint")
+    assert hit["threadId"] == stop["threadId"] and hit["hitBreakpointIds"] == [bp["id"]]
+    node = frames(dap, hit["threadId"])[0]
+    assert node["name"] == "halve (Mul)" and node["line"] == halve and node["source"]["path"] == str(listing)
+    assert "call 1:" not in dap.output()
+    dap.request("continue", threadId=hit["threadId"])
+    wait_printed(dap, f"call 1: {printed(*models, call_inputs(1))}")
+    dap.wait_for_end(timeout=STOP)
+
+
+def test_a_program_launch_refuses_bad_arguments_in_one_line(dap, models):
+    dap.initialize()
+    for args, message in (
+        ({"program": str(PROGRAM), "module": "infer_loop"}, "give either 'program' (a script) or 'module' (a module name), not both"),
+        ({"program": str(models[0].parent / "nope.py")}, f"program not found: {models[0].parent / 'nope.py'}"),
+        ({"program": str(PROGRAM), "tolerance": {"atol": 1e-3}}, "'tolerance' needs a 'reference' to compare with"),
+        ({"program": str(PROGRAM), "memoryBudgetMB": 0}, "memoryBudgetMB must be positive"),
+    ):
+        seq = dap.send("launch", args)
+        response = dap.response(seq)
+        assert not response["success"] and response["message"] == message, response
