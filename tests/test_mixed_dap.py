@@ -233,8 +233,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_module_launch_stops_every_run_and_a_listing_breakpoint_waits_for_its_model(dap, models):
-    from graph_dap.runtime.loading import load_graph
     from graph_dap.runtime.listing import render_listing
+    from graph_dap.runtime.loading import load_graph
 
     listing = models[1].with_suffix(".onnxtxt")  # written when the program creates root.onnx's session
     halve = render_listing(load_graph(models[1])).line_of("halve")
