@@ -232,7 +232,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def test_a_module_launch_stops_every_run_and_a_listing_breakpoint_waits_for_its_model(dap, models):
+def test_a_module_launch_stops_every_run_a_listing_breakpoint_waits_for_its_model_and_steps_back(dap, models):
     from graph_dap.runtime.listing import render_listing
     from graph_dap.runtime.loading import load_graph
 
@@ -262,6 +262,11 @@ def test_a_module_launch_stops_every_run_and_a_listing_breakpoint_waits_for_its_
     node = frames(dap, hit["threadId"])[0]
     assert node["name"] == "halve (Mul)" and node["line"] == halve and node["source"]["path"] == str(listing)
     assert "call 1:" not in dap.output()
+    dap.request("stepBack", threadId=hit["threadId"])  # back before sqrt1, as in a model session
+    assert graph_stop(dap, "step")["threadId"] == hit["threadId"]
+    assert frames(dap, hit["threadId"])[0]["name"] == "sqrt1 (Sqrt)"
+    dap.request("continue", threadId=hit["threadId"])  # halve's breakpoint again
+    assert graph_stop(dap, "breakpoint")["hitBreakpointIds"] == [bp["id"]]
     dap.request("continue", threadId=hit["threadId"])
     wait_printed(dap, f"call 1: {printed(*models, call_inputs(1))}")
     dap.wait_for_end(timeout=STOP)
