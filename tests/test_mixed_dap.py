@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from dap_client import DapClient
 from mixed_program import PROGRAM, call_inputs, loop_models, printed, program_line
@@ -283,3 +284,39 @@ def test_a_program_launch_refuses_bad_arguments_in_one_line(dap, models):
         seq = dap.send("launch", args)
         response = dap.response(seq)
         assert not response["success"] and response["message"] == message, response
+
+
+def test_with_a_reference_the_mismatch_filter_stops_where_a_run_first_differs(dap, models):
+    import onnx
+    from onnx import numpy_helper
+
+    other = onnx.load(str(models[1]))  # root.onnx with halve's 0.5 made 0.6: only halve's output differs
+    half = next(t for t in other.graph.initializer if t.name == "half")
+    half.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(half) * 0 + 0.6, "half"))
+    reference = models[1].with_name("other.onnx")
+    onnx.save(other, str(reference))
+    dap.initialize()
+    misbehaving = str(PROGRAM.parent / "misbehaving.py")  # "exit": one call, then exit status 3
+    launch = {"program": misbehaving, "args": ["exit", str(models[1])], "reference": f"model:{reference}", "tolerance": {"atol": 1e-4}}
+    dap.request("launch", launch, timeout=STOP)
+    dap.wait_for_event("initialized", timeout=STOP)
+    dap.request("setExceptionBreakpoints", filters=["mismatch"])
+    dap.request("configurationDone")
+    stop = graph_stop(dap, "exception")
+    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #1"]
+    info = dap.request("exceptionInfo", threadId=stop["threadId"])
+    assert info["exceptionId"] == "mismatch" and "halve" in info["description"], info
+    assert frames(dap, stop["threadId"])[0]["name"] == "halve (Mul)"
+    dap.request("continue", threadId=stop["threadId"])
+    y = np.full((2, 4), 1.0, np.float32)
+    wait_printed(dap, f"call 1: {_root_sum(models[1], y)}")  # the program gets its own model's outputs
+    assert dap.wait_for_event("exited", timeout=STOP)["exitCode"] == 3
+
+
+def _root_sum(root: Path, y: Any) -> str:
+    import onnxruntime as ort
+
+    from graph_dap.runtime.engine.options import session_options
+
+    (z,) = ort.InferenceSession(str(root), session_options("none"), providers=["CPUExecutionProvider"]).run(None, {"y": y})
+    return f"{float(z.sum()):.4f}"
