@@ -320,3 +320,17 @@ def _root_sum(root: Path, y: Any) -> str:
 
     (z,) = ort.InferenceSession(str(root), session_options("none"), providers=["CPUExecutionProvider"]).run(None, {"y": y})
     return f"{float(z.sum()):.4f}"
+
+
+def test_cancel_requests_are_answered_and_the_session_goes_on(dap, models):
+    """VS Code cancels the stackTrace and variables it sent when the user continues: the session must go on answering."""
+    launch_program(dap, models, calls=3, lines=[program_line("total = 0.0")], stopOnSessionRun=True)
+    stop = dap.wait_for_stop("breakpoint", timeout=STOP)
+    t = stop["threadId"]
+    dap.send("continue", {"threadId": t})
+    pending = [dap.send("stackTrace", {"threadId": t, "startFrame": 1, "levels": 19}), dap.send("variables", {"variablesReference": 1})]
+    cancels = [dap.send("cancel", {"requestId": seq}) for seq in pending]
+    for seq in cancels:
+        assert dap.response(seq)["success"]
+    graph_stop(dap, "entry")
+    assert any(name.startswith("graph: scale.onnx") for name in threads(dap))
