@@ -1,19 +1,21 @@
 """graph-dap scan over a data set: its wall time next to a plain onnxruntime loop, and what it finds.
 
-    python benchmarks/bench_scan.py [--inputs 500] [--size 640] [--threads 2] [--no-ray]
+    python benchmarks/bench_scan.py [--inputs 500] [--size 640] [--threads 2] [--poisoned 5] [--no-ray] [--pairs K]
 
 The model is the detection-sized FPN of benchmarks/models.py (det640). The data set is
-``--inputs`` .npz files (one image each, seeded), 5 of them poisoned (a NaN, or values
-large enough that some convolution or sum overflows); each scan's first bad node is checked
-against onnxruntime's own values (the model with every node output made a graph output).
+``--inputs`` .npz files (one image each, seeded), ``--poisoned`` of them (5, the most; 0: a
+clean data set) poisoned (a NaN, or values large enough that some convolution or sum
+overflows); each scan's first bad node is checked against onnxruntime's own values (the
+model with every node output made a graph output). A failing input costs the scan more than
+a clean one (it is located, kept in failing/): ``--poisoned 0`` times a clean data set.
 
 Measured, each in a fresh process, with the same total number of onnxruntime threads
 (``--threads``): a plain loop (``InferenceSession.run`` per file with graph-dap's session
-options: the global pool, optimizations off as graph-dap's engine runs), before the scans and
+options at the level a scan runs at: the global pool, ORT_ENABLE_ALL), before the scans and
 after them (the faster is the base); the scan on the local pool (N workers x 1 thread, and 1
 worker x N threads) and on a local Ray (N workers, and 1); for scale, plain loops with
-onnxruntime's default per-session pool and at ORT_ENABLE_ALL. Wall times include starting
-the processes. The table goes to stdout and benchmarks/results/scan.md.
+onnxruntime's own defaults (a pool per session, ORT_ENABLE_ALL) and with optimizations off.
+Wall times include starting the processes. The table goes to stdout and benchmarks/results/scan.md.
 """
 
 from __future__ import annotations
@@ -38,8 +40,16 @@ sys.path.insert(0, str(HERE))
 POISONS = (("nan", 0.0), ("patch", 1e38), ("patch", 3e37), ("whole", 3e37), ("whole", 1e37))
 
 
+#: How many inputs are poisoned (at most len(POISONS)); set from --poisoned.
+POISONED = [len(POISONS)]
+
+
+#: The optimization level a scan's runs use (graph-dap's default, DebugSession's opt_level): the plain loop's base.
+SCAN_LEVEL = "all"
+
+
 def poisoned(count: int) -> dict[int, tuple[str, float]]:
-    return {count * p // 100: kind for p, kind in zip((7, 30, 52, 78, 95), POISONS)}
+    return {count * p // 100: kind for p, kind in list(zip((7, 30, 52, 78, 95), POISONS))[: POISONED[0]]}
 
 
 def build(size: int, count: int) -> tuple[Path, Path]:
@@ -51,7 +61,7 @@ def build(size: int, count: int) -> tuple[Path, Path]:
     model = RESULTS / f"det{size}.onnx"
     if not model.exists():
         onnx.save(det_fpn(size), str(model))
-    data = RESULTS / f"scan_data_{size}_{count}"
+    data = RESULTS / (f"scan_data_{size}_{count}" + ("" if POISONED[0] == len(POISONS) else f"_p{POISONED[0]}"))
     marker = data / ".complete"
     if not marker.exists():
         data.mkdir(exist_ok=True)
@@ -128,7 +138,7 @@ def plain(model: Path, data: Path, threads: int, level: str, pool: str) -> float
 def plain_process(model: Path, data: Path, threads: int, level: str, pool: str = "global") -> float:
     """:func:`plain` in a fresh process, wall time from its start (imports included, as a scan's)."""
     began = time.perf_counter()
-    subprocess.run([sys.executable, __file__, "--plain", str(model), str(data), str(threads), level, pool], check=True)
+    subprocess.run([sys.executable, __file__, "--plain", str(model), str(data), str(threads), level, pool], check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - began
 
 
@@ -168,20 +178,20 @@ def pairs(model: Path, data: Path, n: int, t: int, k: int, size: int) -> None:
     """On a shared machine the load drifts: pairs run back to back compare under about the same load."""
     rows = []
     for i in range(k):
-        base = plain_process(model, data, t, "none")
+        base = plain_process(model, data, t, SCAN_LEVEL)
         wall, end, _ = scan(model, data, RESULTS / "scan_out_pairs", "--workers", str(t), "--threads", "1")
         load = os.getloadavg()[0]
         rows.append((base, wall, load))
         print(f"pair {i + 1}: plain {base:.1f} s, scan {wall:.1f} s, {wall / base:.2f}x (load average {load:.1f})", flush=True)
     ratios = sorted(w / b for b, w, _ in rows)
     text = "\n".join(
-        [f"{k} pairs over {n} inputs of det{size}, {t} threads in all (a plain loop, then the scan with {t} workers x 1 thread):", "",
+        [f"{k} pairs over {n} inputs of det{size} ({POISONED[0]} poisoned), {t} threads in all (a plain loop, then the scan with {t} workers x 1 thread):", "",
          "| pair | plain s | scan s | scan / plain | load average after |", "| --- | --- | --- | --- | --- |"]
         + [f"| {i + 1} | {b:.1f} | {w:.1f} | {w / b:.2f}x | {load:.1f} |" for i, (b, w, load) in enumerate(rows)]
         + ["", f"median ratio {ratios[len(ratios) // 2]:.2f}x"]
     )
     print(text)
-    (RESULTS / "scan_pairs.md").write_text(text + "\n")
+    (RESULTS / ("scan_pairs.md" if POISONED[0] == len(POISONS) else f"scan_pairs_p{POISONED[0]}.md")).write_text(text + "\n")
 
 
 def main() -> None:
@@ -189,6 +199,8 @@ def main() -> None:
     p.add_argument("--inputs", type=int, default=500)
     p.add_argument("--size", type=int, default=640)
     p.add_argument("--threads", type=int, default=2, help="total onnxruntime threads (default 2: this machine's cores)")
+    p.add_argument("--poisoned", type=int, default=len(POISONS), choices=range(len(POISONS) + 1), metavar="N",
+                   help=f"poisoned inputs among them, 0 to {len(POISONS)} (default {len(POISONS)}; 0: time a clean data set)")
     p.add_argument("--no-ray", action="store_true")
     p.add_argument(
         "--pairs",
@@ -203,6 +215,7 @@ def main() -> None:
         print(plain(Path(args.plain[0]), Path(args.plain[1]), int(args.plain[2]), args.plain[3], args.plain[4]))
         return
     n, t = args.inputs, args.threads
+    POISONED[0] = args.poisoned
     model, data = build(args.size, n)
     if args.pairs:
         pairs(model, data, n, t, args.pairs, args.size)
@@ -210,7 +223,7 @@ def main() -> None:
     expected = truth(model, data, n)
     print(f"onnxruntime's first bad nodes: {expected}", flush=True)
     rows: list[tuple[str, float, str, str]] = []
-    first = plain_process(model, data, t, "none")
+    first = plain_process(model, data, t, SCAN_LEVEL)
     print(f"plain loop: {first:.1f} s", flush=True)
     runs = [(f"scan, local pool: {t} workers x 1 thread", ("--workers", str(t), "--threads", "1"))]
     runs.append((f"scan, local pool: 1 worker x {t} threads", ("--workers", "1", "--threads", str(t))))
@@ -219,28 +232,30 @@ def main() -> None:
         runs.append(("scan, local Ray: 1 worker x 1 thread", ("--ray", "--workers", "1", "--threads", "1")))
     measured = []
     for label, extra in runs:
-        out = RESULTS / f"scan_out_{'ray' if '--ray' in extra else 'local'}_{extra[extra.index('--workers') + 1]}x{extra[-1]}"
+        out = RESULTS / f"scan_out_{'ray' if '--ray' in extra else 'local'}_{extra[extra.index('--workers') + 1]}x{extra[-1]}_p{args.poisoned}"
         wall, end, results = scan(model, data, out, *extra)
         hits, wrong = found(results, expected)
         note = f"{hits} of {len(expected)} poisoned found at onnxruntime's first bad node" + (f"; {wrong}" if wrong else "")
         measured.append((label, wall, f"{end['counts']['clean']} clean, {end['failed']} failing; {note}"))
         print(measured[-1], flush=True)
-    last = plain_process(model, data, t, "none")
+    last = plain_process(model, data, t, SCAN_LEVEL)
     print(f"plain loop again: {last:.1f} s", flush=True)
     base = min(first, last)  # the faster of the two plain loops, one before the scans and one after
-    rows.append((f"plain onnxruntime loop, {t} threads (graph-dap's options: global pool, optimizations off), before / after", base,
+    rows.append((f"plain onnxruntime loop, {t} threads (graph-dap's options: global pool, ORT_ENABLE_ALL as a scan), before / after", base,
                  "1.00x", f"{first:.1f} s / {last:.1f} s"))
     rows += [(label, wall, f"{wall / base:.2f}x", what) for label, wall, what in measured]
-    ort_default = plain_process(model, data, t, "none", "session")
-    rows.append((f"plain onnxruntime loop, {t} threads, onnxruntime's default pool per session (for scale)", ort_default, f"{ort_default / base:.2f}x", "-"))
-    tuned = plain_process(model, data, t, "all")
-    rows.append((f"plain onnxruntime loop, {t} threads, ORT_ENABLE_ALL (for scale)", tuned, f"{tuned / base:.2f}x", "-"))
-    table = [f"{n} inputs of det{args.size} (1x3x{args.size}x{args.size}, one .npz each), {t} threads in all; wall seconds, processes started included.", "",
+    ort_default = plain_process(model, data, t, "all", "session")
+    rows.append((f"plain onnxruntime loop, {t} threads, onnxruntime's defaults: a pool per session, ORT_ENABLE_ALL (for scale)", ort_default,
+                 f"{ort_default / base:.2f}x", "-"))
+    unoptimized = plain_process(model, data, t, "none")
+    rows.append((f"plain onnxruntime loop, {t} threads, global pool, optimizations off (for scale)", unoptimized, f"{unoptimized / base:.2f}x", "-"))
+    table = [f"{n} inputs of det{args.size} (1x3x{args.size}x{args.size}, one .npz each, {args.poisoned} poisoned), {t} threads in all; "
+             "wall seconds, processes started included.", "",
              "| run | wall s | vs plain | found |", "| --- | --- | --- | --- |"]
     table += [f"| {label} | {wall:.1f} | {ratio} | {what} |" for label, wall, ratio, what in rows]
     text = "\n".join(table)
     print(text)
-    (RESULTS / "scan.md").write_text(text + "\n")
+    (RESULTS / ("scan.md" if args.poisoned == len(POISONS) else f"scan_p{args.poisoned}.md")).write_text(text + "\n")
     os.sync()
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from dap_client import DapClient
 from source_models import INPUT, REMOTE_ROOT, SOURCE, TORCHSCRIPT, line_of, project
 
@@ -160,3 +161,37 @@ def test_a_torchscript_model_shows_module_frames_without_sources(dap: DapClient,
     assert made[0] == "/blocks.0/attn/qkv/MatMul (MatMul)" and made[-1] == "/blocks.0/attn/proj/Add (Add)"
     (bp,) = dap.request("setBreakpoints", source={"path": str(src)}, breakpoints=[{"line": 18}])["breakpoints"]
     assert not bp["verified"] and "carries no Python stack traces" in bp["message"]
+
+
+def test_a_node_inside_a_loop_body_has_its_python_frames_then_the_loops_frame(dap: DapClient, tmp_path: Path) -> None:
+    from cf_models import loop_model, unrolled_loop
+
+    source = tmp_path / "rnn.py"
+    source.write_text("class Cell:\n    def forward(self, h, x):\n        return torch.tanh(h @ self.w + x)\n\n\nh = cell(h, x)\n")
+    model = loop_model(trip=3)
+    tanh = next(n for n in model.graph.node[2].attribute[0].g.node if n.name == "tanh")
+    trace = f'File "{source}", line 6, in <module>\n    h = cell(h, x)\nFile "{source}", line 3, in forward\n    return torch.tanh(h @ self.w + x)\n'
+    tanh.metadata_props.add(key="pkg.torch.onnx.stack_trace", value=trace)
+    path = tmp_path / "rnn.onnx"
+    onnx.save(model, str(path))
+    feeds = {"h0": np.full((1, 4), 0.1, np.float32), "x": np.array([[0.3, -0.2, 0.5, 0.1]], np.float32)}
+    np.savez(tmp_path / "in.npz", **feeds)
+    dap.initialize()
+    seq = dap.send("launch", {"model": str(path), "inputs": str(tmp_path / "in.npz"), "cwd": str(tmp_path)})
+    assert dap.response(seq)["success"]
+    dap.wait_for_event("initialized")
+    (bp,) = dap.request("setBreakpoints", source={"path": str(source)}, breakpoints=[{"line": 3, "hitCondition": "2"}])["breakpoints"]
+    assert bp["verified"] and bp["message"].startswith("1 node from rnn.py:3 (first: tanh)"), bp
+    dap.request("configurationDone")
+    dap.wait_for_stop("source breakpoint")
+    frames = dap.stack_trace()
+    # the node, its Python frames (innermost first), then the enclosing Loop's frame: the line's second hit is iteration 1
+    assert [f["name"] for f in frames] == ["tanh (Tanh)", "forward", "<module>", "loop (Loop) body, iteration 1"]
+    assert [(f.get("source", {}).get("path"), f["line"]) for f in frames[1:3]] == [(str(source), 3), (str(source), 6)]
+    assert frames[3]["source"]["path"] == frames[0]["source"]["path"]  # the Loop's frame is in the listing
+    flat = unrolled_loop(model, 3)  # onnxruntime's value of pre in iteration 1
+    flat.graph.output.extend([onnx.ValueInfoProto(name="pre@1")])
+    sess = ort.InferenceSession(flat.SerializeToString(), session_options("none"), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(["pre@1"], feeds)
+    got = dap.request("evaluate", expression="pre.max()", frameId=frames[0]["id"], context="repl")["result"]
+    assert float(got) == pytest.approx(float(want.max()), rel=1e-6)

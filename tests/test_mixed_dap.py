@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from dap_client import DapClient
 from mixed_program import PROGRAM, call_inputs, loop_models, printed, program_line
@@ -230,3 +231,106 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"  # a zombie has ended
     except OSError:
         return True
+
+
+def test_a_module_launch_stops_every_run_a_listing_breakpoint_waits_for_its_model_and_steps_back(dap, models):
+    from graph_dap.runtime.listing import render_listing
+    from graph_dap.runtime.loading import load_graph
+
+    listing = models[1].with_suffix(".onnxtxt")  # written when the program creates root.onnx's session
+    halve = render_listing(load_graph(models[1])).line_of("halve")
+    dap.initialize()
+    launch = {"module": PROGRAM.stem, "args": [str(models[0]), str(models[1]), "1"], "env": {"PYTHONPATH": str(PROGRAM.parent)},
+              "stopOnSessionRun": True}  # fmt: skip
+    dap.request("launch", launch, timeout=STOP)
+    dap.wait_for_event("initialized", timeout=STOP)
+    (bp,) = dap.request("setBreakpoints", source={"path": str(listing)}, breakpoints=[{"line": halve}])["breakpoints"]
+    assert not bp["verified"] and bp["message"] == "the program has not loaded this listing's model yet"
+    dap.request("setExceptionBreakpoints", filters=[])
+    dap.request("configurationDone")
+    stop = graph_stop(dap, "entry")  # stopOnSessionRun: each run stops at its first node
+    assert stop["threadId"] == threads(dap)["graph: scale.onnx, run #1"]
+    assert frames(dap, stop["threadId"])[0]["name"] == "double (Mul)"
+    changed = dap.wait_for_event("breakpoint", timeout=STOP, where=lambda b: b["breakpoint"]["id"] == bp["id"])["breakpoint"]
+    assert changed["verified"] and changed["line"] == halve and changed["source"]["path"] == str(listing)
+    assert listing.is_file()
+    dap.request("continue", threadId=stop["threadId"])
+    stop = graph_stop(dap, "entry")
+    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #1"]
+    dap.request("continue", threadId=stop["threadId"])
+    hit = graph_stop(dap, "breakpoint")
+    assert hit["threadId"] == stop["threadId"] and hit["hitBreakpointIds"] == [bp["id"]]
+    node = frames(dap, hit["threadId"])[0]
+    assert node["name"] == "halve (Mul)" and node["line"] == halve and node["source"]["path"] == str(listing)
+    assert "call 1:" not in dap.output()
+    dap.request("stepBack", threadId=hit["threadId"])  # back before sqrt1, as in a model session
+    assert graph_stop(dap, "step")["threadId"] == hit["threadId"]
+    assert frames(dap, hit["threadId"])[0]["name"] == "sqrt1 (Sqrt)"
+    dap.request("continue", threadId=hit["threadId"])  # halve's breakpoint again
+    assert graph_stop(dap, "breakpoint")["hitBreakpointIds"] == [bp["id"]]
+    dap.request("continue", threadId=hit["threadId"])
+    wait_printed(dap, f"call 1: {printed(*models, call_inputs(1))}")
+    dap.wait_for_end(timeout=STOP)
+
+
+def test_a_program_launch_refuses_bad_arguments_in_one_line(dap, models):
+    dap.initialize()
+    for args, message in (
+        ({"program": str(PROGRAM), "module": "infer_loop"}, "give either 'program' (a script) or 'module' (a module name), not both"),
+        ({"program": str(models[0].parent / "nope.py")}, f"program not found: {models[0].parent / 'nope.py'}"),
+        ({"program": str(PROGRAM), "tolerance": {"atol": 1e-3}}, "'tolerance' needs a 'reference' to compare with"),
+        ({"program": str(PROGRAM), "memoryBudgetMB": 0}, "memoryBudgetMB must be positive"),
+    ):
+        seq = dap.send("launch", args)
+        response = dap.response(seq)
+        assert not response["success"] and response["message"] == message, response
+
+
+def test_with_a_reference_the_mismatch_filter_stops_where_a_run_first_differs(dap, models):
+    import onnx
+    from onnx import numpy_helper
+
+    other = onnx.load(str(models[1]))  # root.onnx with halve's 0.5 made 0.6: only halve's output differs
+    half = next(t for t in other.graph.initializer if t.name == "half")
+    half.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(half) * 0 + 0.6, "half"))
+    reference = models[1].with_name("other.onnx")
+    onnx.save(other, str(reference))
+    dap.initialize()
+    misbehaving = str(PROGRAM.parent / "misbehaving.py")  # "exit": one call, then exit status 3
+    launch = {"program": misbehaving, "args": ["exit", str(models[1])], "reference": f"model:{reference}", "tolerance": {"atol": 1e-4}}
+    dap.request("launch", launch, timeout=STOP)
+    dap.wait_for_event("initialized", timeout=STOP)
+    dap.request("setExceptionBreakpoints", filters=["mismatch"])
+    dap.request("configurationDone")
+    stop = graph_stop(dap, "exception")
+    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #1"]
+    info = dap.request("exceptionInfo", threadId=stop["threadId"])
+    assert info["exceptionId"] == "mismatch" and "halve" in info["description"], info
+    assert frames(dap, stop["threadId"])[0]["name"] == "halve (Mul)"
+    dap.request("continue", threadId=stop["threadId"])
+    y = np.full((2, 4), 1.0, np.float32)
+    wait_printed(dap, f"call 1: {_root_sum(models[1], y)}")  # the program gets its own model's outputs
+    assert dap.wait_for_event("exited", timeout=STOP)["exitCode"] == 3
+
+
+def _root_sum(root: Path, y: Any) -> str:
+    import onnxruntime as ort
+
+    from graph_dap.runtime.engine.options import session_options
+
+    (z,) = ort.InferenceSession(str(root), session_options("none"), providers=["CPUExecutionProvider"]).run(None, {"y": y})
+    return f"{float(z.sum()):.4f}"
+
+
+def test_cancel_requests_are_answered_and_the_session_goes_on(dap, models):
+    """VS Code cancels the stackTrace and variables it sent when the user continues: the session must go on answering."""
+    launch_program(dap, models, calls=3, lines=[program_line("total = 0.0")], stopOnSessionRun=True)
+    stop = dap.wait_for_stop("breakpoint", timeout=STOP)
+    t = stop["threadId"]
+    dap.send("continue", {"threadId": t})
+    pending = [dap.send("stackTrace", {"threadId": t, "startFrame": 1, "levels": 19}), dap.send("variables", {"variablesReference": 1})]
+    cancels = [dap.send("cancel", {"requestId": seq}) for seq in pending]
+    for seq in cancels:
+        assert dap.response(seq)["success"]
+    graph_stop(dap, "entry")
+    assert any(name.startswith("graph: scale.onnx") for name in threads(dap))

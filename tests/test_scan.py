@@ -352,3 +352,38 @@ def test_ray_missing_says_how_to_install_it(tmp_path):
                           "--ray", "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 2
     assert run.stderr.strip() == "graph-dap: --ray needs Ray, which is not installed: pip install 'graph-dap[ray]' (or pip install 'ray>=2.9')"
+
+
+def test_on_a_terminal_a_progress_bar_shows_the_rate_and_the_failures_so_far(tmp_path):
+    import pty
+
+    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(4):
+        np.savez(data / f"c{i}.npz", x=clean_x(i))
+    np.savez(data / "n.npz", x=poisoned("nan", 0))
+    controller, terminal = pty.openpty()  # stderr a terminal, as in a shell
+    try:
+        done = subprocess.run([sys.executable, "-m", "graph_dap", "scan", str(tmp_path / "chain.onnx"), "--inputs", str(data),
+                               "--out", str(tmp_path / "o")], stdout=subprocess.PIPE, stderr=terminal, timeout=180)  # fmt: skip
+        os.close(terminal)
+        terminal = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the terminal's other end is closed: all was read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if terminal >= 0:
+            os.close(terminal)
+        os.close(controller)
+    assert done.returncode == 1
+    text = shown.decode()
+    assert re.search(r"\[#{30}\] 5/5 inputs  \d+(\.\d)?/s, 1 failing", text), text
+    assert text.endswith("\r")  # the bar is wiped at the end, before the summary on stdout
+    assert "scanned 5 inputs" in done.stdout.decode()

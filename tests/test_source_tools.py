@@ -53,6 +53,12 @@ def test_compare_names_the_first_divergence_by_source_line_and_aggregates_per_mo
     assert f"  from: {REMOTE}:{line_of('return self.proj(torch.matmul(att, v))')} in forward, module blocks.1.attn.proj" in r.stdout
     j = json.loads(_cli("compare", DYNAMO, "--inputs", INPUT, "--against-model", other, "--by", "module", "--json").stdout)
     assert [m["module"] for m in j["by_module"]][:2] == ["blocks.0.ln", "blocks.0.attn.qkv"]
+    rows = _cli("compare", DYNAMO, "--inputs", INPUT, "--against-model", other).stdout.splitlines()
+    header = next(line.split() for line in rows if line.startswith("index"))
+    assert header[-2:] == ["source", "result"]  # every row: the node's line and module
+    row = next(line for line in rows if " node_MatMul_12 " in line)
+    assert f"  tinymodel.py:{line_of('return self.proj(torch.matmul(att, v))')} blocks.1.attn.proj " in row
+    assert row.endswith("FAIL (origin)")
 
 
 def test_profile_by_line_and_by_module_add_up_to_the_node_times() -> None:

@@ -9,6 +9,7 @@ for the graph runs to come (and sent to the runs going on); the host hears what 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from graph_dap.adapter.mixed import schema
@@ -32,6 +33,7 @@ OWN = frozenset(
     {
         "threads", "goto", "gotoTargets", "source", "readMemory", "dataBreakpointInfo", "setDataBreakpoints", "restart",
         "configurationDone", "terminate", "disconnect", "setBreakpoints", "setFunctionBreakpoints", "setExceptionBreakpoints",
+        "cancel",
     }
 )  # fmt: skip
 
@@ -148,6 +150,17 @@ class Router:
             frames[0] = dict(frames[0], name=f"{frames[0].get('name', '')}  [InferenceSession.run: {run.name}]")
 
     # -- requests with a side of their own ---------------------------------------------------
+
+    async def _cancel(self, request: Request) -> dict[str, Any]:
+        """A hint, answered here: a request's cancel is not forwarded (debugpy knows its requests by the
+        adapter's seq, not the client's: forwarded, it cancelled the wrong one and the session hung), and
+        the request is answered as usual; a progress's cancel pauses the graph runs that are running."""
+        if request.arg("progressId", str, None) is not None:
+            for run in list(self.s.runs.values()):
+                if not run.stopped:
+                    with contextlib.suppress(RequestError):
+                        await self.graph(run, request)
+        return {}
 
     async def _threads(self, request: Request) -> dict[str, Any]:
         threads: list[dict[str, Any]] = []

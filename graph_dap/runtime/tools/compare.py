@@ -29,7 +29,7 @@ from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
-from graph_dap.runtime.source import source_fields
+from graph_dap.runtime.source import base_name, source_fields
 from graph_dap.runtime.stops import node_ref
 from graph_dap.runtime.tools.dump import model_hash
 from graph_dap.runtime.tools.metrics import (
@@ -342,28 +342,44 @@ class Comparison:
         )
 
     def table_text(self, only_failed: bool = False) -> str:
-        """The table as text: index, node, op type, value, shape, each metric, pass/fail."""
-        head = ["index", "node", "op", "value", "shape", *self.metrics, "result"]
+        """The table as text: index, node, op type, value, shape, each metric, pass/fail.
+
+        For a model whose nodes say where they came from, a column ``source`` before the result:
+        the node's line of the model's Python source and its module (``tinymodel.py:18 blocks.0.attn``).
+        """
+        rows = [r for r in self.rows if not (only_failed and r.passed)]
+        sources = self.graph.sources
+        wheres = [_where_text(source_fields(sources, [r.node.id])) for r in rows]
+        show_source = any(wheres)
+        head = ["index", "node", "op", "value", "shape", *self.metrics, *(["source"] if show_source else []), "result"]
         lines = []
-        for r in self.rows:
-            if only_failed and r.passed:
-                continue
+        for r, where in zip(rows, wheres):
             cells = [str(r.node.index), r.node.id, r.node.op_type, r.value, shape_text(r.shape) if r.shape is not None else "seq"]
             cells += [metric_number(m, r.metrics[m]) if m in r.metrics else "-" for m in self.metrics]
+            if show_source:
+                cells.append(where or "-")
             cells.append(("FAIL (origin)" if r.origin else "fail") if not r.passed else "pass")
             if r.note:
                 cells[-1] += f"  {r.note}"
             lines.append(cells)
         widths = [min(max([len(head[i])] + [len(c[i]) for c in lines]), 40) for i in range(len(head) - 1)]
+        left = {1, 2, 3, 4} | ({len(head) - 2} if show_source else set())
 
         def fmt(cells: list[str]) -> str:
             return (
-                "  ".join(c.ljust(w) if i in (1, 2, 3, 4) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+                "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
                 + "  "
                 + cells[-1]
             )
 
         return "\n".join([fmt(head)] + [fmt(c) for c in lines])
+
+
+def _where_text(where: Mapping[str, Any]) -> str:
+    """``tinymodel.py:18 blocks.0.attn``: a node's user line(s) and module, as :func:`source_fields` gives them; '' when unknown."""
+    lines = ", ".join(f"{base_name(s['path'])}:{s['line']}" for s in where["source"])
+    module = where["module"]
+    return " ".join(x for x in (lines, None if module is None else module or "(model)") if x)
 
 
 # -- the whole thing, as the CLI runs it ------------------------------------------
