@@ -13,6 +13,20 @@ from typing import Any
 ARCHIVE_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, EOFError, zipfile.BadZipFile)
 
 
+def path_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be read, in words ("not found", "File name too long"), or None when it exists.
+
+    ``Path.exists`` raises for a name the system refuses (longer than 255 bytes, say); this answers instead.
+    """
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return "not found"
+    except (OSError, ValueError) as error:  # ValueError: an embedded NUL
+        return getattr(error, "strerror", None) or str(error)
+    return None
+
+
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` so that a reader sees the old file or the whole new one."""
     target = Path(path)

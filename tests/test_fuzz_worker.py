@@ -205,6 +205,16 @@ def test_saving_the_outputs_to_no_file_or_to_a_folder_is_refused_in_one_line(ser
     assert "\n" not in message and ("give a file name" in message if not where else "cannot write the outputs to ." in message), message
 
 
+@pytest.mark.parametrize("field", ["model", "inputs"])
+def test_a_file_name_too_long_is_refused_in_one_line(service: WorkerService, field: str) -> None:
+    """Found by the fuzzer: a model path of 5,000 characters answered an internal error (Path.exists raised ENAMETOOLONG)."""
+    args = {"model": str(service.model), "write_listing": False, field: "a" * 5000}  # type: ignore[attr-defined]
+    answer = service.handle({"id": 8, "method": "load", "args": args})
+    message = answer["error"]["message"]
+    assert answer["error"]["kind"] == ("ModelError" if field == "model" else "InputError"), answer
+    assert "File name too long" in message and f"cannot open the {field}" in message and len(message) < 400, message
+
+
 def test_with_the_token_the_worker_answers(remote_worker: str) -> None:
     got = _exchange(remote_worker, msgpack.packb({"token": _TOKEN, "version": p.PROTOCOL_VERSION}))
     assert msgpack.unpackb(got)["hello"] == p.HELLO

@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from graph_dap.errors import InputError
-from graph_dap.files import ARCHIVE_ERRORS
+from graph_dap.files import ARCHIVE_ERRORS, path_problem
 from graph_dap.runtime.graph import Graph, ValueInfo
 from graph_dap.runtime.tensor import numel
 
@@ -65,8 +65,9 @@ def _read(graph: Graph, inputs: InputsArg) -> dict[str, Any]:
     if isinstance(inputs, Mapping):
         return dict(inputs)
     path = Path(inputs)
-    if not path.exists():
-        raise InputError(f"inputs not found: {path}")
+    problem = path_problem(path)
+    if problem is not None:
+        raise InputError(f"inputs not found: {path}" if problem == "not found" else f"cannot open the inputs {str(path)[:300]}: {problem}")
     if path.is_dir():
         return _read_test_data_dir(graph, path)
     suffix = path.suffix.lower()

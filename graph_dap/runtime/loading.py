@@ -15,6 +15,7 @@ from onnx import external_data_helper, helper
 
 from graph_dap import log as _log
 from graph_dap.errors import ModelError
+from graph_dap.files import path_problem
 from graph_dap.runtime.checks import check_tensors
 from graph_dap.runtime.graph import Graph, ValueInfo, _value_info
 from graph_dap.runtime.tensor import numel
@@ -43,8 +44,9 @@ def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     (:func:`~graph_dap.runtime.checks.check_tensors`); a ModelProto built in memory is taken as it is.
     """
     path = Path(path)
-    if not path.exists():
-        raise ModelError(f"model not found: {path}")
+    problem = path_problem(path)
+    if problem is not None:
+        raise ModelError(f"model not found: {path}" if problem == "not found" else f"cannot open the model {str(path)[:300]}: {problem}")
     if not path.is_file():
         raise ModelError(f"model path is not a file: {path}")
     try:
@@ -80,8 +82,9 @@ def _load_external_data(model: onnx.ModelProto, base: Path) -> None:
                 f"tensor '{tensor.name}' points at external data '{location}' outside the model's folder {root}; "
                 "external data must live beside the model"
             )
-        if not target.is_file():
-            raise ModelError(f"tensor '{tensor.name}': external data file not found: {target}")
+        problem = path_problem(target)
+        if problem is not None or not target.is_file():
+            raise ModelError(f"tensor '{tensor.name}': external data file {'not found' if problem in (None, 'not found') else f'unreadable ({problem})'}: {str(target)[:300]}")
         size = target.stat().st_size
         offset, length = info.offset or 0, info.length
         end = offset + (length or 0)

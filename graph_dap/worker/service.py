@@ -33,7 +33,7 @@ from graph_dap.errors import (
     ProtocolError,
     ValueNotFoundError,
 )
-from graph_dap.files import write_text_atomic
+from graph_dap.files import path_problem, write_text_atomic
 from graph_dap.runtime.breakpoints import BreakpointSpec
 from graph_dap.runtime.listing import render_listing
 from graph_dap.runtime.session import DebugSession, Stop, StopReason
@@ -186,8 +186,9 @@ class WorkerService(ValueCalls):
         path = Path(a.model).expanduser()
         if base_dir and not path.is_absolute():
             path = Path(base_dir) / path
-        if not path.exists():
-            raise ModelError(f"model not found: {path}")
+        problem = path_problem(path)
+        if problem is not None:
+            raise ModelError(f"model not found: {path}" if problem == "not found" else f"cannot open the model {str(path)[:300]}: {problem}")
         from graph_dap.runtime.loading import load_graph
 
         graph = load_graph(path)
