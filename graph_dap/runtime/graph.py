@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 from onnx import helper
 
 from graph_dap.errors import ModelError, NodeNotFoundError
+from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.tensor import numel
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
@@ -50,6 +50,12 @@ _DTYPE_NAMES: dict[int, str] = {
     onnx.TensorProto.STRING: "string",
     onnx.TensorProto.COMPLEX64: "complex64",
     onnx.TensorProto.COMPLEX128: "complex128",
+    onnx.TensorProto.FLOAT8E4M3FN: "float8_e4m3fn",
+    onnx.TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+    onnx.TensorProto.FLOAT8E5M2: "float8_e5m2",
+    onnx.TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+    onnx.TensorProto.INT4: "int4",
+    onnx.TensorProto.UINT4: "uint4",
 }
 
 Dim = int | str | None
@@ -78,7 +84,7 @@ class ValueInfo:
         n = self.numel
         if n is None or self.dtype in (None, "string"):
             return None
-        return n * (2 if self.dtype == "bfloat16" else np.dtype(self.dtype).itemsize)
+        return n * dtype_of(self.dtype).itemsize
 
     def type_text(self) -> str:
         """``float32[1,3,H,W]``-style text; ``?`` for what is unknown."""

@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from graph_dap.errors import InputError
 from graph_dap.files import ARCHIVE_ERRORS
+from graph_dap.runtime.dtypes import dtype_of, is_extra, is_float, is_integer
 from graph_dap.runtime.graph import Graph, ValueInfo
 
 InputsArg = Mapping[str, Any] | str | os.PathLike[str] | None
@@ -157,9 +158,11 @@ def random_input(info: ValueInfo, dims: Mapping[str, int] | None = None) -> np.n
         raise InputError(f"input '{info.name}' has type {info.dtype or 'unknown'}; give it explicitly")
     shape = tuple(d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1 for d in (info.shape or ()))
     rng = np.random.default_rng(_seed(info.name))
-    dt = np.dtype(info.dtype) if info.dtype != "bfloat16" else np.dtype(np.float32)
-    if dt.kind == "f":
+    dt = dtype_of(info.dtype)
+    if is_float(dt):
         return rng.standard_normal(shape).astype(dt)
+    if is_integer(dt) and is_extra(dt):  # int4, uint4
+        return rng.integers(0, 8, shape).astype(dt)
     if dt.kind == "b":
         return rng.integers(0, 2, shape).astype(bool)
     if dt.kind in "iu":

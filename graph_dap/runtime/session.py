@@ -32,6 +32,7 @@ from graph_dap import log as _log
 from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundError, ValueNotFoundError
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
+from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
@@ -57,11 +58,11 @@ _logger = _log.get_logger(__name__)
 
 def _placeholder(info: ValueInfo) -> np.ndarray | None:
     """An array of the declared type (no data: ``np.empty``), to build a session for a value not computed yet."""
-    if info.kind != "tensor" or info.dtype in (None, "string", "bfloat16") or info.shape is None:
+    if info.kind != "tensor" or info.dtype in (None, "string") or info.shape is None:
         return None
     if not all(isinstance(d, int) for d in info.shape):
         return None
-    return np.empty(tuple(int(d) for d in info.shape), np.dtype(info.dtype))  # type: ignore[arg-type]
+    return np.empty(tuple(int(d) for d in info.shape), dtype_of(info.dtype))  # type: ignore[arg-type]
 
 
 class _LookInside:

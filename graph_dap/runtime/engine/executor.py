@@ -21,6 +21,7 @@ import numpy as np
 import onnxruntime as ort
 
 from graph_dap import log as _log
+from graph_dap.runtime.engine import ortio
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, ort_message, session_options
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
@@ -150,9 +151,11 @@ class Executor:
                 raise SegmentError(ort_message(e)) from None
         names = list(self.graph.output_names)
         try:
-            results = self._whole.run(names, {k: v for k, v in inputs.items()})
+            results = ortio.run(self._whole, names, inputs)
         except ORT_ERRORS as e:
             raise SegmentError(ort_message(e)) from None
+        except ortio.FeedError as e:
+            raise SegmentError(str(e)) from None
         self.ort_calls += 1
         return dict(zip(names, results))
 

@@ -75,7 +75,7 @@ def signature(value: Any) -> tuple[Any, ...]:
     if isinstance(value, list):
         return ("seq", str(np.asarray(value[0]).dtype) if value else "?")
     a = np.asarray(value)
-    return (a.dtype.str, a.shape)
+    return (a.dtype.str if a.dtype.kind != "V" else str(a.dtype), a.shape)  # bfloat16, float8 and int4 all read "<V..."
 
 
 def tensor_proto(name: str, value: Any) -> onnx.TensorProto:

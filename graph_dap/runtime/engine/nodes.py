@@ -14,6 +14,7 @@ import onnx
 import onnxruntime as ort
 
 from graph_dap.errors import NodeExecutionError
+from graph_dap.runtime.engine import ortio
 from graph_dap.runtime.engine.models import assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph, Node
@@ -82,7 +83,9 @@ class NodeRunner:
         sess = self._session(node, feeds, constants, version)
         names = [o for o in node.outputs if o]
         try:
-            results = sess.run(names, {n: feeds[n] for n in node.all_inputs if n in feeds}, run_options)
+            results = ortio.run(sess, names, {n: feeds[n] for n in node.all_inputs if n in feeds}, run_options)
         except ORT_ERRORS as e:
             raise NodeExecutionError(node.id, node.op_type, ort_message(e)) from None
+        except ortio.FeedError as e:
+            raise NodeExecutionError(node.id, node.op_type, str(e)) from None
         return dict(zip(names, results))

@@ -27,7 +27,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap import log as _log
-from graph_dap.runtime.engine import cache
+from graph_dap.runtime.engine import cache, ortio
 from graph_dap.runtime.engine.models import assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.watch import WatchPlan
@@ -181,9 +181,11 @@ class SegmentRunner:
         sess, fetch, watched = self._entry(nodes, feeds, constants, outs, watch, version)
 
         try:
-            results = sess.run(fetch, dict(feeds), run_options)
+            results = ortio.run(sess, fetch, feeds, run_options)
         except ORT_ERRORS as e:
             raise SegmentError(ort_message(e)) from None
+        except ortio.FeedError as e:
+            raise SegmentError(str(e)) from None
         values = dict(zip(outs, results[: len(outs)]))
         return SegmentResult(values, watched, results[-1] if watched else None)
 
@@ -242,7 +244,11 @@ class SegmentRunner:
                 if o in watch_set:
                     i = len(sums)
                     s, c, r = f"__gd_sum{i}", f"__gd_cast{i}", f"__gd_r{i}"
-                    node_protos.append(helper.make_node("ReduceSum", [o], [s], keepdims=0))
+                    source = o
+                    if watch is not None and o in watch.to_float:  # no ReduceSum for it on the CPU: sum it as float32
+                        source = f"__gd_f32_{i}"
+                        node_protos.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
+                    node_protos.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
                     node_protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
                     node_protos.append(helper.make_node("Reshape", [c, "__graph_dap_shape1"], [r]))
                     sums.append(r)
