@@ -206,3 +206,36 @@ def test_random_inputs_of_every_type_run():
         s.continue_()
         np.testing.assert_array_equal(s.value("y"), dtypes.numeric(s.inputs["x"]).astype(np.float32))
         assert load_graph(model).value_info("x").dtype == kind
+
+
+@pytest.mark.parametrize("exclude", [(), ("op:Cast",)])
+def test_the_watch_inside_an_if_sees_bfloat16(exclude):
+    """A bfloat16 tensor inside a branch: the If runs in the segment, watched inside; Inf from an excluded op is left out."""
+    branch = helper.make_graph(
+        [
+            helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16, name="down"),
+            helper.make_node("Cast", ["b"], ["c"], to=TensorProto.FLOAT, name="up"),
+        ],
+        "then",
+        [],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [4])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["d"], name="same")], "else", [], [helper.make_tensor_value_info("d", TensorProto.FLOAT, [4])]
+    )
+    nodes = [
+        helper.make_node("If", ["cond"], ["r"], then_branch=branch, else_branch=other, name="if"),
+        helper.make_node("Abs", ["r"], ["out"], name="abs"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])]
+    model = _model(nodes, inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, [4])])
+    s = DebugSession(model, {"x": X, "cond": np.array(True)}, break_on=["inf"], inf_exclude=exclude)
+    s.start()
+    stop = s.continue_()
+    if exclude:  # the Casts' Inf is left out inside (IsNaN and Where on the float32 cast); it leaves the branch as r
+        assert (stop.reason, stop.node.id if stop.node else None, stop.tensor) == (StopReason.INF, "if", "r")
+        truth = ort_float32(model, {"x": X, "cond": np.array(True)}, ["r"])["r"]
+        np.testing.assert_array_equal(s.value("r"), truth)
+    else:
+        assert (stop.reason, stop.node.id if stop.node else None, stop.tensor) == (StopReason.INF, "down", "b")
+        assert str(s.value("b").dtype) == "bfloat16"
