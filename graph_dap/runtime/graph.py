@@ -25,6 +25,7 @@ from onnx import helper
 from graph_dap.errors import ModelError, NodeNotFoundError
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.tensor import numel
+from graph_dap.runtime.weights import Weights
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 #: Nodes whose output must not be folded once: they differ on every run.
@@ -279,6 +280,7 @@ class Graph:
         """
         self.model = model
         self.path = path
+        self.weights = Weights(model, path.parent if path is not None else None)  # external data checked here
         self.notes = notes  # what went wrong while loading but did not stop it (shown in the listing)
         g = model.graph
         self.name = g.name

@@ -362,7 +362,7 @@ class DebugSession:
         values.overrides.clear()
         values.stale.clear()
         values.store.fixed.update(inputs)
-        values.store.fixed.update({t.name: onnx.numpy_helper.to_array(t) for t in frame.scope.initializers})
+        values.store.fixed.update({t.name: self.graph.weights.array(t) for t in frame.scope.initializers})
         frame.timeline.reset()
         if frame.loop is not None:
             del frame.loop.inputs[frame.loop.iteration :]

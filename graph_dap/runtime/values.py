@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import onnx
 
 from graph_dap.errors import GraphDapError, ValueNotFoundError
 from graph_dap.runtime.engine.executor import Executor
@@ -52,9 +51,10 @@ class Constants:
 
     @property
     def originals(self) -> dict[str, Any]:
-        """The model's initializers as arrays (read once)."""
+        """The model's initializers as arrays (read once; external data mapped from its files)."""
         if self._originals is None:
-            self._originals = {t.name: onnx.numpy_helper.to_array(t) for t in self.graph.model.graph.initializer}
+            weights = self.graph.weights  # external data mapped, not copied
+            self._originals = {t.name: weights.array(t) for t in self.graph.model.graph.initializer}
         return self._originals
 
     def reset(self) -> None:

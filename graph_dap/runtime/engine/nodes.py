@@ -30,12 +30,13 @@ class NodeRunner:
         self.opt_level = opt_level
         self._sessions: dict[tuple[Any, ...], ort.InferenceSession] = {}
         self.sessions_built = 0
+        self._folder = graph.weights.folder if graph.weights.has_external else None
 
     def one_node_model(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any]) -> onnx.ModelProto:
         """A model holding only ``node``: inputs typed from ``feeds``, ``constants`` embedded.
 
-        Weights are embedded as the whole model embeds them, so that onnxruntime
-        takes the same kernels (it pre-packs constant weights) and the values match.
+        Weights are embedded as the whole model holds them (external data as references to its file),
+        so that onnxruntime takes the same kernels (it pre-packs constant weights) and the values match.
         """
         reads = list(node.all_inputs)
         outputs = [o for o in node.outputs if o]
@@ -53,6 +54,7 @@ class NodeRunner:
             opsets=scope.opsets,
             declared=declared,
             declared_for=reads if holds else (),
+            reference=self.graph.weights.reference,
         )
 
     def _session(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any], version: int) -> ort.InferenceSession:
@@ -62,7 +64,7 @@ class NodeRunner:
             model = self.one_node_model(node, feeds, constants)
             try:
                 sess = ort.InferenceSession(
-                    model.SerializeToString(), session_options(self.opt_level), providers=self.providers
+                    model.SerializeToString(), session_options(self.opt_level, self._folder), providers=self.providers
                 )
             except ORT_ERRORS as e:
                 raise NodeExecutionError(node.id, node.op_type, ort_message(e)) from None

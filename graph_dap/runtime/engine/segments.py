@@ -3,7 +3,8 @@
 A *segment* is a set of nodes (a contiguous run, or the ancestors of some values)
 built into one model whose inputs are the values it reads from outside and whose
 outputs are exactly what the caller needs afterwards. Constants and initializers
-are embedded so onnxruntime can pre-pack weights as it does for the whole model.
+are embedded so onnxruntime can pre-pack weights as it does for the whole model;
+weights in external data stay there, referenced, and onnxruntime reads the file itself.
 
 Watching adds, right after each watched tensor's producer, ``ReduceSum`` to a
 scalar; all scalars are concatenated into one small extra output. A sum is
@@ -118,7 +119,8 @@ class SegmentRunner:
         so = self._options()
         saving: tuple[Path, Path] | None = None
         source: Any = data
-        if self.opt_level != "none" and len(data) <= cache.MAX_ENTRY_BYTES:
+        # Not with external data: the key would not see the file change, and the optimizer's model would hold every weight.
+        if self.opt_level != "none" and len(data) <= cache.MAX_ENTRY_BYTES and not self.graph.weights.has_external:
             entry = cache.key(data, self.opt_level, self.providers)
             hit = cache.lookup(entry)
             if hit is not None:
@@ -209,7 +211,8 @@ class SegmentRunner:
             return onnx.load(so.optimized_model_filepath, load_external_data=False)
 
     def _options(self, level: str | None = None) -> ort.SessionOptions:
-        so = session_options(self.opt_level if level is None else level)
+        weights = self.graph.weights
+        so = session_options(self.opt_level if level is None else level, weights.folder if weights.has_external else None)
         so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
         return so
 
@@ -272,6 +275,7 @@ class SegmentRunner:
             opsets=scope.opsets,
             declared=declared,
             declared_for=declared_for,
+            reference=self.graph.weights.reference,
         )
         return model, watched
 
