@@ -159,3 +159,43 @@ def test_truncated_external_data_is_refused_before_running(saved):
     data.write_bytes(data.read_bytes()[:-4])
     with pytest.raises(ModelError, match="truncated"):
         load_graph(saved)
+
+
+def test_the_sessions_hold_the_weights_about_once_and_values_stay_exact(saved, monkeypatch):
+    from graph_dap.runtime.engine import budget as weight_budget
+
+    monkeypatch.setattr(weight_budget, "COUNTED_BYTES", 0)  # the weights here are small: count them all
+    truth = ort_values(onnx.load(str(saved)), TOKENS)
+    # optimizations off: steps after an optimized segment's stop run on from its (last-bit) values
+    s = DebugSession(saved, TOKENS, break_on=["nan", "inf"], opt_level="none")
+    total = s.graph.weights.total_bytes
+    s.executor.budget.limit = total  # as a model whose weights fill the budget
+    s.start()
+    s.continue_()
+    s.restart()
+    s.set_breakpoints(["norm1"])
+    assert s.continue_().node.id == "norm1"
+    for _ in range(3):
+        s.step()
+    s.continue_()
+    b = s.executor.budget
+    assert b.let_go > 0 and b.held_bytes <= total  # sessions let go to make room, never more than the weights once
+    for name, value in truth.items():
+        assert_same(s.value(name), value, name)
+
+
+def test_the_budget_lets_the_least_recently_used_sessions_go():
+    from graph_dap.runtime.engine.budget import MIN_BUDGET_BYTES, WeightBudget
+
+    a: dict[str, str] = {}
+    b: dict[str, str] = {}
+    budget = WeightBudget(MIN_BUDGET_BYTES)
+    third = MIN_BUDGET_BYTES // 3
+    for owner, key in ((a, "x"), (b, "y"), (a, "z")):
+        budget.reserve(owner, key, third)
+        owner[key] = "session"
+    budget.used(a, "x")  # now b's y is the oldest
+    budget.reserve(b, "w", third)
+    b["w"] = "session"
+    assert (sorted(a), sorted(b), budget.let_go) == (["x", "z"], ["w"], 1)
+    assert budget.held_bytes == 3 * third

@@ -596,7 +596,7 @@ class DebugSession:
         keep what the finished parts computed and land part-way.
         """
         took = self._segment_seconds.get((frame.scope.path, start, end))
-        if took is not None and took >= 2 * _PAUSE_GRAIN_S and end - start >= 2:
+        if took is not None and took >= 2 * _PAUSE_GRAIN_S and end - start >= 2 and self._roomy:
             parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
             bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
         elif took is not None and self._in_parts(end - start):
@@ -616,8 +616,15 @@ class DebugSession:
                 return stop
         return None
 
+    @property
+    def _roomy(self) -> bool:
+        """Whether sessions of a segment's parts can be kept beside the segment's own within the weight budget
+        (see :mod:`.engine.budget`). Not for a model of large weights: building the parts would read and
+        pre-pack its weights again at every continue; a pause then aborts the running call instead."""
+        return 2 * self.graph.weights.total_bytes <= self.executor.budget.limit
+
     def _in_parts(self, length: int) -> bool:
-        return self.executor.optimized and self._filter.active and length >= 4 * _WATCHED_PARTS
+        return self._roomy and self.executor.optimized and self._filter.active and length >= 4 * _WATCHED_PARTS
 
     def _plan(self, frame: Frame, start: int, end: int) -> SegmentPlan | None:
         sequence = frame.timeline.sequence
@@ -654,7 +661,7 @@ class DebugSession:
         if end - start < 2 and not (node.enterable and self._filter.active):
             return []
         took = self._segment_seconds.get((frame.scope.path, start, end))
-        if took is not None and took >= 2 * _PAUSE_GRAIN_S:
+        if took is not None and took >= 2 * _PAUSE_GRAIN_S and self._roomy:
             return []  # split by time: its parts depend on how long it ran
         bounds = self._planner(frame).parts(start, end, _WATCHED_PARTS) if took is not None and self._in_parts(end - start) else [start, end]
         threads: list[threading.Thread] = []

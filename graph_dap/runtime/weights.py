@@ -73,6 +73,19 @@ def locate(tensor: onnx.TensorProto, root: Path) -> External:
     return External(target, offset, length)
 
 
+def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """``graph`` and every subgraph in it."""
+    out = [graph]
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                out += _graphs(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    out += _graphs(g)
+    return out
+
+
 def _nbytes(tensor: onnx.TensorProto) -> int | None:
     """Bytes of a tensor's data as stored (int4/uint4: two per byte); None for strings."""
     if tensor.data_type == onnx.TensorProto.STRING:
@@ -93,6 +106,7 @@ class Weights:
         self._protos: dict[int, onnx.TensorProto] = {}  # id of an array handed out -> the proto it maps
         self._arrays: dict[tuple[str, str, int], np.ndarray] = {}  # (name, location, offset) -> its array
         self.external: dict[str, External] = {}
+        self._tensors = [t for g in _graphs(model.graph) for t in g.initializer]
         for tensor in external_data_helper._get_all_tensors(model):
             if uses_external_data(tensor):
                 if self.folder is None:
@@ -101,6 +115,15 @@ class Weights:
                         "read from; load it from its path"
                     )
                 self.external[tensor.name] = locate(tensor, self.folder)
+
+    @property
+    def total_bytes(self) -> int:
+        """The bytes of every initializer's data (as arrays: int4 one byte per element)."""
+        total = 0
+        for tensor in self._tensors:
+            kind = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+            total += numel(tensor.dims) * (kind.itemsize if not kind.hasobject else 8)
+        return total
 
     @property
     def has_external(self) -> bool:

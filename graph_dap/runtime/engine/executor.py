@@ -22,6 +22,7 @@ import onnxruntime as ort
 
 from graph_dap import log as _log
 from graph_dap.runtime.engine import ortio
+from graph_dap.runtime.engine.budget import WeightBudget
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, ort_message, session_options
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
@@ -63,9 +64,11 @@ class Executor:
     def __init__(self, graph: Graph, providers: Sequence[str] | None, opt_level: str, embedded: Collection[str]) -> None:
         self.graph = graph
         self.opt_level = check_opt_level(opt_level)
-        self.runner = NodeRunner(graph, providers, "none")
-        self.exact = SegmentRunner(graph, self.runner.providers, "none")  # recomputations: the original graph's values
-        self.segments = SegmentRunner(graph, self.runner.providers, opt_level) if opt_level != "none" else self.exact
+        # One budget for every session of the model: together they hold its weights about once (see :mod:`.budget`).
+        self.budget = WeightBudget(graph.weights.total_bytes)
+        self.runner = NodeRunner(graph, providers, "none", self.budget)
+        self.exact = SegmentRunner(graph, self.runner.providers, "none", self.budget)  # recomputations: the original graph's values
+        self.segments = SegmentRunner(graph, self.runner.providers, opt_level, self.budget) if opt_level != "none" else self.exact
         self._whole: ort.InferenceSession | None = None
         self.embedded = frozenset(embedded)
         self.executions: Counter[str] = Counter()

@@ -15,6 +15,7 @@ import onnxruntime as ort
 
 from graph_dap.errors import NodeExecutionError
 from graph_dap.runtime.engine import ortio
+from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
 from graph_dap.runtime.engine.models import assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph, Node
@@ -23,9 +24,15 @@ from graph_dap.runtime.graph import Graph, Node
 class NodeRunner:
     """Runs single nodes of one graph; sessions cached by (node, input signature)."""
 
-    def __init__(self, graph: Graph, providers: Sequence[str] | None = None, opt_level: str = "none") -> None:
-        """``opt_level`` stays "none" for a debugger's steps: a node's values are then exactly the original graph's."""
+    def __init__(
+        self, graph: Graph, providers: Sequence[str] | None = None, opt_level: str = "none", budget: WeightBudget | None = None
+    ) -> None:
+        """``opt_level`` stays "none" for a debugger's steps: a node's values are then exactly the original graph's.
+
+        ``budget``: shared with the model's segment runners (see :mod:`.budget`).
+        """
         self.graph = graph
+        self.budget = budget
         self.providers = check_providers(providers)
         self.opt_level = opt_level
         self._sessions: dict[tuple[Any, ...], ort.InferenceSession] = {}
@@ -60,13 +67,19 @@ class NodeRunner:
     def _session(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any], version: int) -> ort.InferenceSession:
         key = (node.id, version) + tuple(signature(feeds[n]) if n in feeds else n for n in node.all_inputs)
         sess = self._sessions.get(key)
+        if sess is not None and self.budget is not None:
+            self.budget.used(self._sessions, key)
         if sess is None:
+            if self.budget is not None:
+                self.budget.reserve(self._sessions, key, weight_bytes(constants.values()))
             model = self.one_node_model(node, feeds, constants)
             try:
                 sess = ort.InferenceSession(
                     model.SerializeToString(), session_options(self.opt_level, self._folder), providers=self.providers
                 )
             except ORT_ERRORS as e:
+                if self.budget is not None:
+                    self.budget.release(self._sessions, key)
                 raise NodeExecutionError(node.id, node.op_type, ort_message(e)) from None
             self._sessions[key] = sess
             self.sessions_built += 1

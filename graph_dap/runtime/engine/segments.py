@@ -29,6 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap import log as _log
 from graph_dap.runtime.engine import cache, ortio
+from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
 from graph_dap.runtime.engine.models import assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.watch import WatchPlan
@@ -56,10 +57,12 @@ class SegmentRunner:
     Above optimization level ``none`` the optimized graph is also kept on disk (:mod:`.cache`).
     """
 
-    def __init__(self, graph: Graph, providers: list[str], opt_level: str) -> None:
+    def __init__(self, graph: Graph, providers: list[str], opt_level: str, budget: WeightBudget | None = None) -> None:
+        """``budget``: shared with the other runners of the model, so their sessions hold its weights about once."""
         self.graph = graph
         self.providers = providers
         self.opt_level = opt_level
+        self.budget = budget
         self._sessions: dict[tuple[Any, ...], Future[_Entry]] = {}
         self._lock = threading.Lock()
         self.sessions_built = 0
@@ -67,6 +70,9 @@ class SegmentRunner:
 
     def clear(self) -> None:
         with self._lock:
+            if self.budget is not None:
+                for key in self._sessions:
+                    self.budget.release(self._sessions, key)
             self._sessions.clear()
 
     @staticmethod
@@ -100,12 +106,18 @@ class SegmentRunner:
             if future is None:
                 future = self._sessions[key] = Future()
         if not mine:
+            if self.budget is not None:
+                self.budget.used(self._sessions, key)
             return future.result()  # built, or being built by another thread: wait for it
+        if self.budget is not None:
+            self.budget.reserve(self._sessions, key, weight_bytes(constants.values()))
         try:
             entry = self._build(nodes, feeds, constants, outs, watch)
         except BaseException as e:
             with self._lock:
                 self._sessions.pop(key, None)
+            if self.budget is not None:
+                self.budget.release(self._sessions, key)
             future.set_exception(e)
             raise
         future.set_result(entry)
