@@ -52,6 +52,8 @@ class WeightBudget:
             for (owner_id, other), (their, held) in list(self._held.items()):
                 if self.held_bytes + size <= self.limit:
                     break
+                if not held:
+                    continue  # holds no weights: letting it go frees nothing
                 their.pop(other, None)  # the session goes when its last run ends
                 del self._held[(owner_id, other)]
                 self.held_bytes -= held
