@@ -10,7 +10,9 @@ single-head attention, an MLP, LayerNorms, residuals), then measures, each in a 
 - graph-dap, through its runtime API: launch to stopped on entry (``DebugSession(path)`` and
   ``start()``), a continue to the end with the nan and inf filters on (the first, which builds
   its sessions, then the faster of two more after ``restart``), a breakpoint at 90% of the run (the first
-  continue to it, building its sessions), and the peak RSS of the whole process.
+  continue to it, building its sessions), and the peak RSS of the whole process;
+- graph-dap over DAP (the project's client, schema checks off): from spawning the adapter to
+  stopped on entry, and the first continue with nan+inf to ``terminated``.
 
 Targets (issue 15): peak RSS at most 1.25x plain, continue at most 1.15x plain, launch at most
 2x plain session creation. Prints a markdown table.
@@ -176,6 +178,28 @@ def child_graph_dap(path: str) -> dict[str, Any]:
     return {"launch": launch, "first_continue": first, "continue": min(warm), "bp90": bp, "peak_mb": _peak_mb(), "nodes": len(s.sequence)}
 
 
+def child_dap(path: str) -> dict[str, Any]:
+    """Over DAP, from spawning the adapter: launch to stopped on entry, then continue with nan+inf to the end."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from dap_client import DapClient
+
+    inputs = Path(tempfile.mkdtemp(prefix="graph-dap-big-inputs-")) / "tokens.npz"
+    np.savez(inputs, tokens=np.arange(T, dtype=np.int64) * 7 % 32000)
+    t = time.perf_counter()
+    client = DapClient.stdio()
+    client.checks_schema = False
+    client.initialize()
+    client.launch(path, inputs=str(inputs), stopOnEntry=True, exceptions=["nan", "inf"])
+    client.wait_for_stop("entry", timeout=600)
+    launch = time.perf_counter() - t
+    t = time.perf_counter()
+    client.request("continue", threadId=1)
+    client.wait_for_end(timeout=600)
+    to_end = time.perf_counter() - t
+    client.disconnect()
+    return {"launch": launch, "continue": to_end}
+
+
 def _in_child(kind: str, path: Path) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--child", kind, str(path)], check=True, capture_output=True, text=True, cwd=ROOT
@@ -192,7 +216,8 @@ def main() -> int:
     a = ap.parse_args()
     if a.child:
         kind, path = a.child
-        print(json.dumps(child_plain(path) if kind == "plain" else child_graph_dap(path)))
+        child = {"plain": child_plain, "graph-dap": child_graph_dap, "dap": child_dap}[kind]
+        print(json.dumps(child(path)))
         return 0
     tmp = None
     if a.out is None:
@@ -210,8 +235,11 @@ def main() -> int:
         print(f"model: {path} ({size / 1e9:.2f} GB of external data, generated in {time.perf_counter() - t:.0f} s)", flush=True)
         plain = _in_child("plain", path)
         ours = _in_child("graph-dap", path)
+        dap = _in_child("dap", path)
         rows = [
             ("launch to stopped on entry (s)", ours["launch"], plain["create"], "session creation", 2.0),
+            ("the same over DAP, from spawning the adapter (s)", dap["launch"], plain["create"], "session creation", 2.0),
+            ("continue nan+inf over DAP, first, to terminated (s)", dap["continue"], plain["create"] + plain["first_run"], "create + first run", None),
             ("continue nan+inf, first (s)", ours["first_continue"], plain["create"] + plain["first_run"], "create + first run", None),
             ("continue nan+inf, warm (s)", ours["continue"], plain["run"], "run", 1.15),
             ("breakpoint at 90%, first (s)", ours["bp90"], plain["run"], "run", None),

@@ -239,3 +239,28 @@ def test_the_watch_inside_an_if_sees_bfloat16(exclude):
     else:
         assert (stop.reason, stop.node.id if stop.node else None, stop.tensor) == (StopReason.INF, "down", "b")
         assert str(s.value("b").dtype) == "bfloat16"
+
+
+def test_a_debugger_client_sees_and_sets_bfloat16_values(dap, tmp_path):
+    """Over DAP: the Inf filter stops in the bfloat16 tensor, its variables and tensor view show it, setVariable edits it."""
+    model = tmp_path / "bf16.onnx"
+    onnx.save(float_model("bfloat16"), str(model))
+    inputs = tmp_path / "x.npz"
+    np.savez(inputs, x=X)
+    dap.initialize()
+    dap.launch(str(model), inputs=str(inputs), exceptions=["inf"])
+    dap.wait_for_stop("exception")
+    assert dap.top_frame()["name"] == "down (Cast)"
+    y = dap.scope_variables("Last outputs")["y"]
+    assert y["value"].startswith("bfloat16[4] min=-2 max=1") and y["value"].endswith("inf=1")
+    elements = dap.variables(y["variablesReference"])
+    assert [elements[f"[{i}]"]["value"] for i in range(4)] == ["1", "-2", "inf", "0"]
+    view = dap.request("graphDap/tensorView", {"name": "y"})
+    assert view["dtype"] == "bfloat16" and view["data"] == [[1.0, -2.0, "inf", 0.0]] and view["posinf"] == 1
+    values = dap.scopes()["Values"]["variablesReference"]
+    dap.request("setVariable", variablesReference=y["variablesReference"], name="[2]", value="0.5")
+    assert dap.evaluate("y.astype('float32').sum()")["result"] == "-0.5"
+    dap.request("setVariable", variablesReference=values, name="y", value="y * 2")
+    dap.request("setExceptionBreakpoints", filters=[])
+    dap.request("continue", threadId=1)
+    dap.wait_for_end()

@@ -621,7 +621,7 @@ class DebugSession:
         """Whether sessions of a segment's parts can be kept beside the segment's own within the weight budget
         (see :mod:`.engine.budget`). Not for a model of large weights: building the parts would read and
         pre-pack its weights again at every continue; a pause then aborts the running call instead."""
-        return 2 * self.graph.weights.total_bytes <= self.executor.budget.limit
+        return self.executor.roomy
 
     def _in_parts(self, length: int) -> bool:
         return self._roomy and self.executor.optimized and self._filter.active and length >= 4 * _WATCHED_PARTS

@@ -68,7 +68,14 @@ class Executor:
         self.budget = WeightBudget(graph.weights.total_bytes)
         self.runner = NodeRunner(graph, providers, "none", self.budget)
         self.exact = SegmentRunner(graph, self.runner.providers, "none", self.budget)  # recomputations: the original graph's values
-        self.segments = SegmentRunner(graph, self.runner.providers, opt_level, self.budget) if opt_level != "none" else self.exact
+        # A model whose weights fill the budget runs its continues without optimizations: an optimized
+        # segment's values are shown only once recomputed by the original nodes, which for such a model
+        # means a second session over all of its weights (and the budget would let the first go).
+        self.roomy = 2 * graph.weights.total_bytes <= self.budget.limit
+        level = opt_level if self.roomy else "none"
+        if level != opt_level:
+            _logger.info("weights of %d MB fill the session budget: continues run without graph optimizations", graph.weights.total_bytes >> 20)
+        self.segments = SegmentRunner(graph, self.runner.providers, level, self.budget) if level != "none" else self.exact
         self._whole: ort.InferenceSession | None = None
         self.embedded = frozenset(embedded)
         self.executions: Counter[str] = Counter()
@@ -166,7 +173,7 @@ class Executor:
     @property
     def optimized(self) -> bool:
         """Whether a continue's segments run through onnxruntime's optimizer (their values are then approximate)."""
-        return self.opt_level != "none"
+        return self.segments is not self.exact
 
     def run_segment(
         self,
