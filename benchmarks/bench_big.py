@@ -2,6 +2,8 @@
 
     python benchmarks/bench_big.py [--size-gb 2.5] [--out DIR] [--keep]
 
+(about 4 minutes at 2.5 GB on 2 cores; ``--keep`` with ``--out`` reuses a model generated before)
+
 Generates (not committed: in a temporary folder, or ``--out``) a decoder-style model, float32
 weights in one external data file (token embedding tied to the output projection, causal
 single-head attention, an MLP, LayerNorms, residuals), then measures, each in a fresh process:
@@ -12,7 +14,8 @@ single-head attention, an MLP, LayerNorms, residuals), then measures, each in a 
   its sessions, then the faster of two more after ``restart``), a breakpoint at 90% of the run (the first
   continue to it, building its sessions), and the peak RSS of the whole process;
 - graph-dap over DAP (the project's client, schema checks off): from spawning the adapter to
-  stopped on entry, and the first continue with nan+inf to ``terminated``.
+  stopped on entry, and the first continue with nan+inf to ``terminated``;
+- a dump of every value node by node, and a compare of a run against it (every value equal).
 
 Targets (issue 15): peak RSS at most 1.25x plain, continue at most 1.15x plain, launch at most
 2x plain session creation. Prints a markdown table.
@@ -175,7 +178,30 @@ def child_graph_dap(path: str) -> dict[str, Any]:
     stop = s.continue_()
     bp = time.perf_counter() - t
     assert stop.reason is StopReason.BREAKPOINT and stop.node is not None and stop.node.id == target.id, stop
-    return {"launch": launch, "first_continue": first, "continue": min(warm), "bp90": bp, "peak_mb": _peak_mb(), "nodes": len(s.sequence)}
+    t = time.perf_counter()
+    stepped = 0
+    while stepped < 3 and s.pc is not None:
+        assert s.step().reason in (StopReason.STEP, StopReason.END)
+        stepped += 1
+    steps = (time.perf_counter() - t) / max(1, stepped)
+    return {"launch": launch, "first_continue": first, "continue": min(warm), "bp90": bp, "step": steps, "peak_mb": _peak_mb(), "nodes": len(s.sequence)}
+
+
+def child_dump(path: str) -> dict[str, Any]:
+    """A dump of every value node by node, then a compare of a run against it (every value must match)."""
+    from graph_dap.runtime.tools.compare import compare_model
+    from graph_dap.runtime.tools.dump import dump_model
+
+    feeds = {"tokens": np.arange(T, dtype=np.int64) * 7 % 32000}
+    with tempfile.TemporaryDirectory(prefix="graph-dap-big-dump-") as tmp:
+        t = time.perf_counter()
+        dumped = dump_model(path, Path(tmp) / "run.npz", feeds)
+        dump = time.perf_counter() - t
+        t = time.perf_counter()
+        result = compare_model(path, f"dump:{Path(tmp) / 'run.npz'}").to_dict()
+        compare = time.perf_counter() - t
+    assert result["failed"] == 0 and result["compared"] == dumped.values - 1, result["first_divergence"]
+    return {"dump": dump, "compare": compare, "values": dumped.values, "peak_mb": _peak_mb()}
 
 
 def child_dap(path: str) -> dict[str, Any]:
@@ -216,7 +242,7 @@ def main() -> int:
     a = ap.parse_args()
     if a.child:
         kind, path = a.child
-        child = {"plain": child_plain, "graph-dap": child_graph_dap, "dap": child_dap}[kind]
+        child = {"plain": child_plain, "graph-dap": child_graph_dap, "dap": child_dap, "dump": child_dump}[kind]
         print(json.dumps(child(path)))
         return 0
     tmp = None
@@ -236,6 +262,7 @@ def main() -> int:
         plain = _in_child("plain", path)
         ours = _in_child("graph-dap", path)
         dap = _in_child("dap", path)
+        tools = _in_child("dump", path)
         rows = [
             ("launch to stopped on entry (s)", ours["launch"], plain["create"], "session creation", 2.0),
             ("the same over DAP, from spawning the adapter (s)", dap["launch"], plain["create"], "session creation", 2.0),
@@ -243,7 +270,11 @@ def main() -> int:
             ("continue nan+inf, first (s)", ours["first_continue"], plain["create"] + plain["first_run"], "create + first run", None),
             ("continue nan+inf, warm (s)", ours["continue"], plain["run"], "run", 1.15),
             ("breakpoint at 90%, first (s)", ours["bp90"], plain["run"], "run", None),
+            ("a step after it, each building its one-node session (s)", ours["step"], plain["run"] / ours["nodes"], "run / nodes", None),
             ("peak RSS (MB)", ours["peak_mb"], plain["peak_mb"], "peak RSS", 1.25),
+            (f"dump of {tools['values']} values, node by node (s)", tools["dump"], plain["create"] + plain["first_run"], "create + first run", None),
+            ("compare of a run against the dump, node by node (s)", tools["compare"], plain["create"] + plain["first_run"], "create + first run", None),
+            ("peak RSS of the dump and the compare (MB)", tools["peak_mb"], plain["peak_mb"], "peak RSS", None),
         ]
         print(f"\n{ours['nodes']} nodes, {size / 1e9:.2f} GB of float32 weights in external data; one process each\n")
         print("| measure | graph-dap | plain onnxruntime | ratio | target |")
