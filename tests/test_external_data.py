@@ -199,3 +199,22 @@ def test_the_budget_lets_the_least_recently_used_sessions_go():
     b["w"] = "session"
     assert (sorted(a), sorted(b), budget.let_go) == (["x", "z"], ["w"], 1)
     assert budget.held_bytes == 3 * third
+
+
+def test_a_model_whose_weights_fill_the_budget_continues_in_one_session_it_can_show(saved, monkeypatch):
+    """Its continues run unoptimized and whole: reading a value needs no second session over the weights."""
+    from graph_dap.runtime.engine import budget as weight_budget
+
+    monkeypatch.setattr(weight_budget, "MIN_BUDGET_BYTES", 0)  # the budget is the model's weights: no room for two
+    truth = ort_values(onnx.load(str(saved)), TOKENS)
+    s = DebugSession(saved, TOKENS, break_on=["nan", "inf"], opt_level="all")
+    assert not s.executor.optimized
+    s.start()
+    for _ in range(3):  # the first learns the types; then one segment, run again after each restart
+        assert s.continue_().reason == StopReason.END
+        s.restart()
+    built = s.executor.exact.sessions_built
+    s.continue_()
+    for name, value in truth.items():
+        assert_same(s.value(name), value, name)
+    assert s.executor.exact.sessions_built == built  # nothing recomputed to be shown
