@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from graph_dap.cli_progress import ProgressBar as _ProgressBar
 from graph_dap.errors import GraphDapError
 from graph_dap.worker.protocol import OPT_LEVEL_NAMES
 
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SPEC",
-        help="node id, value name, op:TYPE or a glob on node ids",
+        help="node id, value name, op:TYPE, a glob on node ids, or FILE.py:LINE (a line of the model's Python source)",
     )
     run.add_argument("--break-on", default="error", metavar="FILTERS", help="comma list of nan, inf, error (default: error)")
     run.add_argument(
@@ -116,6 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, (text, _) in _DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
+    from graph_dap import cli_scan
+
+    cli_scan.add_parser(sub)
+    sub.add_parser(
+        "run-script",
+        help="run a Python program and report the first run call that meets a break (see graph-dap run-script --help)",
+        add_help=False,
+    )
+    sub.add_parser("capture", help="record every run call of a program for replay (see graph-dap capture --help)", add_help=False)
     lst = sub.add_parser("listing", help="print the model's graph listing")
     lst.add_argument("model")
     lst.add_argument("--out", help="write it to this file instead of stdout")
@@ -184,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="metrics to show: any of max_abs, max_rel, mse, cosine, snr (default: all)",
     )
     cmp_.add_argument("--failed", action="store_true", help="list only the values out of tolerance")
+    cmp_.add_argument(
+        "--by",
+        choices=("value", "module"),
+        default="value",
+        help="value: a row per value (default); module: the metrics aggregated per module scope of the model's source",
+    )
     cmp_.add_argument("--json", action="store_true", help="print {rows, first_divergence, ...} as one JSON object")
 
     prof = sub.add_parser(
@@ -209,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also list onnxruntime's optimized graph: each of its nodes with the original nodes it came from",
     )
     prof.add_argument("--top", type=int, default=25, metavar="K", help="rows to print, slowest first (0: all; default 25)")
+    prof.add_argument(
+        "--by",
+        choices=("node", "line", "module"),
+        default="node",
+        help="node (default), or the times per line of the model's Python source or per module scope "
+        "(a fused node's time split over its original nodes')",
+    )
     prof.add_argument("--chrome-trace", metavar="OUT.json", help="also write the runs as a Chrome/Perfetto trace")
     prof.add_argument("--save-optimized", metavar="OUT.onnx", help="also write onnxruntime's optimized model (with --opt-level)")
     prof.add_argument("--json", action="store_true", help='print {"total_ms", "nodes": [...], ...} as one JSON object')
@@ -255,6 +278,12 @@ _DELEGATED = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("run-script", "capture"):
+        try:
+            return _run_script(argv[1:]) if argv[0] == "run-script" else _capture(argv[1:])
+        except _UsageError as e:
+            print(e, file=sys.stderr)
+            return EXIT_USAGE
     if argv and argv[0] in _DELEGATED:
         import importlib
 
@@ -267,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "dump": _dump,
         "compare": _compare,
         "profile": _profile,
+        "scan": _scan,
     }
     restore = _terminate_as_exception()
     try:
@@ -282,6 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except GraphDapError as e:
         print(f"graph-dap: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryError:
+        print("graph-dap: out of memory (the model, its inputs or its values do not fit in this machine's memory)", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("graph-dap: interrupted", file=sys.stderr)
@@ -315,6 +348,91 @@ def _terminate_as_exception() -> Callable[[], None]:
         signal.signal(signal.SIGTERM, previous)
 
     return restore
+
+
+_RUN_SCRIPT_USAGE = """usage: graph-dap run-script [--break-on FILTERS] [--break SPEC]... [--inf-exclude PATTERN]...
+                            [--provider NAME]... [--json] (SCRIPT | -m MODULE) [ARGS...] [-- ARGS...]
+
+Run a Python program with onnxruntime's InferenceSession wrapped. At the first run call that meets a break
+(--break-on: nan, inf, error; --break: a node spec of graph-dap run, for every model the program loads),
+print graph-dap run's report of that call, the call's number and the caller's Python stack, and exit 1.
+graph-dap's options may come anywhere before --; what follows -- goes to the program as it is.
+Exit status: 1 after a break, 0 when the program ended without one, else the program's own."""
+
+_CAPTURE_USAGE = """usage: graph-dap capture --out DIR [--only-nonfinite] -- COMMAND [ARGS...]
+
+Run COMMAND (e.g. python infer.py ARGS) and record every InferenceSession run call of every Python process it
+starts: DIR/run-0001.npz (the feeds), run-0001.outputs.npz, run-0001.json (the model, the caller's file and
+line, the time). Replay one with: graph-dap run MODEL --inputs DIR/run-0001.npz
+--only-nonfinite keeps only the calls whose outputs hold NaN or Inf (and those that failed).
+Exit status: COMMAND's."""
+
+
+def _run_script(argv: list[str]) -> int:
+    """``graph-dap run-script``: graph-dap's options wherever they are (before ``--``), the rest is the program."""
+    from graph_dap.host.script import ScriptOptions, run_script
+
+    valued = {"--break-on": "filters", "--break": "breaks", "--inf-exclude": "inf_exclude", "--provider": "providers"}
+    found: dict[str, list[str]] = {k: [] for k in valued.values()}
+    program: list[str] = []
+    as_json = False
+    i = 0
+    while i < len(argv):
+        item = argv[i]
+        name, eq, value = item.partition("=")
+        if item == "--":
+            program += argv[i + 1 :]
+            break
+        if not program and item in ("-h", "--help"):
+            print(_RUN_SCRIPT_USAGE)
+            return EXIT_COMPLETED
+        if item == "--json":
+            as_json = True
+        elif name in valued:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise _UsageError(f"graph-dap run-script: {name} needs a value")
+                i += 1
+                value = argv[i]
+            found[valued[name]].append(value)
+        else:
+            program.append(item)
+        i += 1
+    if not program or program == ["-m"]:
+        raise _UsageError("graph-dap run-script: give the program to run: SCRIPT [ARGS...] or -m MODULE [ARGS...]")
+    filters = [f for text in found["filters"] for f in _filters(text)] or ["error"]
+    bad = sorted(set(filters) - {"nan", "inf", "error"})
+    if bad:
+        raise _UsageError(f"graph-dap run-script: unknown filter '{bad[0]}' in --break-on; expected nan, inf, error")
+    if program[0] != "-m" and not os.path.isfile(program[0]):
+        raise _UsageError(f"graph-dap run-script: no such program: {program[0]}")
+    options = ScriptOptions(tuple(filters), tuple(found["breaks"]), tuple(found["inf_exclude"]), tuple(found["providers"]), as_json)
+    return run_script(program, options)
+
+
+def _capture(argv: list[str]) -> int:
+    """``graph-dap capture --out DIR [--only-nonfinite] -- COMMAND...``."""
+    from graph_dap.host.capture import CaptureOptions, capture
+
+    if "--" not in argv:
+        if any(a in ("-h", "--help") for a in argv):
+            print(_CAPTURE_USAGE)
+            return EXIT_COMPLETED
+        raise _UsageError("graph-dap capture: put the command after --: graph-dap capture --out DIR -- python infer.py")
+    split = argv.index("--")
+    parser = _Parser(prog="graph-dap capture", add_help=False)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--only-nonfinite", action="store_true")
+    args = parser.parse_args(argv[:split])
+    command = argv[split + 1 :]
+    if not command:
+        raise _UsageError("graph-dap capture: no command after --")
+    try:
+        status, kept = capture(command, CaptureOptions(args.out, args.only_nonfinite))
+    except FileNotFoundError as e:
+        raise _UsageError(f"graph-dap capture: {e}") from None
+    print(f"graph-dap capture: {kept} run call(s) recorded in {args.out}", file=sys.stderr)
+    return status
 
 
 def _listing(args: argparse.Namespace) -> int:
@@ -444,14 +562,16 @@ def _compare(args: argparse.Namespace) -> int:
     if bar:
         bar.close()
     report = result.to_dict()
+    if args.by == "module":
+        report["by_module"] = result.comparison.by_module()
     if args.json:
         print(json.dumps(report))
     else:
-        print(_compare_text(result, report, args.failed))
+        print(_compare_text(result, report, args.failed, args.by))
     return EXIT_DIVERGED if report["failed"] else EXIT_COMPLETED
 
 
-def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str:
+def _compare_text(result: Any, report: dict[str, Any], only_failed: bool, by: str = "value") -> str:
     comparison = result.comparison
     lines = [
         f"run:       {report['run']}",
@@ -460,7 +580,7 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str
     ]
     lines += [f"note:      {n}" for n in report["notes"]]
     lines.append("")
-    lines.append(comparison.table_text(only_failed))
+    lines.append(comparison.module_text() if by == "module" else comparison.table_text(only_failed))
     lines.append("")
     lines.append(
         f"compared {report['compared']} values: {report['compared'] - report['failed']} within tolerance, {report['failed']} not; "
@@ -475,11 +595,26 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool) -> str
             f"first divergence: {first.node.id} ({first.node.op_type}), index {first.node.index}, value '{first.value}': "
             f"{first.describe(comparison.metrics)}{within}"
         )
+        where = report["first_divergence"]
+        if where["source"] or where["module"] is not None:
+            line = where["source"][0] if where["source"] else None
+            at = f"{line['path']}:{line['line']} in {line['function']}" if line else ""
+            module = f"module {where['module'] or '(model)'}" if where["module"] is not None else ""
+            lines.append("  from: " + ", ".join(x for x in (at, module) if x))
     elif report["failed"]:
         lines.append("first divergence: none found among the compared values (every failing node reads a failing input)")
     else:
         lines.append("no divergence: every compared value is within tolerance")
     return "\n".join(lines)
+
+
+def _scan(args: argparse.Namespace) -> int:
+    from graph_dap import cli_scan
+
+    try:
+        return cli_scan.run(args)
+    except cli_scan.UsageError as e:
+        raise _UsageError(str(e)) from None
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -504,6 +639,15 @@ def _profile(args: argparse.Namespace) -> int:
         fused_graph(args.model, opt_level, args.provider or None, save_to=args.save_optimized)
     if args.json:
         print(json.dumps(prof.to_dict()))
+    elif args.by != "node":
+        from graph_dap.runtime.tools.by_source import NO_MODULE, NO_SOURCE, table_text
+
+        rows = prof.by_line() if args.by == "line" else prof.by_module()
+        print(prof.text(args.top).split("\n", 2)[0])
+        known = [r for r in rows if r.key not in (NO_SOURCE, NO_MODULE)]
+        print(table_text(rows, args.by, args.top) if known else f"no node of this model says which {args.by} it came from")
+        if args.chrome_trace:
+            print(f"chrome trace: {args.chrome_trace}")
     else:
         print(prof.text(args.top))
         if prof.fused is not None:
@@ -521,6 +665,8 @@ def _profile(args: argparse.Namespace) -> int:
 def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     """``run --json``: the stop as :meth:`Stop.to_dict` gives it, with a status and the summaries of what it is about."""
     from graph_dap.runtime import StopReason, summarize
+    from graph_dap.runtime.source import source_fields
+
     completed = stop.completed
     node = stop.node
     summaries: dict[str, Any] = {}
@@ -534,12 +680,15 @@ def _report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     d = stop.to_dict()
     reason = None if completed else d["reason"]
     status = "completed" if completed else "failed" if stop.reason is StopReason.FAILED else "stopped"
-    return {
+    out = {
         "status": status,
         "reason": reason,
         **{k: d[k] for k in ("node", "tensor", "message", "details")},
         "summaries": summaries,
     }
+    if node is not None:
+        out.update(source_fields(session.graph.sources, [node.id]))
+    return out
 
 
 def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
@@ -566,6 +715,12 @@ def _text_report(session: DebugSession, stop: Stop, report: dict[str, Any]) -> s
         lines.append(f"  where: node {node.order + 1} of {len(session.graph.nodes)} in run order, index {node.index} in the file")
     if stop.message:
         lines.append(f"  why:   {stop.message}")
+    source = session.graph.sources.of(node)
+    frame = source.user_frame if source is not None else None
+    if frame is not None:
+        lines.append(f"  source: {frame.location} in {frame.qualname}" + (f": {frame.code}" if frame.code else ""))
+    if source is not None and source.module is not None:
+        lines.append(f"  module: {source.module.text()}")
     lines.append("  inputs:")
     for name in node.all_inputs:
         text = summarize(session.value(name)).text() if session.has_value(name) else "(not computed)"
@@ -584,35 +739,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, tuple):
         return list(o)
     return str(o)
-
-
-class _ProgressBar:
-    """A one-line progress bar on stderr, redrawn at most 10 times a second."""
-
-    def __init__(self, width: int = 30) -> None:
-        self.width = width
-        self._last = 0.0
-        self._drawn = False
-
-    @classmethod
-    def on_terminal(cls, quiet: bool = False) -> _ProgressBar | None:
-        """A bar when stderr is a terminal and the output is not ``quiet`` (``--json``), else None."""
-        return cls() if sys.stderr.isatty() and not quiet else None
-
-    def update(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self._last < 0.1 and done < total:
-            return
-        self._last = now
-        filled = int(self.width * done / max(total, 1))
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} nodes")
-        sys.stderr.flush()
-        self._drawn = True
-
-    def close(self) -> None:
-        if self._drawn:
-            sys.stderr.write("\r" + " " * (self.width + 30) + "\r")
-            sys.stderr.flush()
 
 
 if __name__ == "__main__":

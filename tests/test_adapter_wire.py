@@ -115,10 +115,29 @@ def test_request_without_command_is_answered(dap: DapClient) -> None:
 
 def test_invalid_json_is_reported_and_the_session_goes_on(dap: DapClient) -> None:
     _raw_request(dap, b'{"seq": 1, "type": "request", "command": ')
-    event = dap.wait_for_event("output", where=lambda b: "malformed" in b["output"])
+    response = dap.response(1)  # its seq is read from its first bytes: answered
+    assert response["success"] is False and "invalid JSON" in response["message"]
+    _raw_request(dap, b'{"type": "request", "command": "threads", ')
+    event = dap.wait_for_event("output", where=lambda b: "malformed" in b["output"])  # no seq: reported
     assert "invalid JSON" in event["output"]
     seq = dap.send("threads")
     assert dap.response(seq)["success"] is True
+
+
+def test_a_request_nested_1000_deep_or_with_a_lone_surrogate_is_answered(dap: DapClient) -> None:
+    deep = '{"a":' * 1000 + "1" + "}" * 1000
+    _raw_request(dap, b'{"seq": 5, "type": "request", "command": "evaluate", "arguments": {"x": %s}}' % deep.encode())
+    assert "nests arrays and objects more than 64 levels" in dap.response(5)["message"]
+    _raw_request(dap, b'{"seq": 6, "type": "request", "command": "\\ud800"}')
+    response = dap.response(6)
+    assert response["success"] is False and "lone surrogate" in response["message"]
+    _raw_request(dap, b'{"seq": 7, "type": "request", "command": "graphDap/tensorView", "arguments": {"name": "x", "maxSize": NaN}}')
+    assert "NaN is not a JSON value" in dap.response(7)["message"]
+    _raw_request(dap, b'{"seq": 8, "type": "request", "command": "graphDap/tensorView", "arguments": {"name": "x", "maxSize": 1e999}}')
+    assert "out of range" in dap.response(8)["message"]
+    _raw_request(dap, b'{"seq": 9, "type": "request", "command": "graphDap/tensorView", "arguments": {"name": "x", "maxSize": %d}}' % 10**30)
+    assert "out of range" in dap.response(9)["message"]
+    assert dap.request("threads")["threads"][0]["id"] == 1  # still answering
 
 
 @pytest.mark.parametrize(

@@ -153,7 +153,7 @@ def test_profile_json_and_chrome_trace(models):
     d = json.loads(r.stdout)
     assert {n["name"] for n in d["nodes"]} == {n.name for n in base.graph.node}
     assert d["total_ms"] > 0 and sum(n["share"] for n in d["nodes"]) == pytest.approx(1.0, abs=1e-4)
-    assert all(set(n) == {"name", "op_type", "index", "time_ms", "share", "bytes"} for n in d["nodes"])
+    assert all(set(n) == {"name", "op_type", "index", "time_ms", "share", "bytes", "source", "module"} for n in d["nodes"])
     trace = json.loads((tmp / "trace.json").read_text())
     assert sum(1 for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "run") == 6 * 2
 

@@ -308,3 +308,16 @@ def test_a_set_value_survives_eviction():
     s2.set_value("u5", 0.5)
     s2.continue_()
     assert_same(s.value("v40"), s2.value("v40"), "v40")
+
+
+def test_a_session_that_is_never_paused_runs_a_long_segment_in_one_call():
+    n = 40
+    nodes = [helper.make_node("MatMul", [f"m{i}", "w"], [f"m{i + 1}"], name=f"mm{i}") for i in range(n)]
+    model = make_model(nodes, [tensor("m0", [64, 64])], [tensor(f"m{n}", [64, 64])], [init("w", np.eye(64, dtype=np.float32))])
+    s = DebugSession(model, {"m0": np.ones((64, 64), np.float32)}, pausable=False)
+    s.start()
+    s._segment_seconds[((), 0, n)] = 10.0  # as if the last run took 10 s: a pausable session would split it in 8
+    before = s.ort_calls
+    assert s.continue_().reason is StopReason.END
+    assert s.ort_calls - before == 1
+    assert_same(s.value(f"m{n}"), np.ones((64, 64), np.float32), "out")

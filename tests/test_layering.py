@@ -6,6 +6,8 @@
 - ``worker`` (the process boundary) imports the runtime, never the adapter.
 - ``adapter`` (DAP) imports, of graph-dap, only the worker's client and protocol and the
   shared leaves (``errors``, ``files``, ``log``, ``names``, ``stdio``); importing it loads no numpy.
+- ``host`` (inside the user's program) imports neither the adapter nor a worker's process side;
+  its ``protocol`` (which the adapter imports) only the worker's codec.
 - ``lsp`` (the language server of listings) is built on the runtime and imports neither the
   worker nor the adapter: it never runs a model.
 """
@@ -79,11 +81,11 @@ def test_the_language_server_imports_neither_worker_nor_adapter():
 
 
 def test_the_adapter_imports_only_the_worker_client_its_protocol_and_the_leaves():
-    allowed = {"graph_dap.worker.client", "graph_dap.worker.protocol", *LEAVES}
+    allowed = {"graph_dap.worker.client", "graph_dap.worker.protocol", "graph_dap.host.protocol", *LEAVES}
     offenders = []
     for path in _modules("adapter"):
         for module in _imports(path):
-            if module.startswith("graph_dap.adapter") or module in ("graph_dap", "graph_dap.worker"):
+            if module.startswith("graph_dap.adapter") or module in ("graph_dap", "graph_dap.worker", "graph_dap.host"):
                 continue
             if not any(module == a or module.startswith(a + ".") for a in allowed):
                 offenders.append(f"{path.relative_to(PACKAGE)} imports {module}")
@@ -95,6 +97,18 @@ def test_the_adapter_knows_the_optimization_levels_the_runtime_has():
     from graph_dap.worker.protocol import OPT_LEVEL_NAMES
 
     assert tuple(OPT_LEVELS) == OPT_LEVEL_NAMES
+
+
+def test_the_host_imports_neither_the_adapter_nor_the_worker_process():
+    """The host runs in the user's program: it may use the runtime (the fast watch), never the DAP server or a worker's."""
+    forbidden = ("graph_dap.adapter", "graph_dap.cli", "graph_dap.worker.server", "graph_dap.worker.service", "graph_dap.worker.client")
+    assert _offenders(_modules("host"), forbidden) == []
+
+
+def test_the_host_protocol_imports_only_the_codec_and_the_leaves():
+    """The adapter imports the host's protocol: it must load neither numpy nor the runtime."""
+    path = PACKAGE / "host" / "protocol.py"
+    assert [m for m in _imports(path) if m not in {"graph_dap.worker.codec", "graph_dap.worker.codec.decode", "graph_dap.worker.codec.encode"}] == []
 
 
 def test_the_leaves_import_nothing_of_graph_dap():

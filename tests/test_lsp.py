@@ -97,6 +97,23 @@ async def test_hover_on_a_node_shows_its_id_attributes_and_python_source(client:
     await close(client, uri)
 
 
+async def test_an_exported_models_listing_hovers_its_python_line_and_folds_its_modules(client: LanguageClient, tmp_path: Path):
+    from source_models import DYNAMO
+
+    model = tmp_path / DYNAMO.name
+    shutil.copy(DYNAMO, model)
+    listing = write_listing(model, tmp_path)
+    uri, _ = await open_listing(client, listing)
+    hover = await client.text_document_hover_async(types.HoverParams(_doc(uri), position_of(listing, "node_softmax", line_has="= Softmax")))
+    text = hover.contents.value
+    assert "**Source**: [/home/exporter/tinymodel/tinymodel.py:18](file:///home/exporter/tinymodel/tinymodel.py#L18) in `Attention.forward`" in text
+    assert "att = F.softmax(att, dim=-1)" in text and "module: `blocks.0.attn: Attention`" in text
+    ranges = await client.text_document_folding_range_async(types.FoldingRangeParams(_doc(uri)))
+    folds = {(r.start_line, r.end_line): r.collapsed_text for r in ranges}
+    assert folds[(line_of(listing, "# node_layer_norm "), line_of(listing, "# node_add "))] == "blocks.0: Block"
+    await close(client, uri)
+
+
 async def test_definition_goes_to_the_producer_or_the_header(client: LanguageClient, example: Path):
     uri, _ = await open_listing(client, example)
     use = position_of(example, "norm_var_eps", line_has="= Sqrt(")

@@ -101,16 +101,26 @@ def _first_faulty(subject: Subject, target: str, injected: np.ndarray, kind: str
     raise AssertionError(f"node #{last} holds no {kind}, nor any node before it")
 
 
+_HEAVY = ("vgg19", "densenet121", "bvlc_alexnet")
+
+
 def _cases() -> list[Any]:
     """The chain model and every light model (the whole test corpus), each fault kind, both engines.
 
     The cases of one model run on one xdist worker (``--dist loadgroup``), so that it is loaded once there.
+    The heaviest models (seconds a case) have their Inf cases in the long run (``--run-long``); CI keeps their NaN case.
     """
     labels = [("chain", (True, False))] + [
         (name, (True, False) if name in ("squeezenet", "resnet50") else (True,)) for name in LIGHT_MODELS
     ]
     return [
-        pytest.param(label, kind, fast, id=f"{label}-{kind}-{'fast' if fast else 'nodes'}", marks=pytest.mark.xdist_group(f"nan-{label}"))
+        pytest.param(
+            label,
+            kind,
+            fast,
+            id=f"{label}-{kind}-{'fast' if fast else 'nodes'}",
+            marks=[pytest.mark.xdist_group(f"nan-{label}")] + ([pytest.mark.long] if label in _HEAVY and kind != "nan" else []),
+        )
         for label, engines in labels
         for kind in KINDS
         for fast in engines

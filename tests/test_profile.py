@@ -79,7 +79,7 @@ def test_to_dict_has_the_documented_shape():
     assert set(d) >= {"total_ms", "nodes", "method", "repeat", "run_ms", "not_timed"}
     assert d["repeat"] == 2 and d["warmup"] == 1 and "enable_profiling" in d["method"]
     for n in d["nodes"]:
-        assert set(n) == {"name", "op_type", "index", "time_ms", "share", "bytes"}
+        assert set(n) == {"name", "op_type", "index", "time_ms", "share", "bytes", "source", "module"}
     assert d["nodes"][0]["time_ms"] >= d["nodes"][-1]["time_ms"]
 
 

@@ -35,7 +35,13 @@ def test_messages_survive_encoding() -> None:
     )
     view = p.TensorView("a", "int64", (2, 3), (2, 3), (), (1, 1), ((1, 2, 3), (4, 5, 6)), 1, 6, 3.5, 0, 0, 0, p.Histogram((1.0, 6.0), (6,)))
     args = p.LoadArgs("m.onnx", {"x": [[1.0, 2.0]]}, {"n": 2}, ("CPUExecutionProvider",), tolerance=p.Tolerance(fail_if=("cosine<0.99",)))
-    for message in (stop, view, args, p.RunArgs(p.RunCommand.GOTO, "relu1"), p.MemoryRead(b"\x00\x01", 8, 2)):
+    source = p.NodeSourceInfo(
+        "node_softmax",
+        "python",
+        (p.SourceFrameInfo("Attention.forward", "/h/m.py", 18, "forward", "att = F.softmax(att)", False, "h.0.attn", "m.Attention", ("node_softmax",)),
+         p.SourceFrameInfo("TinyModel.forward", "/h/m.py", 41, "forward", module="", cls="m.TinyModel")),
+    )  # fmt: skip
+    for message in (stop, view, args, p.RunArgs(p.RunCommand.GOTO, "relu1"), p.MemoryRead(b"\x00\x01", 8, 2), source):
         assert p.decode(type(message), p.encode(message)) == message
         assert p.encode(message, type(message)) == p.encode(message)  # the typed encoder writes the same
     assert p.encode(p.RunArgs(p.RunCommand.STEP)) == {"command": "step", "target": None, "iterations": 1}

@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from graph_dap.adapter.breakpoints import Wanted
-from graph_dap.adapter.core import EXCEPTION_FILTERS, AdapterCore
+from graph_dap.adapter.core import EXCEPTION_FILTERS
 from graph_dap.adapter.requests import InvalidRequest, Request, checked, items_of
+from graph_dap.adapter.source_handlers import SourceRequests
 from graph_dap.adapter.variables import ScopeRef, TensorRef
 from graph_dap.errors import GraphDapError
 from graph_dap.names import unquoted
 from graph_dap.worker import protocol as p
 
 
-class BreakpointRequests(AdapterCore):
+class BreakpointRequests(SourceRequests):
     """setBreakpoints, setFunctionBreakpoints, dataBreakpointInfo, setDataBreakpoints, setExceptionBreakpoints."""
 
     async def setBreakpoints_request(self, request: Request) -> dict[str, Any]:
@@ -23,6 +24,8 @@ class BreakpointRequests(AdapterCore):
             wanted_lines = [{"line": n} for n in items_of(request.arg("lines", list), int, "lines")]
         listing = self.listing
         ours = listing is not None and listing.matches(source)
+        if not ours and str(source.get("path", "")).endswith(".py"):  # a file of the model's Python source
+            return {"breakpoints": await self._python_breakpoints(source, wanted_lines)}
         wanted: list[Wanted] = []
         for i, bp in enumerate(wanted_lines):
             line = self._line_in(checked(bp, "line", int, where=f"breakpoints[{i}]"))

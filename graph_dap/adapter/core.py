@@ -9,7 +9,7 @@ terminate), ``run_handlers.py`` (continue, step, goto, pause), ``breakpoint_hand
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from graph_dap.adapter.access import TokenGate, Turn
@@ -19,15 +19,18 @@ from graph_dap.adapter.listing import ListingSource
 from graph_dap.adapter.progress import Progress
 from graph_dap.adapter.protocol import Channel
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request
+from graph_dap.adapter.sources import SourceFiles
 from graph_dap.adapter.state import ClientInfo, Phase, RunState
 from graph_dap.adapter.variables import VariableState
 from graph_dap.worker.client import WorkerClient
-from graph_dap.worker.protocol import GraphInfo, NodeInfo, RunCommand
+from graph_dap.worker.protocol import BreakOnArgs, GraphInfo, NodeInfo, NodeSourceInfo, RunCommand
 
 T = TypeVar("T")
 
 THREAD_ID = 1
 FRAME_ID = 1
+#: Frame ids of the Python (or module) frames under the node: SOURCE_FRAME_ID + k, k = 0 the innermost.
+SOURCE_FRAME_ID = 1 << 20
 EXCEPTION_FILTERS: list[dict[str, Any]] = [
     {"filter": "nan", "label": "NaN", "description": "Break when a node's output holds NaN.", "default": False},
     {
@@ -61,6 +64,14 @@ RESUMABLE = {
 WorkerFactory = Callable[[], Awaitable[WorkerClient]]
 
 
+class Deferred:
+    """What a handler returns to be answered later: the request loop goes on, and ``work``'s result is the body."""
+
+    def __init__(self, what: str, work: Coroutine[Any, Any, dict[str, Any] | None]) -> None:
+        self.what = what  # what the worker is busy with meanwhile, for other requests' refusals
+        self.work = work
+
+
 class AdapterCore:
     """One DAP session's state; ends at ``disconnect`` or when the stream ends."""
 
@@ -92,8 +103,16 @@ class AdapterCore:
         self.variables = VariableState()
         self.progress = Progress(channel)
         self._goto_targets: dict[int, str] = {}
+        self.source_files: tuple[GraphInfo, SourceFiles] | None = None  # the loaded model's Python files here
+        self.node_source: tuple[object, NodeSourceInfo] | None = None  # (the stop, the source of its frame 0's node)
         self._after: list[Callable[[], None]] = []
         self._done = False
+        self.busy: asyncio.Task[None] | None = None  # a request answered in the background (a profile)
+        self._busy_with = ""
+
+    def _in_background(self, what: str, work: Coroutine[Any, Any, dict[str, Any] | None]) -> Deferred:
+        """Answer this request when ``work`` ends, without holding the request loop (see ``dispatch``)."""
+        return Deferred(what, work)
 
     def _later(self, action: Callable[[], None]) -> None:
         """Do ``action`` right after this request's response is sent."""
@@ -124,6 +143,8 @@ class AdapterCore:
             raise CantHandle("no model is loaded: launch first")
         if self.worker.dead is not None:
             raise CantHandle(f"the runtime worker is gone: {self.worker.dead}")
+        if self.busy is not None and not self.busy.done():
+            raise CantHandle(f"the runtime is busy {self._busy_with}: wait for its answer")
         return self.worker
 
     def _need_idle(self) -> WorkerClient:
@@ -159,6 +180,9 @@ class AdapterCore:
         """The level of the program counter a frame id names (frame ids are levels from ``FRAME_ID`` up)."""
         stop = self.run.stop
         levels = max(len(stop.frames), 1) if stop is not None else 1
+        source = self.node_source
+        if source is not None and source[0] is stop and 0 <= frame_id - SOURCE_FRAME_ID < len(source[1].frames):
+            return 0  # a Python frame of the node at level 0: its values are that level's
         if not FRAME_ID <= frame_id < FRAME_ID + levels:
             raise InvalidRequest(f"unknown frameId {frame_id}")
         return frame_id - FRAME_ID
@@ -193,5 +217,10 @@ class AdapterCore:
         if self.worker is None or self.graph is None:
             return
         worker = self._need_worker()
-        args = self.filters.worker_args(self.has_reference)
+        args = self.break_on_args()
         await self._configure(lambda: worker.set_break_on(args))
+
+    def break_on_args(self) -> BreakOnArgs:
+        """What the worker's filters are: the client's (setExceptionBreakpoints) and the launch's (``breakOn``, ``infExclude``)."""
+        launch = self.launch
+        return self.filters.worker_args(self.has_reference, launch.break_on if launch else (), launch.inf_exclude if launch else ())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_dap.adapter.core import FRAME_ID, AdapterCore
+from graph_dap.adapter.core import FRAME_ID, AdapterCore, Deferred
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, items_of
 from graph_dap.worker import protocol as p
 
@@ -72,19 +72,24 @@ class CustomRequests(AdapterCore):
             raise CantHandle("there is no reference to compare with: give the launch argument 'reference'")
         return await worker.compare_table()
 
-    async def profile_custom(self, request: Request) -> dict[str, Any]:
+    async def profile_custom(self, request: Request) -> Deferred:
         """The model run whole under onnxruntime's profiler (the JSON of ``graph-dap profile --json``).
 
-        ``iterations`` (default: the launch's, else 3) timed runs after one warm-up.
+        ``iterations`` (default: the launch's, else 3, at most 1,000) timed runs after one warm-up.
+        The profile runs in the background: the adapter answers other requests meanwhile
+        (those that need the model say it is busy), and ``disconnect`` ends it.
         """
         launched = self.launch.iterations if self.launch is not None else None
         runs = request.arg("iterations", int, None) or launched or DEFAULT_PROFILE_RUNS
-        if runs < 1:
-            raise InvalidRequest("'iterations' must be at least 1")
+        if not 1 <= runs <= p.MAX_PROFILE_REPEAT:
+            raise InvalidRequest(f"'iterations' must be from 1 to {p.MAX_PROFILE_REPEAT}, got {runs}")
         worker = self._need_idle()
         progress = self.progress.start("Profiling the model")
-        try:
-            profile = await worker.profile(p.ProfileArgs(runs))
-        finally:
-            self.progress.end(progress)
-        return profile
+
+        async def profile() -> dict[str, Any]:
+            try:
+                return await worker.profile(p.ProfileArgs(runs))
+            finally:
+                self.progress.end(progress)
+
+        return self._in_background("profiling the model (graphDap/profile)", profile())

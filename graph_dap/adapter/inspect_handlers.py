@@ -6,8 +6,9 @@ import base64
 import os
 from typing import Any
 
-from graph_dap.adapter.core import EXCEPTION_NAMES, FRAME_ID, THREAD_ID, AdapterCore
+from graph_dap.adapter.core import EXCEPTION_NAMES, FRAME_ID, THREAD_ID
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, checked
+from graph_dap.adapter.source_handlers import SourceRequests
 from graph_dap.adapter.variables import (
     MAX_UNPAGED,
     PAGE,
@@ -25,7 +26,7 @@ from graph_dap.worker import protocol as p
 from graph_dap.worker.protocol import Summary
 
 
-class InspectionRequests(AdapterCore):
+class InspectionRequests(SourceRequests):
     """The handlers a client calls while the run is stopped (and threads, at any time)."""
 
     async def threads_request(self, request: Request) -> dict[str, Any]:
@@ -40,8 +41,9 @@ class InspectionRequests(AdapterCore):
         stop = self.run.stop
         assert stop is not None
         frames: list[dict[str, Any]] = []
-        # Frame 0: the node; then one frame per enclosing control-flow node, innermost first ("Loop_3 (Loop) body,
-        # iteration 5"); the last is the main-graph node that holds them all.
+        # Frame 0: the node; then its Python frames, innermost first (or its module scopes); then one frame per
+        # enclosing control-flow node, innermost first ("Loop_3 (Loop) body, iteration 5"); the last is the
+        # main-graph node that holds them all.
         for level in range(max(len(stop.frames), 1)):
             node = self._frame_node(level)
             if node is not None and self.listing is not None:
@@ -50,6 +52,7 @@ class InspectionRequests(AdapterCore):
                 frames.append(frame)
             else:
                 frames.append({"id": FRAME_ID + level, "name": "end of the graph", "line": 0, "column": 0, "presentationHint": "label"})
+        await self._source_frames(frames)
         chosen = frames[start : start + levels] if levels > 0 else frames[start:]
         return {"stackFrames": chosen, "totalFrames": len(frames)}
 
@@ -91,7 +94,8 @@ class InspectionRequests(AdapterCore):
 
     async def scopes_request(self, request: Request) -> dict[str, Any]:
         self._need_stopped()
-        level = self._level(request.arg("frameId", int))
+        frame_id = request.arg("frameId", int)
+        level = self._level(frame_id)
         stop = self.run.stop
         assert self.graph is not None and stop is not None and self.listing is not None
         node = self._frame_node(level)
@@ -117,6 +121,9 @@ class InspectionRequests(AdapterCore):
             if hint:
                 scope["presentationHint"] = hint
             scopes.append(scope)
+        module = self._module_scope(frame_id)
+        if module is not None:  # a Python frame: its module first, then the values of the node's level
+            scopes = [module] + [s for s in scopes if s["name"] not in ("Inputs", "Attributes", "Last outputs")]
         return {"scopes": scopes}
 
     async def _scope_names(self, ref: ScopeRef) -> list[str]:
@@ -142,6 +149,8 @@ class InspectionRequests(AdapterCore):
         if container is None:
             raise InvalidRequest(f"unknown variablesReference {reference} (references last until the run moves on)")
         if isinstance(container, ScopeRef):
+            if container.kind == "module":
+                return {"variables": await self._module_variables(container)}
             if container.kind == "attributes":
                 node = self.listing.nodes[container.node] if self.listing and container.node else None
                 attributes = node.attributes if node else ()
@@ -190,8 +199,8 @@ class InspectionRequests(AdapterCore):
         if container is None:
             raise InvalidRequest(f"unknown variablesReference {reference}")
         if isinstance(container, ScopeRef):
-            if container.kind == "attributes":
-                raise CantHandle("node attributes are part of the model and cannot be set")
+            if container.kind in ("attributes", "module"):
+                raise CantHandle(f"{'node attributes' if container.kind == 'attributes' else 'a module scope'} cannot be set")
             return await self._set(name, (), value, container.level)
         assert isinstance(container, TensorRef)
         if container.temp is not None:

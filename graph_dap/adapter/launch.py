@@ -14,10 +14,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_dap.adapter.requests import InvalidRequest, Request, UserError, checked, items_of
+from graph_dap.adapter.requests import MAX_INTEGER, InvalidRequest, Request, UserError, checked, items_of
+from graph_dap.adapter.sources import PathMapping
 from graph_dap.worker.protocol import OPT_LEVEL_NAMES, LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
+#: The exception filters (the ids of ``core.EXCEPTION_FILTERS``), as ``breakOn`` names them.
+FILTER_IDS = ("nan", "inf", "error", "mismatch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,9 @@ class LaunchArgs:
     inputs: str | dict[str, Any] | None = None
     reference: str | dict[str, Any] | None = None
     tolerance: Tolerance | None = None
+    path_mappings: tuple[PathMapping, ...] = ()  # where the stack traces' folders are here
+    break_on: tuple[str, ...] = ()  # exception filters the launch turns on, besides the client's
+    inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -70,7 +76,15 @@ class LaunchArgs:
             raise InvalidRequest(
                 "'arguments.reference' must be a string: a dump (.npz), provider:NAME, opt_level:LEVEL or model:OTHER.onnx"
             )
-        args = cls(**typed, inputs=inputs, reference=reference or None, tolerance=_tolerance(given.get("tolerance")))
+        typed["break_on"] = tuple(items_of(request.arg("breakOn", list, []), str, "breakOn"))
+        typed["inf_exclude"] = tuple(items_of(request.arg("infExclude", list, []), str, "infExclude"))
+        args = cls(
+            **typed,
+            inputs=inputs,
+            reference=reference or None,
+            tolerance=_tolerance(given.get("tolerance")),
+            path_mappings=_path_mappings(given.get("pathMappings"), typed["cwd"] or os.getcwd()),
+        )
         args._check()
         return args
 
@@ -82,12 +96,19 @@ class LaunchArgs:
         for key, value in self.dims.items():
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UserError(f"dims: '{key}' must be an integer, got {value!r}")
+            if not 0 <= value <= MAX_INTEGER:
+                raise UserError(f"dims: '{key}' must be a size from 0 to 2**53 - 1, got {value}")
         if self.worker and not self.token:
             raise UserError("'worker' needs the 'token' the worker was started with")
         if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
             raise UserError("memoryBudgetMB must be positive")
         if self.opt_level not in OPT_LEVEL_NAMES:
             raise UserError(f"optLevel '{self.opt_level}' is not an optimization level; expected one of {', '.join(OPT_LEVEL_NAMES)}")
+        for f in self.break_on:
+            if f not in FILTER_IDS:
+                raise UserError(f"breakOn: unknown filter '{f}'; expected any of {', '.join(FILTER_IDS)}")
+        if "mismatch" in self.break_on and self.reference is None:
+            raise UserError("breakOn: the mismatch filter needs a 'reference' to compare with")
 
     @property
     def base_dir(self) -> str:
@@ -131,7 +152,10 @@ class LaunchArgs:
 
 
 #: What a restart must load the model again for, when it changes.
-_RELOAD_FIELDS = ("model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path")
+_RELOAD_FIELDS = (
+    "model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path",
+    "break_on", "inf_exclude",
+)
 
 
 def _providers(given: Any) -> tuple[str, ...]:
@@ -143,6 +167,23 @@ def _providers(given: Any) -> tuple[str, ...]:
     if not isinstance(given, list):
         raise InvalidRequest(f"'arguments.providers' must be an array, got {type(given).__name__}")
     return tuple(items_of(given, str, "providers"))
+
+
+def _path_mappings(given: Any, base_dir: str) -> tuple[PathMapping, ...]:
+    """``[{"localRoot", "remoteRoot"}]`` as debugpy takes them; a relative ``localRoot`` is under ``cwd``."""
+    if given is None:
+        return ()
+    if not isinstance(given, list):
+        raise InvalidRequest("'arguments.pathMappings' must be an array of {localRoot, remoteRoot}")
+    out = []
+    for i, item in enumerate(items_of(given, dict, "pathMappings")):
+        where = f"pathMappings[{i}]"
+        local = checked(item, "localRoot", str, where=where)
+        remote = checked(item, "remoteRoot", str, where=where)
+        if not local or not remote:
+            raise UserError(f"{where}: localRoot and remoteRoot must not be empty")
+        out.append(PathMapping(os.path.join(base_dir, os.path.expanduser(local)), remote))
+    return tuple(out)
 
 
 def _tolerance(given: Any) -> Tolerance | None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
+import re
 import socket
 import stat
 import sys
@@ -22,6 +24,8 @@ from graph_dap.stdio import take_over_stdout, write_all
 
 MAX_HEADER_BYTES = 8 * 1024
 MAX_CONTENT_LENGTH = 16 * 1024 * 1024
+#: Arrays and objects nested deeper than this in one message are refused (no DAP message comes near).
+MAX_NESTING = 64
 
 Message = dict[str, Any]
 
@@ -100,18 +104,26 @@ def _content_length(block: bytes) -> int:
 def decode_body(body: bytes) -> Message | Malformed:
     """Parse one body; anything that is not a DAP message object becomes :class:`Malformed`."""
     try:
-        message = json.loads(body.decode("utf-8"))
+        message = json.loads(body.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
     except (UnicodeDecodeError, ValueError) as error:
-        return Malformed(f"invalid JSON: {error}")
+        return Malformed(f"invalid JSON: {error}", *_request_header(body))
+    except RecursionError:
+        seq, command = _request_header(body)
+        return Malformed(f"the message nests arrays and objects more than {MAX_NESTING} levels deep", seq, command)
     if not isinstance(message, dict):
         return Malformed(f"a message must be a JSON object, got {type(message).__name__}")
     seq = message.get("seq")
-    usable_seq = seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1 else None
+    usable_seq = seq if isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq <= MAX_SEQ else None
+    problem = _structure_problem(message, body)
+    if problem:
+        if message.get("type") != "request":
+            return Malformed(problem)
+        return Malformed(problem, usable_seq, _printable(message.get("command")))
     kind = message.get("type")
     if kind not in ("request", "response", "event"):
         return Malformed(f"unknown message type {kind!r}", usable_seq if kind is None else None)
     if usable_seq is None:
-        return Malformed(f"'seq' must be a positive integer, got {seq!r}")
+        return Malformed(f"'seq' must be a positive integer, got {_clip(seq)}")
     if kind == "request":
         command = message.get("command")
         if not isinstance(command, str) or not command:
@@ -121,9 +133,102 @@ def decode_body(body: bytes) -> Message | Malformed:
     return message
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is out of range (larger than a double)")
+    return value
+
+
+#: The largest ``seq`` taken (JavaScript's largest exact integer: a client's counter never gets there).
+MAX_SEQ = 2**53 - 1
+
+
+def _structure_problem(message: Any, body: bytes) -> str | None:
+    """What makes a parsed message unusable: nesting past :data:`MAX_NESTING`, or a lone surrogate in a string.
+
+    A lone surrogate (``"\\ud800"``) is valid JSON but no Unicode text: it cannot be encoded
+    again, so an answer echoing it (or a worker call carrying it) would fail. The walk runs
+    only when the body could hold either (cheap byte counts first).
+    """
+    deep = body.count(b"{") + body.count(b"[") > MAX_NESTING
+    surrogates = b"\\ud" in body.lower()
+    if not (deep or surrogates):
+        return None
+    stack: list[tuple[Any, int]] = [(message, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            if depth > MAX_NESTING:
+                return f"the message nests arrays and objects more than {MAX_NESTING} levels deep"
+            for key, item in value.items():
+                if surrogates and _has_surrogate(key):
+                    return "a property name is not valid Unicode (it holds a lone surrogate)"
+                stack.append((item, depth + 1))
+        elif isinstance(value, list):
+            if depth > MAX_NESTING:
+                return f"the message nests arrays and objects more than {MAX_NESTING} levels deep"
+            stack.extend((item, depth + 1) for item in value)
+        elif surrogates and isinstance(value, str) and _has_surrogate(value):
+            return "a string is not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
+_SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,16})\s*[,}]')
+_COMMAND = re.compile(rb'"command"\s*:\s*("(?:[^"\\\\]|\\\\.){0,200}")')
+
+
+def _request_header(body: bytes) -> tuple[int | None, str | None]:
+    """The ``seq`` and ``command`` of a request that cannot be parsed, read from its first bytes, so that it is answered.
+
+    (Best effort: a client puts them before ``arguments``; without a ``seq``, the message is only reported.)
+    """
+    head = body[:4096]
+    seq, command = _SEQ.search(head), _COMMAND.search(head)
+    if seq is None or b'"request"' not in head or not 1 <= int(seq.group(1)) <= MAX_SEQ:
+        return None, None
+    try:
+        name = json.loads(command.group(1).decode("utf-8")) if command is not None else ""
+    except (UnicodeDecodeError, ValueError):
+        name = ""
+    return int(seq.group(1)), _printable(name)
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _printable(command: Any) -> str:
+    """A request's command as an answer can carry it: a string, valid Unicode."""
+    if not isinstance(command, str):
+        return ""
+    return command.encode("utf-8", "replace").decode("utf-8")
+
+
+def _clip(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def encode(message: Message) -> bytes:
-    """Frame one message. NaN and infinities are refused: they are not JSON."""
-    body = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    """Frame one message. NaN and infinities are refused (ValueError): they are not JSON.
+
+    A string that is not valid Unicode (a lone surrogate) is written escaped (``\\ud800``),
+    which every JSON reader takes, rather than failing the message.
+    """
+    text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        body = text.encode()
+    except UnicodeEncodeError:
+        body = json.dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
@@ -245,7 +350,25 @@ class Channel:
             return
         self._seq += 1
         message["seq"] = self._seq
-        self._stream.write(encode(message))
+        try:
+            data = encode(message)
+        except (ValueError, TypeError, RecursionError) as error:
+            # A body that is not JSON (a NaN, an object no encoder knows): a bug, but the
+            # request still gets an answer, and an event is dropped rather than the session.
+            print(f"graph-dap: cannot encode a {message.get('type')}: {error!r}", file=sys.stderr)
+            if message.get("type") != "response":
+                return
+            data = encode(
+                {
+                    "seq": self._seq,
+                    "type": "response",
+                    "request_seq": message.get("request_seq", 0),
+                    "success": False,
+                    "command": message.get("command", ""),
+                    "message": f"internal error in graph-dap: the answer could not be encoded ({error})",
+                }
+            )
+        self._stream.write(data)
 
     def event(self, event: str, body: dict[str, Any] | None = None) -> None:
         message: Message = {"type": "event", "event": event}

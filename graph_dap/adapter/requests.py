@@ -35,6 +35,9 @@ class UserError(RequestError):
 
 _MISSING: Any = object()
 
+#: The integers an argument may hold: JavaScript's exact ones (and what the worker's msgpack carries).
+MAX_INTEGER = 2**53 - 1
+
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", dict: "an object", list: "an array"}
 
 
@@ -67,10 +70,18 @@ def checked(obj: dict[str, Any], key: str, kind: type[T], default: Any = _MISSIN
             raise InvalidRequest(f"'{label}' is required")
         return default
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        _in_range(value, label)
         return float(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise InvalidRequest(f"'{label}' must be {_TYPE_NAMES.get(kind, kind.__name__)}, got {type(value).__name__}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        _in_range(value, label)
     return value
+
+
+def _in_range(value: int, label: str) -> None:
+    if not -MAX_INTEGER <= value <= MAX_INTEGER:
+        raise InvalidRequest(f"'{label}' is out of range: integers must be within ±(2**53 - 1)")
 
 
 def items_of(values: list[Any], kind: type[T], where: str) -> list[T]:
@@ -78,4 +89,6 @@ def items_of(values: list[Any], kind: type[T], where: str) -> list[T]:
     for i, v in enumerate(values):
         if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
             raise InvalidRequest(f"'{where}[{i}]' must be {_TYPE_NAMES.get(kind, kind.__name__)}")
+        if isinstance(v, int) and not isinstance(v, bool):
+            _in_range(v, f"{where}[{i}]")
     return values

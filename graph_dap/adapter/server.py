@@ -17,8 +17,10 @@ from collections.abc import Callable
 
 from graph_dap.adapter.access import AUTH_TIMEOUT, TOKEN_KEY, WrongToken
 from graph_dap.adapter.breakpoint_handlers import BreakpointRequests
+from graph_dap.adapter.core import Deferred
 from graph_dap.adapter.custom_handlers import CUSTOM_REQUESTS, CustomRequests
 from graph_dap.adapter.inspect_handlers import InspectionRequests
+from graph_dap.adapter.mixed.requests import MixedRequests
 from graph_dap.adapter.protocol import Channel, FramingError, Malformed, Message, SocketStream, StdioStream
 from graph_dap.adapter.requests import InvalidRequest, Request, RequestError
 from graph_dap.adapter.run_handlers import RunRequests
@@ -28,7 +30,7 @@ from graph_dap.errors import GraphDapError, WorkerDied
 __all__ = ["CAPABILITIES", "DebugAdapter", "serve_stdio", "serve_tcp", "serve_tcp_async"]
 
 
-class DebugAdapter(SessionRequests, RunRequests, InspectionRequests, BreakpointRequests, CustomRequests):
+class DebugAdapter(MixedRequests, SessionRequests, RunRequests, InspectionRequests, BreakpointRequests, CustomRequests):
     """One DAP session on one channel: the request loop, its lifecycle and its runs."""
 
     # -- the loop and the one place errors become responses -----------------------------
@@ -52,7 +54,9 @@ class DebugAdapter(SessionRequests, RunRequests, InspectionRequests, BreakpointR
                     self._malformed(message)
                 elif message.get("type") == "request":
                     await self.dispatch(Request(message["seq"], message["command"], message.get("arguments") or {}))
-                # responses (to reverse requests we never send) and events are ignored
+                elif message.get("type") == "response":
+                    self.client_response(message)  # to a reverse request of a mixed session's debugpy
+                # events from the client are ignored
         finally:
             await self._shutdown()
             await self.channel.close()
@@ -79,6 +83,8 @@ class DebugAdapter(SessionRequests, RunRequests, InspectionRequests, BreakpointR
         """Run the handler for one request and send its response (then what it deferred)."""
         custom = CUSTOM_REQUESTS.get(request.command)
         handler = getattr(type(self), custom if custom else f"{request.command}_request", None)
+        if self.mixed is not None and request.command != "initialize":
+            handler = type(self).mixed_request  # a program launch: every request goes to its side (graph or Python)
         self._after = []
         try:
             if not self.gate.open:
@@ -88,23 +94,40 @@ class DebugAdapter(SessionRequests, RunRequests, InspectionRequests, BreakpointR
             if handler is None:
                 raise InvalidRequest(f"unknown command '{request.command}'")
             body = await handler(self, request)
-        except RequestError as error:
-            self.channel.error(request.seq, request.command, str(error), show=error.show_user)
-            self._done = self._done or isinstance(error, WrongToken)
+        except Exception as error:  # noqa: BLE001 - sorted out in _refuse; a bug answers this request, not the session
+            self._refuse(request, error)
             return
-        except WorkerDied as error:
-            self.channel.error(request.seq, request.command, f"the runtime worker is gone: {error}")
-            return
-        except GraphDapError as error:
-            self.channel.error(request.seq, request.command, str(error))
-            return
-        except Exception as error:  # noqa: BLE001 - a bug answers this request, not the session
-            traceback.print_exc(file=sys.stderr)
-            self.channel.error(request.seq, request.command, f"internal error in graph-dap: {error!r}")
+        if isinstance(body, Deferred):
+            self._busy_with = body.what
+            self.busy = asyncio.ensure_future(self._answer_later(request, body))
             return
         self.channel.response(request.seq, request.command, body)
         for action in self._after:
             action()
+
+    def _refuse(self, request: Request, error: Exception) -> None:
+        """The ``success: false`` answer for a request whose handler raised ``error``."""
+        if isinstance(error, RequestError):
+            self.channel.error(request.seq, request.command, str(error), show=error.show_user)
+            self._done = self._done or isinstance(error, WrongToken)
+        elif isinstance(error, WorkerDied):
+            self.channel.error(request.seq, request.command, f"the runtime worker is gone: {error}")
+        elif isinstance(error, GraphDapError):
+            self.channel.error(request.seq, request.command, str(error))
+        else:
+            traceback.print_exception(error, file=sys.stderr)
+            self.channel.error(request.seq, request.command, f"internal error in graph-dap: {error!r}")
+
+    async def _answer_later(self, request: Request, deferred: Deferred) -> None:
+        try:
+            body = await deferred.work
+        except asyncio.CancelledError:
+            self.channel.error(request.seq, request.command, "cancelled: the session ended")
+            raise
+        except Exception as error:  # noqa: BLE001 - answered like any request (see dispatch)
+            self._refuse(request, error)
+            return
+        self.channel.response(request.seq, request.command, body)
 
 
 # -- transports ---------------------------------------------------------------------------

@@ -68,9 +68,13 @@ class SessionRequests(RunControl):
             raise InvalidRequest("initialize first")
         if self.graph is not None:
             raise InvalidRequest("already launched")
-        self.launch = LaunchArgs.parse(request)
-        self.worker = await self._connect_worker(self.launch)
-        await self._load()
+        launch = self.launch = LaunchArgs.parse(request)
+        self.worker = await self._connect_worker(launch)
+        try:
+            await self._load()
+        except BaseException:
+            await self._drop_failed_launch(launch)
+            raise
         self.run.phase = Phase.CONFIGURING
         self._later(lambda: self.channel.event("initialized"))
 
@@ -144,6 +148,19 @@ class SessionRequests(RunControl):
         worker.attach(self._worker_event, lambda line: self._output(line + "\n", "stderr"), self._worker_died)
         return worker
 
+    async def _drop_failed_launch(self, launch: LaunchArgs) -> None:
+        """After a launch that failed to load: no worker stays behind. The local one waits for the next launch."""
+        worker, self.worker, self.launch = self.worker, None, None
+        if worker is None:
+            return
+        if not launch.worker and not launch.python and worker.dead is None and self._spawning is None:
+            kept: asyncio.Future[WorkerClient] = asyncio.get_running_loop().create_future()
+            kept.set_result(worker)
+            self._spawning = kept
+            worker.attach(lambda event: None, lambda line: self._output(line + "\n", "stderr"), lambda message: None)
+            return
+        await worker.close()
+
     def _drop_spawned(self) -> None:
         """Close the worker started at initialize, once it is up (this launch wants another)."""
         spawning, self._spawning = self._spawning, None
@@ -163,7 +180,7 @@ class SessionRequests(RunControl):
         progress = self.progress.start(f"Loading {os.path.basename(launch.model)}")
         try:
             graph = await self.worker.load(launch.load_args())
-            await self.worker.set_break_on(self.filters.worker_args(self.has_reference))
+            await self.worker.set_break_on(self.break_on_args())
         except WorkerDied as error:
             raise UserError(f"the runtime worker died while loading the model: {error}") from None
         except GraphDapError as error:
@@ -209,9 +226,12 @@ class SessionRequests(RunControl):
             except (OSError, GraphDapError):
                 pass
         task = self.run.task
-        if task is not None and not task.done() and self.worker is not None:
-            self.worker.kill()
+        busy = self.busy
+        stuck = any(t is not None and not t.done() for t in (task, busy))
+        if stuck and self.worker is not None:
+            self.worker.kill()  # a run or a profile in native code: it would not see the shutdown
         if self.worker is not None:
             await self.worker.close()
-        if task is not None:
-            task.cancel()
+        for pending in (task, busy):
+            if pending is not None:
+                pending.cancel()

@@ -26,11 +26,15 @@ TENSOR_MENU_KEY = "__vscodeVariableMenuContext"
 
 @dataclass(frozen=True, slots=True)
 class ScopeRef:
-    """One scope of a frame: inputs, attributes, last, values, initializers, outputs; ``level``: the frame's."""
+    """One scope of a frame: inputs, attributes, last, values, initializers, outputs, module; ``level``: the frame's.
+
+    ``source``: for the module scope of a Python (or module) frame, which one (0: the innermost).
+    """
 
     kind: str
     node: str | None
     level: int = 0
+    source: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,19 +9,17 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from graph_dap.lsp import schemas
 from graph_dap.lsp.analysis import Analysis
 from graph_dap.lsp.hazards import Sign
 from graph_dap.lsp.index import ValueRef
-from graph_dap.runtime.graph import Node
+from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.listing import Token, TokenKind
+from graph_dap.runtime.source import SourceFrame
 
 _MAX_LISTED = 12  # consumers named in a hover
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
-_TORCH = re.compile(r"[\\/](?:site|dist)-packages[\\/]torch[\\/]")
 _SIGN_WORDS = {Sign.POSITIVE: "> 0", Sign.NONNEGATIVE: ">= 0", Sign.NONZERO: "!= 0"}
 
 
@@ -119,46 +117,38 @@ def node_markdown(a: Analysis, node: Node) -> str:
         lines.append("")
         lines.append("**Attributes**")
         lines += [f"- `{k}` = `{_full(v)}`" for k, v in node.attributes.items()]
-    source = source_of(node)
-    if source is not None:
-        path, line, func = source
+    frame = source_of(a.graph, node)
+    if frame is not None:
+        path, line, func = frame.path, frame.line, frame.qualname
         lines += ["", f"**Source**: [{path}:{line}]({_file_uri(path)}#L{line})" + (f" in `{func}`" if func else "")]
-    scope = node.metadata.get("namespace")
-    if scope:
-        lines.append(f"module: `{module_path(node) or scope}`")
+        if frame.code:
+            lines += ["", "```python", frame.code, "```"]
+    source = a.graph.sources.of(node)
+    module = source.module if source is not None else None
+    if module is not None and not source.derived:  # type: ignore[union-attr]
+        lines.append(f"module: `{module.text()}`")
     return "\n".join(lines)
 
 
-def source_of(node: Node) -> tuple[str, int, str] | None:
-    """The user's source line of a node, from its exporter's metadata: ``(file, line, function)``.
-
-    torch.onnx (dynamo) writes ``pkg.torch.onnx.stack_trace``; its innermost frames may be in
-    torch itself, so the last frame outside the torch package is the user's.
-    """
-    trace = node.metadata.get("pkg.torch.onnx.stack_trace", "")
-    frames = _FRAME.findall(trace)
-    if not frames:
-        return None
-    outside = [f for f in frames if not _TORCH.search(f[0])]
-    path, line, func = (outside or frames)[-1]
-    return path, int(line), func
+def source_of(graph: Graph, node: Node) -> SourceFrame | None:
+    """The user's source line of a node, from its exporter's metadata (the innermost frame outside torch)."""
+    source = graph.sources.of(node)
+    return source.user_frame if source is not None else None
 
 
-def module_path(node: Node) -> tuple[str, ...]:
-    """The module scope of a node: from the exporter's ``namespace`` metadata, else from its name's ``/`` parts.
+def module_path(graph: Graph, node: Node) -> tuple[str, ...]:
+    """The module scope of a node, outermost first: from the exporter's metadata, else from its name's ``/`` parts.
 
     ``: m.Net/h.0: m.Block/h.0.attn: m.Attn/softmax: aten.softmax.int`` -> ``("h.0", "h.0.attn")``;
     a node named ``/h.0/attn/Where`` -> ``("h.0", "attn")``; ``stem/conv`` -> ``("stem",)``.
     """
-    namespace = node.metadata.get("namespace")
-    if namespace:
-        parts = [p.split(":", 1)[0].strip() for p in namespace.split("/")]
-        return tuple(p for p in parts[:-1] if p)
-    name = node.proto.name
-    if "/" not in name:
+    source = graph.sources.of(node)
+    if source is None:
         return ()
-    parts = [p for p in name.split("/") if p]
-    return tuple(parts[:-1])
+    paths = [m.path for m in source.modules if m.path]
+    if not source.derived:
+        return tuple(paths)
+    return tuple(path[len(parent) + 1 :] if parent else path for parent, path in zip(["", *paths], paths))
 
 
 def _full(value: Any) -> str:

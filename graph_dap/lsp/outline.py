@@ -67,7 +67,7 @@ def document_symbols(a: Analysis) -> list[types.DocumentSymbol]:
         line = a.listing.line_of(node.id)
         if line is None:
             continue
-        path = module_path(node)
+        path = module_path(a.graph, node)
         depth = 0
         while depth < len(stack) and depth < len(path) and stack[depth].name == path[depth]:
             depth += 1
@@ -145,27 +145,8 @@ def folding_ranges(a: Analysis) -> list[types.FoldingRange]:
         out.append(types.FoldingRange(start_line=decl[0] - 1, end_line=decl[-1] - 1, kind=types.FoldingRangeKind.Comment))
     for b in a.listing.blocks:
         out.append(types.FoldingRange(start_line=b.start - 1, end_line=b.end - 1, kind=types.FoldingRangeKind.Region))
-    open_: list[tuple[str, int, int]] = []  # (scope part, first line, last line)
-
-    def close(keep: int) -> None:
-        while len(open_) > keep:
-            _, first, last = open_.pop()
-            if last > first:
-                out.append(types.FoldingRange(start_line=first - 1, end_line=last - 1, kind=types.FoldingRangeKind.Region))
-
-    for node in a.graph.nodes:
-        line = a.listing.line_of(node.id)
-        if line is None:
-            continue
-        path = module_path(node)
-        depth = 0
-        while depth < len(open_) and depth < len(path) and open_[depth][0] == path[depth]:
-            depth += 1
-        close(depth)
-        open_ += [(part, line, line) for part in path[depth:]]
-        end = max([line] + [b.end for b in a.listing.blocks if b.node == node.id])
-        open_[:] = [(p, first, end) for p, first, _ in open_]
-    close(0)
+    for m in a.listing.modules:
+        out.append(types.FoldingRange(start_line=m.start - 1, end_line=m.end - 1, kind=types.FoldingRangeKind.Region, collapsed_text=m.label))
     out.sort(key=lambda r: (r.start_line, -r.end_line))
     return out
 

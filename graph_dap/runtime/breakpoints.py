@@ -1,8 +1,9 @@
 """Breakpoints: specifications, how they resolve to nodes, and the table a session keeps.
 
 A spec names a node id, a value (it stops at the value's producer), an op type
-(``op:Conv``) or a glob over node ids (``*attn*``). Where a name is both a node
-id and a value, the node id wins. The :class:`BreakpointTable` counts hits and
+(``op:Conv``), a glob over node ids (``*attn*``) or a line of the model's Python
+source (``model.py:25``, for models exported with stack traces). Where a name is
+both a node id and a value, the node id wins. The :class:`BreakpointTable` counts hits and
 evaluates conditions and logpoints where the run reaches a node.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 from graph_dap.errors import BreakpointError, ExpressionError, GraphDapError
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.source import LineSpec, base_name, parse_line_spec
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _HIT = re.compile(r"^\s*(==|=|>=|<=|>|<|%)?\s*(\d+)\s*$")
@@ -98,12 +100,50 @@ def resolve_spec(graph: Graph, spec: str, stoppable: set[str]) -> tuple[tuple[st
         return _only_stoppable(producers, stoppable, text)
     if graph.has_value(text):
         return (), f"'{text}' is a graph input or initializer: no node produces it"
+    line = parse_line_spec(text)
+    if line is not None and (line.file.endswith(".py") or graph.sources.match_files(line.file)):
+        return _resolve_line(graph, line, stoppable)
     if _GLOB_CHARS.search(text):
         nodes = [n for n in graph.all_nodes() if fnmatch.fnmatchcase(n.id, text)]
         if not nodes:
             return (), f"no node id matches '{text}'"
         return _only_stoppable(nodes, stoppable, text)
-    return (), f"no node, value or op type matches '{text}' (expected a node id, a value name, op:TYPE or a glob)"
+    return (), f"no node, value or op type matches '{text}' (expected a node id, a value name, op:TYPE, a glob or FILE.py:LINE)"
+
+
+def _resolve_line(graph: Graph, spec: LineSpec, stoppable: set[str]) -> tuple[tuple[str, ...], str]:
+    """The nodes a breakpoint on a source line stops before: the first node of each execution of the line.
+
+    A line binds to the nodes whose stack has it in a frame of the user's own code; the message
+    says how many and which is first (a verified breakpoint's), or why there is none.
+    """
+    sources = graph.sources
+    if not sources.has_frames:
+        return (), "this model carries no Python stack traces (export it with torch.onnx.export(..., dynamo=True))"
+    files = sources.match_files(spec.file)
+    if not files:
+        named = ", ".join(base_name(f) for f in sources.files[:5])
+        return (), f"no node of this model comes from {spec.file} (its stack traces name {named})"
+    if len(files) > 1:
+        return (), f"{spec.file} names {len(files)} files ({', '.join(files)}); give more of the path"
+    path = files[0]
+    nodes = sources.nodes_at(path, spec.line)
+    if not nodes:
+        near = sources.lines_of(path)
+        hint = f"; lines that did: {', '.join(map(str, near[:12]))}" + (" ..." if len(near) > 12 else "") if near else ""
+        return (), f"no node comes from line {spec.line} of {base_name(path)}{hint}"
+    entries: list[str] = []
+    runs = 0
+    for scope in graph.scopes.values():
+        sequence = [n for n in scope.nodes if n.id in stoppable]
+        for run in sources.executions(path, spec.line, sequence):
+            entries.append(run[0].id)
+            runs += 1
+    if not entries:
+        return (), f"its {len(nodes)} nodes are all constants, computed once at load; launch with skipConstants off to stop at them"
+    count = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+    times = f", {runs} executions of the line" if runs > 1 else ""
+    return tuple(entries), f"{count} from {base_name(path)}:{spec.line} (first: {entries[0]}){times}"
 
 
 def _only_stoppable(nodes: list[Node], stoppable: set[str], text: str) -> tuple[tuple[str, ...], str]:

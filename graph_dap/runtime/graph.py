@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 from onnx import helper
@@ -26,6 +26,9 @@ from graph_dap.errors import ModelError, NodeNotFoundError
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.tensor import numel
 from graph_dap.runtime.weights import Weights
+
+if TYPE_CHECKING:
+    from graph_dap.runtime.source import SourceMap
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 #: Nodes whose output must not be folded once: they differ on every run.
@@ -287,6 +290,7 @@ class Graph:
         self.opsets: dict[str, int] = {o.domain or "ai.onnx": o.version for o in model.opset_import}
         self.functions: dict[tuple[str, str], onnx.FunctionProto] = {(f.domain, f.name): f for f in model.functions}
         self._inferred = inferred or {}
+        self._sources: SourceMap | None = None
         self.scopes: dict[ScopePath, Scope] = {}
         self._by_id: dict[str, Node] = {}
         self._names = _name_counts(g, self.functions)
@@ -311,6 +315,15 @@ class Graph:
     @property
     def output_names(self) -> tuple[str, ...]:
         return self.main.output_names
+
+    @property
+    def sources(self) -> SourceMap:
+        """Where each node came from in the model's own source (stack traces, module scopes); made on first use."""
+        if self._sources is None:
+            from graph_dap.runtime.source import SourceMap
+
+            self._sources = SourceMap(self)
+        return self._sources
 
     # -- lookups across scopes -------------------------------------------------------
 

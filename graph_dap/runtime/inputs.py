@@ -23,8 +23,20 @@ from graph_dap.errors import InputError
 from graph_dap.files import ARCHIVE_ERRORS
 from graph_dap.runtime.dtypes import dtype_of, is_extra, is_float, is_integer
 from graph_dap.runtime.graph import Graph, ValueInfo
+from graph_dap.runtime.tensor import numel
 
 InputsArg = Mapping[str, Any] | str | os.PathLike[str] | None
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 << 30
+
+
+#: The largest input made up from a declared shape: a quarter of the machine's memory.
+MAX_MADE_UP_BYTES = _memory_bytes() // 4
 
 
 def resolve_inputs(graph: Graph, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> dict[str, Any]:
@@ -157,8 +169,14 @@ def random_input(info: ValueInfo, dims: Mapping[str, int] | None = None) -> np.n
     if info.dtype is None or info.dtype == "string":
         raise InputError(f"input '{info.name}' has type {info.dtype or 'unknown'}; give it explicitly")
     shape = tuple(d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1 for d in (info.shape or ()))
-    rng = np.random.default_rng(_seed(info.name))
     dt = dtype_of(info.dtype)
+    size = numel(shape) * dt.itemsize
+    if size > MAX_MADE_UP_BYTES:
+        raise InputError(
+            f"input '{info.name}' declares {info.dtype}[{','.join(map(str, shape))}] ({size / 2**30:,.1f} GiB): "
+            f"too large to make up (limit {MAX_MADE_UP_BYTES / 2**30:.1f} GiB); give the inputs, or smaller sizes for its symbolic dimensions"
+        )
+    rng = np.random.default_rng(_seed(info.name))
     if is_float(dt):
         return rng.standard_normal(shape).astype(dt)
     if is_integer(dt) and is_extra(dt):  # int4, uint4

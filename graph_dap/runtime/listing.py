@@ -10,17 +10,20 @@ lines each subgraph spans (:class:`Block`): what an editor needs to colour the
 text and to find a value's producer and uses without parsing it again.
 
 The header names the model (``# model /abs/path/m.onnx``) and declares its
-inputs, initializers and outputs, one a line.
+inputs, initializers and outputs, one a line. A node exported with a Python stack
+trace ends with its user's source line (``# conv1  # model.py:25``); the runs of
+nodes of one module scope are :class:`ModuleBlock` s (an editor folds them).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 
-from graph_dap.runtime.graph import Graph, Scope, ValueInfo, attribute_value, dtype_name
+from graph_dap.runtime.graph import Graph, Node, Scope, ValueInfo, attribute_value, dtype_name
 from graph_dap.runtime.tensor import numel
 
 _MAX_ATTR = 60
@@ -68,6 +71,17 @@ class Block:
     node: str  # the id of the top-level node it belongs to
 
 
+@dataclass(frozen=True, slots=True)
+class ModuleBlock:
+    """A run of consecutive node lines of one module scope (1-based, inclusive; a node's subgraphs included)."""
+
+    start: int
+    end: int
+    module: str  # the module's path: ``blocks.0.attn``
+    label: str  # ``blocks.0.attn: Attention``
+    depth: int  # 0 for a module of the model itself, 1 inside one, ...
+
+
 @dataclass(slots=True)
 class Listing:
     """The text, the line of every node, subgraph nodes too (lines are 1-based), and where names stand."""
@@ -78,6 +92,7 @@ class Listing:
     line_tokens: dict[int, tuple[Token, ...]] = field(default_factory=dict)  # line -> its tokens, left to right
     blocks: tuple[Block, ...] = ()  # subgraphs, in order of their first line
     declarations: dict[str, int] = field(default_factory=dict)  # graph input, initializer or output -> its header line
+    modules: tuple[ModuleBlock, ...] = ()  # module scopes, in order of their first line (outer before inner)
 
     def __post_init__(self) -> None:
         self._line_nodes = {line: nid for nid, line in self.node_lines.items()}
@@ -193,13 +208,16 @@ class _Lines:
                 self.put("_")
         self.put(")")
 
-    def trailer(self, node_id: str, static: bool = False) -> None:
+    def trailer(self, node_id: str, static: bool = False, source: str = "") -> None:
         self.put("  ")
         self.put("#", TokenKind.COMMENT)
         self.put(" ")
         self.put(node_id, TokenKind.NODE_ID)
         if static:
             self.put("  (constant)", TokenKind.COMMENT)
+        if source:
+            self.put("  ")
+            self.put(f"# {source}", TokenKind.COMMENT)
 
 
 def render_listing(graph: Graph) -> Listing:
@@ -231,15 +249,64 @@ def render_listing(graph: Graph) -> Listing:
     out.end()
     node_lines: dict[str, int] = {}
     blocks: list[Block] = []
-    _scope_lines(graph, graph.main, out, node_lines, blocks, "")
+    modules: list[ModuleBlock] = []
+    _scope_lines(graph, graph.main, out, node_lines, blocks, "", modules)
     blocks.sort(key=lambda b: b.start)
-    return Listing("\n".join(out.lines) + "\n", node_lines, line_tokens=out.tokens, blocks=tuple(blocks), declarations=declarations)
+    modules.sort(key=lambda m: (m.start, m.depth))
+    return Listing(
+        "\n".join(out.lines) + "\n",
+        node_lines,
+        line_tokens=out.tokens,
+        blocks=tuple(blocks),
+        declarations=declarations,
+        modules=tuple(modules),
+    )
 
 
-def _scope_lines(graph: Graph, scope: Scope, out: _Lines, node_lines: dict[str, int], blocks: list[Block], indent: str) -> None:
+def _module_blocks(graph: Graph, nodes: list[tuple[Node, int, int]]) -> list[ModuleBlock]:
+    """The runs of one scope's nodes (each with its first and last line) in each module scope.
+
+    Nodes the model says nothing of (no metadata, no module in the name) neither open nor close a run.
+    """
+    out: list[ModuleBlock] = []
+    open_: list[list[Any]] = []  # [module, label, first line, last line], outermost first
+
+    def close(keep: int) -> None:
+        while len(open_) > keep:
+            module, label, first, last = open_.pop()
+            if last > first:
+                out.append(ModuleBlock(first, last, module, label, len(open_)))
+
+    for node, first, last in nodes:
+        source = graph.sources.of(node)
+        if source is None or not source.modules:
+            continue
+        scopes = [m for m in source.modules if m.path]
+        depth = 0
+        while depth < min(len(open_), len(scopes)) and open_[depth][0] == scopes[depth].path:
+            depth += 1
+        close(depth)
+        open_ += [[m.path, m.text(), first, last] for m in scopes[depth:]]
+        for entry in open_:
+            entry[3] = last
+    close(0)
+    return out
+
+
+def _source_text(graph: Graph, node: Node) -> str:
+    source = graph.sources.of(node)
+    frame = source.user_frame if source is not None else None
+    return frame.location if frame is not None else ""
+
+
+def _scope_lines(
+    graph: Graph, scope: Scope, out: _Lines, node_lines: dict[str, int], blocks: list[Block], indent: str, modules: list[ModuleBlock]
+) -> None:
     """A line per node of ``scope`` in run order, each followed by the scopes it holds, indented."""
+    extents: list[tuple[Node, int, int]] = []
     for node in scope.nodes:
-        node_lines[node.id] = out.next_line
+        first = out.next_line
+        node_lines[node.id] = first
         out.put(indent)
         for k, o in enumerate(node.outputs):
             out.put(", " if k else "")
@@ -249,7 +316,7 @@ def _scope_lines(graph: Graph, scope: Scope, out: _Lines, node_lines: dict[str, 
                 out.put("_")
         out.put(" = ")
         out.call(node.proto)
-        out.trailer(node.id, node.is_static)
+        out.trailer(node.id, node.is_static, _source_text(graph, node))
         out.end()
         for sub in graph.subscopes(node):
             start = out.next_line
@@ -259,7 +326,7 @@ def _scope_lines(graph: Graph, scope: Scope, out: _Lines, node_lines: dict[str, 
                 out.typed(v, Role.DEF)
             out.put(") {")
             out.end()
-            _scope_lines(graph, sub, out, node_lines, blocks, indent + "    ")
+            _scope_lines(graph, sub, out, node_lines, blocks, indent + "    ", modules)
             out.put(f"{indent}    ")
             out.put("return", TokenKind.KEYWORD)
             out.put(" ")
@@ -270,6 +337,8 @@ def _scope_lines(graph: Graph, scope: Scope, out: _Lines, node_lines: dict[str, 
             out.put(f"{indent}  }}")
             label = "/".join(f"{s.node}/{s.attribute}" for s in sub.path)
             blocks.append(Block(start, out.end(), label, sub.path[0].node))
+        extents.append((node, first, out.next_line - 1))
+    modules += _module_blocks(graph, extents)
 
 
 def _attr(a: onnx.AttributeProto) -> str:

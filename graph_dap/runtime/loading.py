@@ -17,6 +17,7 @@ from onnx import external_data_helper, helper
 
 from graph_dap import log as _log
 from graph_dap.errors import ModelError
+from graph_dap.runtime.checks import check_tensors
 from graph_dap.runtime.graph import Graph, ValueInfo, _value_info
 from graph_dap.runtime.tensor import numel
 from graph_dap.runtime.weights import locate, uses_external_data
@@ -41,7 +42,11 @@ def load_graph(model: str | os.PathLike[str] | onnx.ModelProto, path: str | os.P
 def read_model(path: str | os.PathLike[str], external_data: bool = True) -> onnx.ModelProto:
     """Read a model file, without building its graph; with ``external_data``, its external data too
     (never from outside its folder). Without it the tensors keep their references, checked when the
-    graph is built (:mod:`.weights`)."""
+    graph is built (:mod:`.weights`).
+
+    Tensors whose shape or data is impossible, and names declared twice, are refused here
+    (:func:`~graph_dap.runtime.checks.check_tensors`); a ModelProto built in memory is taken as it is.
+    """
     path = Path(path)
     if not path.exists():
         raise ModelError(f"model not found: {path}")
@@ -55,6 +60,7 @@ def read_model(path: str | os.PathLike[str], external_data: bool = True) -> onnx
         raise ModelError(f"{path} holds no ONNX graph (is it an ONNX model?)")
     if external_data:
         _load_external_data(proto, path.parent)
+    check_tensors(proto)  # before shape inference or anything else looks at a tensor
     return proto
 
 

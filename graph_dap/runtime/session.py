@@ -32,6 +32,7 @@ from graph_dap import log as _log
 from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundError, ValueNotFoundError
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
+from graph_dap.runtime.checks import check_runnable
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
@@ -96,14 +97,19 @@ class DebugSession:
         opt_level: str = "all",
         memory_budget_mb: float | None = None,
         fast: bool = True,
+        pausable: bool = True,
         base_dir: str | os.PathLike[str] | None = None,
         on_log: Callable[[str], None] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.graph = model if isinstance(model, Graph) else load_graph(model)
+        check_runnable(self.graph)  # an opset, IR version or operator onnxruntime lacks: refused here, with the reason
         self.inputs = resolve_inputs(self.graph, inputs, dims)
         self.skip_constants = skip_constants
         self.fast = fast
+        # A run that took seconds is split next time, so that a pause lands part-way; a batch
+        # run that nobody pauses (a scan's) keeps each segment whole: one onnxruntime call.
+        self.pausable = pausable
         self.break_on: set[str] = set()
         self.set_break_on(break_on)
         self.inf_exclude: tuple[str, ...] = tuple(inf_exclude)
@@ -596,6 +602,8 @@ class DebugSession:
         keep what the finished parts computed and land part-way.
         """
         took = self._segment_seconds.get((frame.scope.path, start, end))
+        if not self.pausable:
+            return self._run_one_segment(frame, start, end)
         if took is not None and took >= 2 * _PAUSE_GRAIN_S and end - start >= 2 and self._roomy:
             parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
             bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
@@ -902,8 +910,13 @@ class DebugSession:
             if node is not None and self.breakpoint_table.stops_at(node.id):
                 return self._stop(StopReason.BREAKPOINT, f"breakpoint at {node.label}")
 
-    def restart(self) -> Stop:
-        """Back to the start, with the original inputs; breakpoints are kept."""
+    def restart(self, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> Stop:
+        """Back to the start, with the original inputs (or new ``inputs``, checked like the first); breakpoints are kept.
+
+        New inputs reuse every onnxruntime session built so far: cheap for a data set of inputs of one shape.
+        """
+        if inputs is not None:
+            self.inputs = resolve_inputs(self.graph, inputs, dims)
         self._reset()
         return self.start()
 

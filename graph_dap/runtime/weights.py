@@ -47,7 +47,10 @@ def uses_external_data(tensor: onnx.TensorProto) -> bool:
 
 def locate(tensor: onnx.TensorProto, root: Path) -> External:
     """Where ``tensor``'s external data is, checked: inside ``root``, a file that holds all of its bytes."""
-    info = external_data_helper.ExternalDataInfo(tensor)
+    try:
+        info = external_data_helper.ExternalDataInfo(tensor)
+    except (ValueError, TypeError) as e:  # a negative or non-numeric offset or length
+        raise ModelError(f"tensor '{tensor.name}': bad external data reference: {e}") from None
     location = info.location
     if not location:
         raise ModelError(f"tensor '{tensor.name}' is marked as external data but names no file")
@@ -67,8 +70,8 @@ def locate(tensor: onnx.TensorProto, root: Path) -> External:
         raise ModelError(f"tensor '{tensor.name}': external data length {length} does not match its type ({want} bytes expected)")
     if offset < 0 or offset + length > size:
         raise ModelError(
-            f"tensor '{tensor.name}': external data {target.name} is truncated: "
-            f"bytes {offset}..{offset + length} wanted, the file has {size}"
+            f"tensor '{tensor.name}': external data {location} holds {size:,} bytes, "
+            f"but the tensor's data is at bytes {offset:,} to {offset + length:,} (a truncated file?)"
         )
     return External(target, offset, length)
 

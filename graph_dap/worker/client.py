@@ -147,10 +147,14 @@ class WorkerClient:
             raise WorkerDied(self.dead)
         self._next_id += 1
         request_id = self._next_id
+        try:
+            data = self._packer.pack(p.request_message(request_id, method, args))
+        except (OverflowError, TypeError, ValueError) as error:  # msgpack: an integer past 64 bits, a lone surrogate
+            raise ProtocolError(f"the {method.name} call cannot be sent to the worker: {error}") from None
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            self._writer.write(self._packer.pack(p.request_message(request_id, method, args)))
+            self._writer.write(data)
         except (ConnectionError, RuntimeError) as error:
             self._pending.pop(request_id, None)
             raise WorkerDied(f"{self.place} is gone: {error}") from None
@@ -190,6 +194,10 @@ class WorkerClient:
     async def profile(self, args: p.ProfileArgs) -> dict[str, Any]:
         return await self._call(p.PROFILE, args)
 
+    async def source(self, node: str) -> p.NodeSourceInfo:
+        """Where a node came from in the model's Python source."""
+        return await self._call(p.SOURCE, p.NameArgs(node))
+
     async def values(self, level: int = 0) -> p.ValueNames:
         return await self._call(p.VALUES, p.LevelArgs(level))
 
@@ -213,6 +221,9 @@ class WorkerClient:
 
     async def tensor_view(self, args: p.TensorViewArgs) -> p.TensorView:
         return await self._call(p.TENSOR_VIEW, args)
+
+    async def save_outputs(self, args: p.SaveOutputsArgs) -> p.SavedOutputs:
+        return await self._call(p.SAVE_OUTPUTS, args)
 
     async def _read_loop(self) -> None:
         unpacker = self._unpacker

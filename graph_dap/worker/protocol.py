@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from graph_dap.worker.codec import decode, encode
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 6
 #: onnxruntime's graph optimization levels, as launches and ``LoadArgs.opt_level`` name them.
 OPT_LEVEL_NAMES = ("none", "basic", "extended", "all")
 HELLO = "graph-dap-worker"
@@ -86,6 +86,35 @@ class GraphInfo:
     listing_path: str | None  # where the listing was written beside the model, if it was
     value_names: tuple[str, ...] = ()
     functions: tuple[str, ...] = ()  # of the expression language, for completions
+    source_files: tuple[str, ...] = ()  # the user's Python files the nodes' stack traces name (the exporting machine's paths)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFrameInfo:
+    """One frame of a node's Python stack, innermost first; or, for a model without stack traces, one module scope.
+
+    ``path`` is the file as the stack trace names it (the exporting machine's; '' for a module
+    frame), ``produced`` the nodes that this execution of the line (or this module's run) made.
+    """
+
+    name: str  # "Attention.forward"; "blocks.0.attn: Attention" for a module frame
+    path: str = ""
+    line: int = 0
+    function: str = ""
+    code: str = ""  # the source line as the trace quotes it
+    library: bool = False  # torch's own code
+    module: str | None = None  # the module path the frame runs in ("" the model itself)
+    cls: str = ""  # the module's class, qualified
+    produced: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSourceInfo:
+    """Where a node came from: its Python frames (``kind`` "python"), its module scopes ("module"), or nothing ("none")."""
+
+    node: str
+    kind: str
+    frames: tuple[SourceFrameInfo, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,9 +405,12 @@ class NameArgs:
     name: str
 
 
+MAX_PROFILE_REPEAT = 1000  # timed runs in one profile call
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileArgs:
-    """Profile the whole model ``repeat`` times after a warm-up."""
+    """Profile the whole model ``repeat`` times (1 to :data:`MAX_PROFILE_REPEAT`) after a warm-up."""
 
     repeat: int = 3
 
@@ -451,6 +483,21 @@ class TensorViewArgs:
     index: tuple[int, ...] = ()
     max_size: int = 256
     level: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SaveOutputsArgs:
+    """Write the graph outputs computed so far to ``path`` (an ``.npz`` keyed by output name), atomically."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class SavedOutputs:
+    """What :data:`SAVE_OUTPUTS` wrote: the outputs in the file, and those it could not hold (not computed, not tensors)."""
+
+    written: tuple[str, ...]
+    missing: tuple[str, ...] = ()
 
 
 # -- events and the handshake ---------------------------------------------------------------
@@ -528,13 +575,15 @@ EVALUATE: Method[EvaluateArgs, Evaluated] = Method("evaluate", EvaluateArgs, Eva
 SET_VALUE: Method[SetValueArgs, ValueSet] = Method("set_value", SetValueArgs, ValueSet)
 OUTPUTS: Method[NoArgs, tuple[Summary, ...]] = Method("outputs", NoArgs, tuple[Summary, ...])
 TENSOR_VIEW: Method[TensorViewArgs, TensorView] = Method("tensor_view", TensorViewArgs, TensorView)
+SAVE_OUTPUTS: Method[SaveOutputsArgs, SavedOutputs] = Method("save_outputs", SaveOutputsArgs, SavedOutputs)
 SHUTDOWN: Method[NoArgs, None] = Method("shutdown", NoArgs, type(None))
+SOURCE: Method[NameArgs, NodeSourceInfo] = Method("source", NameArgs, NodeSourceInfo)
 
 METHODS: dict[str, Method[Any, Any]] = {
     m.name: m
     for m in (
         LOAD, RUN, WHERE, PAUSE, SET_BREAKPOINTS, SET_BREAK_ON, DATA_TARGETS, COMPARE_TABLE, PROFILE,
-        VALUES, SUMMARIES, CHILDREN, READ_MEMORY, EVALUATE, SET_VALUE, OUTPUTS, TENSOR_VIEW, SHUTDOWN,
+        VALUES, SUMMARIES, CHILDREN, READ_MEMORY, EVALUATE, SET_VALUE, OUTPUTS, TENSOR_VIEW, SAVE_OUTPUTS, SHUTDOWN, SOURCE,
     )
 }  # fmt: skip
 

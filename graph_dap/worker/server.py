@@ -42,8 +42,14 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
     packer = msgpack.Packer(use_bin_type=True, default=plain)
 
     def send(message: dict[str, Any]) -> None:
-        data = packer.pack(message)
         with packer_lock:
+            try:
+                data = packer.pack(message)
+            except (OverflowError, TypeError, ValueError) as e:  # a result msgpack cannot carry: a bug, answered
+                print(f"graph-dap worker: cannot encode an answer: {e!r}", file=sys.stderr)
+                if "id" not in message:
+                    return
+                data = packer.pack(p.error_message(message["id"], "InternalError", f"the worker's answer cannot be encoded: {e}"))
             try:
                 write(data)
             except (BrokenPipeError, ConnectionError, OSError):

@@ -27,6 +27,7 @@ from graph_dap.errors import (
     InputError,
     ModelError,
     NotLoadedError,
+    ProfileError,
     ProtocolError,
     ValueNotFoundError,
 )
@@ -400,8 +401,25 @@ class WorkerService(ValueCalls):
         """The model run whole ``repeat`` times under onnxruntime's profiler, as ``graph-dap profile --json``."""
         from graph_dap.runtime.tools.profile import profile_model
 
+        if not 1 <= a.repeat <= p.MAX_PROFILE_REPEAT:
+            raise ProfileError(f"a profile takes 1 to {p.MAX_PROFILE_REPEAT} runs, got {a.repeat}")
         s = self.s
         return profile_model(s.graph, s.inputs, repeat=a.repeat, providers=s.runner.providers).to_dict()
+
+    def rpc_source(self, a: p.NameArgs) -> p.NodeSourceInfo:
+        """Where a node came from in the model's Python source: its frames, or its module scopes."""
+        graph = self.s.graph
+        return wire.node_source(graph, graph.node(a.name))
+
+    def rpc_save_outputs(self, a: p.SaveOutputsArgs) -> p.SavedOutputs:
+        """The graph outputs computed so far, written to ``a.path`` (those that are not tensors are left out)."""
+        from graph_dap.files import save_npz_atomic
+
+        outputs = self.s.outputs()
+        tensors = {k: v for k, v in outputs.items() if isinstance(v, np.ndarray)}
+        save_npz_atomic(a.path, tensors)
+        missing = tuple(n for n in self.s.graph.output_names if n not in tensors)
+        return p.SavedOutputs(tuple(tensors), missing)
 
     def rpc_shutdown(self, _: p.NoArgs) -> None:
         self.close()

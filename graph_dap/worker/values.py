@@ -129,6 +129,9 @@ class ValueCalls:
             summary = wire.summary(name, value, s.is_stale(name, a.level), a.hex)
             return p.Evaluated(value=name, summary=summary, text=self._full_text(value) if a.clipboard else "")
         value = s.evaluate(text, level=a.level)
+        if isinstance(value, list) and not all(isinstance(v, np.ndarray) for v in value):
+            # plain Python data (``.tolist()``), not a sequence of tensors: shown as text
+            return p.Evaluated(text=expr.format_value(value, 100_000 if a.clipboard else 1_000), type="list")
         if isinstance(value, np.ndarray | list) and not (isinstance(value, np.ndarray) and value.size == 1 and value.ndim == 0):
             self._next_temp += 1
             self._temps[self._next_temp] = value

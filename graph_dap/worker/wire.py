@@ -20,7 +20,7 @@ from graph_dap.runtime.tensor import summarize
 from graph_dap.worker import protocol as p
 
 if TYPE_CHECKING:
-    from graph_dap.runtime.graph import Graph, ValueInfo
+    from graph_dap.runtime.graph import Graph, Node, ValueInfo
     from graph_dap.runtime.listing import Listing
 
 _ONNX_TYPES = {
@@ -149,7 +149,38 @@ def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: st
         listing_path=listing_path,
         value_names=tuple(graph.value_names()),
         functions=tuple(expr.FUNCTIONS),
+        source_files=graph.sources.files,
     )
+
+
+def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
+    """A node's Python frames (innermost first) with the nodes each line made; without them, its module scopes."""
+    sources = graph.sources
+    source = sources.of(node)
+    if source is None:
+        return p.NodeSourceInfo(node.id, "none")
+    if source.frames:
+        frames = tuple(
+            p.SourceFrameInfo(
+                name=f.qualname,
+                path=f.path,
+                line=f.line,
+                function=f.function,
+                code=f.code,
+                library=f.library,
+                module=f.module,
+                cls=f.cls,
+                produced=tuple(n.id for n in sources.produced(node, depth)),
+            )
+            for depth, f in enumerate(source.frames)
+        )
+        return p.NodeSourceInfo(node.id, "python", frames)
+    modules = [m for m in reversed(source.modules) if m.path]
+    frames = tuple(
+        p.SourceFrameInfo(name=m.text(), module=m.path, cls=m.cls, produced=tuple(n.id for n in sources.produced(node, depth)))
+        for depth, m in enumerate(modules)
+    )
+    return p.NodeSourceInfo(node.id, "module" if frames else "none", frames)
 
 
 def stop_info(session: DebugSession, stop: Stop, repeat: Mapping[str, Any] | None = None, comparison: tuple[str, ...] = ()) -> p.StopInfo:

@@ -5,7 +5,12 @@
 // server (the Sqrt(Sub(...)) warning in Problems, a hover with a value's shape, F12 to its producer,
 // the outline), set a gutter breakpoint, F5 without a launch.json, paused at the node, the call stack and a tensor in
 // Variables, step, open the tensor viewer, step again (the viewer follows), continue to the end;
-// then "Run ONNX Model" from the explorer and a "debugServer" launch against
+// then "Run ONNX Model" from the explorer, a breakpoint inside a Loop's body, a breakpoint on a line of a
+// PyTorch model's Python source (it stops there, the Python frames under the node),
+// then "Scan Inputs..." on the model (a scan cancelled from its progress
+// notification, then one that ends: the tree of failing inputs, one debugged to its first bad node, the report
+// drawn in a webview and in Chromium); a Python program launched with "program" (a Python breakpoint,
+// then the graph stopped in its run call with both threads in the call stack); and a "debugServer" launch against
 // `python -m graph_dap.adapter --port 0`. Then the DAP traffic that VS Code really sent and received (the extension's tracker writes it
 // to an output channel, which lands on disk) is checked.
 //
@@ -353,6 +358,23 @@ async function scenario(page, ws, server) {
 		check(false, e.message);
 		await shot('control-flow-failure');
 	});
+	await sourceSteps(page, ws, shot).catch(async (e) => {
+		check(false, e.message.split('\n')[0]);
+		await shot('source-failure');
+		await page.locator('.debug-toolbar .codicon-debug-stop').first().click({ timeout: 5000 }).catch(() => undefined);
+	});
+	// 8c. graph-dap: Scan Inputs... A failure is recorded and the scenario goes on.
+	await scanSteps(page, server, ws, shot).catch(async (e) => {
+		if (!(e instanceof Failure)) throw e;
+		check(false, e.message);
+		await shot('scan-failure');
+		await page.keyboard.press('Escape');
+	});
+	await mixedModeSteps(page, ws, shot).catch(async (e) => {
+		if (!(e instanceof Failure)) throw e;
+		check(false, e.message);
+		await shot('mixed-mode-failure');
+	});
 	await debugServerVariant(page, server, ws, shot);
 }
 
@@ -385,6 +407,235 @@ async function controlFlowSteps(page, ws, shot) {
 	await shot('control-flow-two-levels');
 	await page.locator('.debug-toolbar .codicon-debug-stop, .debug-toolbar .codicon-debug-disconnect').first().click();
 	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
+}
+
+async function openFile(page, name, tab = name) {
+	await page.keyboard.press('Control+P');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(name);
+	await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().waitFor({ state: 'visible' });
+	await sleep(300);
+	await page.keyboard.press('Enter');
+	await page.locator('.tabs-container .tab.active', { hasText: tab }).first().waitFor({ state: 'visible', timeout: 60000 });
+}
+
+async function sourceSteps(page, ws, shot) {
+	// 8c. A model exported from PyTorch: a breakpoint on a line of its Python source, F5 on the model:
+	// it stops there, the editor shows tinymodel.py at that line, the call stack has the Python frames under the node.
+	const source = readFileSync(join(ws, 'tiny', 'tinymodel.py'), 'utf8').split('\n');
+	const line = source.findIndex((l) => l.includes('F.softmax(')) + 1;
+	await openFile(page, 'tinymodel.py');
+	await page.locator('.editor-instance .view-lines').first().click();
+	await page.keyboard.press('Control+G');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(String(line));
+	await page.keyboard.press('Enter');
+	await sleep(300);
+	await page.keyboard.press('F9');
+	await page.locator('.editor-instance .codicon-debug-breakpoint').first().waitFor({ state: 'visible' });
+	await openFile(page, 'tiny_dynamo.onnx', 'tiny_dynamo.onnxtxt');
+	await page.keyboard.press('F5');
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'visible', timeout: 60000 });
+	const row = (text) => page.locator('.debug-call-stack .monaco-list-row', { hasText: text }).first();
+	await row('node_softmax (Softmax)').waitFor({ state: 'visible', timeout: 60000 });
+	await row('TinyModel.forward').waitFor({ state: 'visible', timeout: 30000 });
+	const rows = (await page.locator('.debug-call-stack .monaco-list-row').allInnerTexts()).map((r) => r.replace(/\s+/g, ' ').trim());
+	const at = (text) => rows.findIndex((r) => r.includes(text));
+	check(at('node_softmax') >= 0 && at('node_softmax') < at('Attention.forward') && at('Attention.forward') < at('Block.forward') && at('Block.forward') < at('TinyModel.forward'),
+		`a breakpoint on tinymodel.py:${line}: the call stack has the node, then the Python frames (${rows.filter((r) => /forward|Softmax/.test(r)).join(' | ')})`);
+	await page.locator('.tabs-container .tab.active', { hasText: 'tinymodel.py' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	await until_(`the cursor on line ${line} of tinymodel.py`, async () => new RegExp(`Ln ${line},`).test(await page.locator('.statusbar-item[id="status.editor.selection"]').innerText()), 10000);
+	await page.locator('.editor-instance .debug-top-stack-frame-line').first().waitFor({ state: 'visible', timeout: 10000 });
+	check(true, `paused: the editor shows tinymodel.py at line ${line}, the top frame's line marked`);
+	await page.locator('.debug-variables .monaco-list-row', { hasText: 'Module' }).first().waitFor({ state: 'visible', timeout: 10000 });
+	check(true, 'the Python frame has a "Module" scope in Variables');
+	await shot('python-source-breakpoint');
+	await page.locator('.debug-toolbar .codicon-debug-stop, .debug-toolbar .codicon-debug-disconnect').first().click();
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
+}
+
+/** The scan's inputs in the workspace: six images (two too flat: Sqrt(var - eps) is NaN there), and a generator that stalls. */
+function writeScanInputs(ws, gate) {
+	const code = [
+		'import numpy as np, os, sys',
+		'rng = np.random.default_rng(0)',
+		"os.makedirs(sys.argv[1] + '/inputs', exist_ok=True)",
+		'for i, s in enumerate([20, 20, 0.1, 20, 0.1, 20]):',
+		"    np.savez(f'{sys.argv[1]}/inputs/image_{i}.npz', image=(rng.standard_normal((1, 3, 32, 32)) * s).astype(np.float32))",
+	].join('\n');
+	run(python, ['-c', code, ws]);
+	writeFileSync(join(ws, 'slow_inputs.py'), [
+		'"""Two clean images, then waits for a writer on the FIFO gate (nobody writes: the scan is cancelled there)."""',
+		'import numpy as np',
+		'def images():',
+		'    for i in range(2):',
+		"        yield {'image': (np.random.default_rng(i).standard_normal((1, 3, 32, 32)) * 20).astype(np.float32)}",
+		`    with open(${JSON.stringify(gate)}) as f:`,
+		'        f.read()',
+		'',
+	].join('\n'));
+	run('mkfifo', [gate]);
+}
+
+async function scanCommand(page, file) {
+	await page.keyboard.press('Control+Shift+E');
+	await file.waitFor({ state: 'visible', timeout: 10000 });
+	await file.click({ button: 'right' });
+	const item = page.locator('.context-view .action-menu-item', { hasText: 'Scan Inputs...' }).first();
+	await item.waitFor({ state: 'visible', timeout: 10000 });
+	await sleep(300);
+	await item.hover();
+	await item.click();
+	await page.locator('.quick-input-widget .monaco-list-row').first().waitFor({ state: 'visible', timeout: 15000 });
+}
+
+async function pickAndType(page, choice, text) {
+	const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: choice }).first();
+	await row.waitFor({ state: 'visible', timeout: 10000 });
+	await row.click();
+	const input = page.locator('.quick-input-widget input').first();
+	await input.waitFor({ state: 'visible', timeout: 10000 });
+	await sleep(300);
+	await page.keyboard.press('Control+A');
+	await page.keyboard.type(text);
+	await page.keyboard.press('Enter');
+}
+
+async function scanSteps(page, server, ws, shot) {
+	const file = page.locator('.explorer-folders-view .monaco-list-row .label-name', { hasText: /^nan_demo\.onnx$/ }).first();
+	const out = join(ws, 'nan_demo-scan');
+	// A scan that stalls (its generator waits on a FIFO): cancelled from its progress notification.
+	await scanCommand(page, file);
+	check(true, 'the explorer menu on a .onnx has "Scan Inputs..."; it asks where the inputs are');
+	await pickAndType(page, 'A Python generator', 'slow_inputs:images');
+	const toast = page.locator('.notification-toast', { hasText: 'scanning nan_demo.onnx' }).first();
+	await toast.waitFor({ state: 'visible', timeout: 60000 });
+	await until_('two inputs scanned', async () => /2 inputs, 0 failing/.test(await toast.innerText()), 60000, 200);
+	check(true, 'a progress notification counts the inputs (2 inputs, 0 failing)');
+	await shot('scan-progress');
+	await toast.hover();
+	await toast.locator('.monaco-button, a.monaco-button', { hasText: 'Cancel' }).first().click();
+	const stopped = page.locator('.notification-toast', { hasText: 'graph-dap scan stopped' }).first();
+	await stopped.waitFor({ state: 'visible', timeout: 30000 });
+	const partial = JSON.parse(readFileSync(join(out, 'scan.json'), 'utf8'));
+	check(partial.finished === false && partial.done === 2, `Cancel stops the scan; its results so far stay in scan.json (done ${partial.done}, finished ${partial.finished})`);
+	await stopped.locator('.codicon-notifications-clear').first().click().catch(() => undefined);
+
+	// The whole folder, by a glob: two of six images fail at norm/std.
+	await scanCommand(page, file);
+	await pickAndType(page, 'Files matching a glob', 'inputs/*.npz');
+	const done = page.locator('.notification-toast', { hasText: 'graph-dap scan of nan_demo.onnx: 6 inputs, 2 failing' }).first();
+	await done.waitFor({ state: 'visible', timeout: 120000 });
+	check(true, 'the scan of the six images ends: 6 inputs, 2 failing');
+	const group = page.locator('.monaco-list-row', { hasText: 'norm/std (Sqrt)' }).first();
+	await group.waitFor({ state: 'visible', timeout: 30000 });
+	const rows = await page.locator('.monaco-list-row', { hasText: /^image_\d/ }).allInnerTexts();
+	check(/2 inputs: 2 nan/.test(await group.innerText()) && rows.length === 2 && rows.every((r) => /nan in norm_std/.test(r)),
+		`the tree groups the failing inputs under their first bad node (${rows.map((r) => r.replace(/\s+/g, ' ')).join('; ')})`);
+	await shot('scan-tree');
+
+	// Choosing one debugs it: the session stops at its first bad node (the gutter breakpoint of before removed).
+	await runCommand(page, 'Remove All Breakpoints');
+	const launchesBefore = readDapLog(server.dirs.data).messages.filter((m) => m.dir === '-->' && m.msg.command === 'launch').length;
+	await page.locator('.monaco-list-row', { hasText: /^image_2/ }).first().click();
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'visible', timeout: 60000 });
+	await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'norm/std' }).first().waitFor({ state: 'visible', timeout: 60000 });
+	const messages = readDapLog(server.dirs.data).messages;
+	const launch = messages.filter((m) => m.dir === '-->' && m.msg.command === 'launch')[launchesBefore];
+	const stop = launch && messages.slice(messages.indexOf(launch)).find((m) => m.dir === '<--' && m.msg.event === 'stopped');
+	check(launch?.msg.arguments.inputs === join(out, 'failing', 'image_2.npz') && launch.msg.arguments.breakOn.includes('nan'),
+		`choosing image_2 launched it from failing/image_2.npz with breakOn ${JSON.stringify(launch?.msg.arguments.breakOn)}`);
+	check(stop?.msg.body.reason === 'exception' && stop.msg.body.text === 'NaN', `and it stopped at its first bad node, norm/std (${stop?.msg.body.reason} ${stop?.msg.body.text})`);
+	await shot('scan-debug-input');
+	await page.locator('.debug-toolbar .codicon-debug-stop').first().click();
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
+
+	// The report, in a webview and in Chromium itself: its plots are drawn.
+	await runCommand(page, 'View: Close All Editors');
+	await runCommand(page, 'graph-dap: Open Scan Report');
+	const report = page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+	await until_('the report drawn in its webview', async () => (await report.locator('body[data-drawn="1"]').count()) > 0, 30000);
+	const bars = await report.locator('#bars rect.bar').count();
+	const points = await report.locator('#points circle.point').count();
+	check(bars === 1 && points === 4, `the report in a webview: the first-bad-node bar chart (${bars} bar) and a point per clean input (${points})`);
+	await shot('scan-report-webview');
+	const tab = await page.context().newPage();
+	try {
+		await tab.goto(`file://${join(out, 'report.html')}`);
+		await tab.locator('body[data-drawn="1"]').waitFor({ state: 'attached', timeout: 15000 });
+		const drawn = await tab.evaluate(() => ({
+			error: document.body.dataset.error ?? null,
+			bars: document.querySelectorAll('#bars rect.bar').length,
+			width: document.querySelector('#bars rect.bar')?.getBoundingClientRect().width ?? 0,
+			points: document.querySelectorAll('#points circle.point').length,
+			marks: document.querySelectorAll('#points .fail-mark').length,
+			rows: document.querySelectorAll('#failures tbody tr').length,
+		}));
+		check(!drawn.error && drawn.bars === 1 && drawn.width > 100 && drawn.points === 4 && drawn.marks === 2 && drawn.rows === 2,
+			`report.html in Chromium: plots drawn (${JSON.stringify(drawn)})`);
+		await tab.screenshot({ path: join(artifacts, 'scan-report.png'), fullPage: true });
+	} finally {
+		await tab.close();
+	}
+	// Back to the listing, for the steps after these.
+	await runCommand(page, 'View: Close All Editors');
+	await page.keyboard.press('Control+P');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type('nan_demo.onnxtxt');
+	await page.locator('.quick-input-list .monaco-list-row', { hasText: 'nan_demo.onnxtxt' }).first().waitFor({ state: 'visible', timeout: 10000 });
+	await page.keyboard.press('Enter');
+	await page.locator('.editor-instance .view-lines').first().waitFor({ state: 'visible', timeout: 30000 });
+}
+
+/** A command by its title, from the command palette. */
+async function runCommand(page, title) {
+	await page.keyboard.press('Control+Shift+P');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(title);
+	await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor({ state: 'visible', timeout: 10000 });
+	await sleep(200);
+	await page.keyboard.press('Enter');
+	await sleep(500);
+}
+
+async function mixedModeSteps(page, ws, shot) {
+	// 8c. A Python program that runs the model, launched with "program": a Python breakpoint in the editor
+	// stops the program (debugpy); then the graph stops in its run call (stopOnSessionRun), both threads in the call stack.
+	const config = { type: 'graph-dap', request: 'launch', name: 'Program and its model', program: '${workspaceFolder}/infer.py', args: ['${workspaceFolder}/nan_demo.onnx'], stopOnSessionRun: true };
+	mkdirSync(join(ws, '.vscode'), { recursive: true });
+	writeFileSync(join(ws, '.vscode', 'launch.json'), JSON.stringify({ version: '0.2.0', configurations: [config] }, null, 2));
+	const line = readFileSync(join(ws, 'infer.py'), 'utf8').split('\n').findIndex((l) => l.startsWith('image =')) + 1;
+	await page.keyboard.press('Control+P');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type('infer.py');
+	await page.locator('.quick-input-list .monaco-list-row', { hasText: 'infer.py' }).first().waitFor({ state: 'visible' });
+	await sleep(300);
+	await page.keyboard.press('Enter');
+	await page.locator('.tabs-container .tab.active', { hasText: 'infer.py' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	await page.locator('.editor-instance .view-lines').first().click();
+	await page.keyboard.press('Control+G');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(String(line));
+	await page.keyboard.press('Enter');
+	await sleep(300);
+	await page.keyboard.press('F9');
+	await page.locator('.editor-instance .codicon-debug-breakpoint').first().waitFor({ state: 'visible', timeout: 10000 });
+	check(true, `a Python breakpoint in the editor, infer.py line ${line}`);
+	await page.keyboard.press('F5');
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'visible', timeout: 60000 });
+	await page.locator('.editor-instance .debug-top-stack-frame-line').first().waitFor({ state: 'visible', timeout: 90000 });
+	const status = await page.locator('.statusbar-item[id="status.editor.selection"]').innerText();
+	check(new RegExp(`Ln ${line},`).test(status), `F5 on the program: paused at the Python breakpoint (${status})`);
+	await shot('mixed-python-breakpoint');
+	await page.locator('.debug-toolbar .codicon-debug-continue').first().click();
+	await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'graph: nan_demo.onnx, run #1' }).first().waitFor({ state: 'visible', timeout: 90000 });
+	await page.locator('.debug-call-stack .monaco-list-row', { hasText: 'MainThread' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	const rows = await page.locator('.debug-call-stack .monaco-list-row').allInnerTexts();
+	check(rows.some((r) => r.includes('graph: nan_demo.onnx, run #1')) && rows.some((r) => r.includes('MainThread')), `the graph stopped in run: both threads in the call stack (${rows.map((r) => r.split('\n')[0]).join(' | ')})`);
+	await shot('mixed-graph-stop');
+	await page.locator('.debug-toolbar .codicon-debug-stop, .debug-toolbar .codicon-debug-disconnect').first().click();
+	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
+	rmSync(join(ws, '.vscode', 'launch.json'), { force: true });
 }
 
 /** Line (1-based) and column (1-based, inside the name) of `name` on the line of node `node`. */
@@ -638,6 +889,16 @@ async function main() {
 	// A model whose work is inside a Loop's body (tests/cf_models.py), for the control-flow step.
 	const made = spawnSync(python, ['-c', `import sys, onnx; sys.path.insert(0, ${JSON.stringify(join(repo, 'tests'))}); from cf_models import loop_model; onnx.save(loop_model(trip=5), ${JSON.stringify(join(ws, 'loop.onnx'))})`], { encoding: 'utf8' });
 	if (made.status !== 0) fail(`cannot write the Loop model: ${made.stderr}`);
+	// A model exported from PyTorch (tests/data/source) beside its Python source, for the source step.
+	mkdirSync(join(ws, 'tiny'));
+	for (const f of ['tiny_dynamo.onnx', 'tinymodel.py']) copyFileSync(join(repo, 'tests', 'data', 'source', f), join(ws, 'tiny', f));
+	writeScanInputs(ws, join(tmp, 'gate'));
+	// A program that runs the example model, for the mixed-mode step.
+	writeFileSync(
+		join(ws, 'infer.py'),
+		'import sys\n\nimport numpy as np\nimport onnxruntime as ort\n\nsession = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])\n' +
+			'image = np.full((1, 3, 32, 32), 0.5, np.float32)\n(probs,) = session.run(None, {"image": image})\nprint("probs", probs.shape, flush=True)\n',
+	);
 	let server;
 	let context;
 	try {

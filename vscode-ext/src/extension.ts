@@ -4,6 +4,7 @@
  * Shaped after microsoft/vscode-mock-debug's extension.
  */
 import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import {
@@ -14,6 +15,9 @@ import {
 	configurationForModel,
 	describeAdapter,
 	finishConfiguration,
+	isModelOrListing,
+	listingNamesSource,
+	listingPathFor,
 	modelPathFor,
 	resolveConfiguration,
 } from './configuration';
@@ -23,6 +27,7 @@ import { ListingLanguageServer } from './languageServer';
 import { TensorViews } from './tensorView';
 import { VariablesContext, tensorNameFromContext } from './variablesContext';
 import { ProtocolTracker, registerTracker } from './tracker';
+import { registerScan } from './scan';
 
 export function activate(context: vscode.ExtensionContext): void {
 	const tracker = new ProtocolTracker(() => vscode.workspace.getConfiguration('graphDap').get<boolean>('trace', false));
@@ -31,6 +36,15 @@ export function activate(context: vscode.ExtensionContext): void {
 	const interpreter = new InterpreterService();
 	const listingFeatures = new ListingLanguageFeatures();
 	const python = async (resource?: vscode.Uri) => (await interpreter.get(resource)).command;
+	// The model of the last model editor that was active: F5 from the model's Python source debugs it.
+	let recentModel: string | undefined;
+	const rememberModel = () => {
+		const file = activeFile(listings);
+		if (isModelOrListing(file)) {
+			recentModel = modelPathFor(file);
+		}
+	};
+	rememberModel();
 
 	// The extension's own outline, for when the language server is not running (it gives one).
 	let fallbackOutline: vscode.Disposable | undefined = vscode.languages.registerDocumentSymbolProvider(LANGUAGE_ID, listingFeatures);
@@ -61,7 +75,9 @@ export function activate(context: vscode.ExtensionContext): void {
 		vscode.window.registerCustomEditorProvider(ModelEditorProvider.viewType, new ModelEditorProvider(python, listings), {
 			supportsMultipleEditorsPerDocument: true,
 		}),
-		vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, new ConfigurationProvider(interpreter, listings)),
+		vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, new ConfigurationProvider(interpreter, listings, () => recentModel)),
+		vscode.window.onDidChangeActiveTextEditor(rememberModel),
+		vscode.window.tabGroups.onDidChangeTabs(rememberModel),
 		vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, new DynamicConfigurations(), vscode.DebugConfigurationProviderTriggerKind.Dynamic),
 		vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new AdapterFactory(interpreter)),
 		vscode.commands.registerCommand('graphDap.debugModel', (uri?: vscode.Uri) => startModel(listings, uri, false)),
@@ -79,6 +95,7 @@ export function activate(context: vscode.ExtensionContext): void {
 			}
 		}),
 		vscode.commands.registerCommand('graphDap.viewTensor', (ctx?: VariablesContext) => viewTensor(tensors, ctx)),
+		...registerScan(python, (uri) => targetModel(listings, uri)),
 		// A listing served by sourceReference (no file) opens as a `debug:` document: colour it too.
 		vscode.workspace.onDidOpenTextDocument((doc) => {
 			if (doc.uri.scheme === 'debug' && doc.uri.path.endsWith(LISTING_EXT) && doc.languageId !== LANGUAGE_ID) {
@@ -167,6 +184,20 @@ function activeFile(listings: ListingFiles): string | undefined {
 	return file ? (listings.modelOf(file) ?? file) : undefined;
 }
 
+/** Whether the listing of `model` names the Python file `file` as a node's source. */
+function modelNamesSource(listings: ListingFiles, model: string, file: string): boolean {
+	for (const listing of [listings.movedListing(model), listingPathFor(model)]) {
+		try {
+			if (listing && listingNamesSource(fs.readFileSync(listing, 'utf8'), file)) {
+				return true;
+			}
+		} catch {
+			// no listing there
+		}
+	}
+	return false;
+}
+
 /** The model a command is about: its argument (from the explorer), else the active editor's. */
 function targetModel(listings: ListingFiles, uri?: vscode.Uri): string | undefined {
 	const file = uri instanceof vscode.Uri ? uri.fsPath : activeFile(listings);
@@ -190,11 +221,15 @@ class ConfigurationProvider implements vscode.DebugConfigurationProvider {
 	constructor(
 		private readonly interpreter: InterpreterService,
 		private readonly listings: ListingFiles,
+		private readonly recentModel: () => string | undefined,
 	) {}
 
 	/** F5 without a launch.json: a configuration for the model or listing in the active editor. */
 	resolveDebugConfiguration(_folder: vscode.WorkspaceFolder | undefined, config: vscode.DebugConfiguration): vscode.ProviderResult<vscode.DebugConfiguration> {
-		const r = resolveConfiguration(config as Partial<GraphDapConfiguration>, { activeFile: activeFile(this.listings) });
+		const file = activeFile(this.listings);
+		const recentModel = this.recentModel();
+		const activeFileIsModelSource = !!file?.endsWith('.py') && !!recentModel && modelNamesSource(this.listings, recentModel, file);
+		const r = resolveConfiguration(config as Partial<GraphDapConfiguration>, { activeFile: file, recentModel, activeFileIsModelSource });
 		if (r.kind === 'error') {
 			void vscode.window.showErrorMessage(`graph-dap: ${r.message}`);
 			return undefined;
@@ -212,12 +247,13 @@ class ConfigurationProvider implements vscode.DebugConfigurationProvider {
 			void vscode.window.showErrorMessage(`graph-dap: ${r.message}`);
 			return undefined;
 		}
-		const moved = this.listings.movedListing(r.config.model!);
+		const target = r.config.model ?? r.config.program;  // a program launch: the models are the program's
+		const moved = r.config.model ? this.listings.movedListing(r.config.model) : undefined;
 		if (moved && r.config.listingPath === undefined) {
 			r.config.listingPath = moved;
 		}
 		if (r.config.debugServer === undefined) {
-			const interpreter = await this.interpreter.get(vscode.Uri.file(r.config.model!));
+			const interpreter = await this.interpreter.get(target ? vscode.Uri.file(target) : undefined);
 			const problem = await this.interpreter.problem(interpreter);
 			if (problem) {
 				void vscode.window.showErrorMessage(problem, 'Open Settings').then((choice) => {
@@ -246,13 +282,15 @@ class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
 
 	async createDebugAdapterDescriptor(session: vscode.DebugSession): Promise<vscode.DebugAdapterDescriptor> {
 		const config = session.configuration as GraphDapConfiguration;
-		const python = (await this.interpreter.get(config.model ? vscode.Uri.file(config.model) : undefined)).command;
+		const target = config.model ?? config.program;
+		const python = (await this.interpreter.get(target ? vscode.Uri.file(target) : undefined)).command;
 		const d = describeAdapter(config, python);
 		if (d.kind === 'server') {
 			return new vscode.DebugAdapterServer(d.port, d.host);
 		}
-		const cwd = session.workspaceFolder?.uri.fsPath ?? (config.model ? path.dirname(config.model) : undefined);
-		return new vscode.DebugAdapterExecutable(d.command, d.args, cwd ? { cwd } : undefined);
+		const cwd = session.workspaceFolder?.uri.fsPath ?? (target ? path.dirname(target) : undefined);
+		const env = d.env ? { ...(process.env as Record<string, string>), ...d.env } : undefined;
+		return new vscode.DebugAdapterExecutable(d.command, d.args, cwd || env ? { cwd, env } : undefined);
 	}
 }
 

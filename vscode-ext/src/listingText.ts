@@ -4,7 +4,7 @@
  * Pure functions, used for the outline and for debug hovers.
  */
 
-/** One node line: `OUTPUTS = OpType<attrs>(INPUTS)  # NODE_ID`. */
+/** One node line: `OUTPUTS = OpType<attrs>(INPUTS)  # NODE_ID`, then maybe `  (constant)` and `  # model.py:25`. */
 export interface NodeLine {
 	/** The node id after the trailing `#`. */
 	nodeId: string;
@@ -16,7 +16,7 @@ export interface NodeLine {
 }
 
 const NODE_RE = /^(\s*)(.*?)\s=\s([A-Za-z_][\w.]*)(?:<.*>)?\((.*)\)$/;
-const TRAILER_RE = /^(.*?\))\s+#\s*(.*?)(?:\s+\(constant\))?\s*$/;
+const TRAILER_RE = /^(.*?\))\s+#\s*(.*?)(?:\s+\(constant\))?(?:\s+#\s+\S[^#]*)?\s*$/;
 
 /** The node on a listing line, or undefined for headers, blank lines and subgraph braces. */
 export function parseNodeLine(line: string): NodeLine | undefined {

@@ -27,6 +27,7 @@ ORT_ERRORS: tuple[type[Exception], ...] = (RuntimeError,) + tuple(
 _logger = _log.get_logger(__name__)
 _pool_lock = threading.Lock()
 _pool_ready = False
+_pool_threads = 0  # intra-op threads of the global pool; 0: onnxruntime's default (one per core)
 
 #: onnxruntime's graph optimization levels by the names graph-dap's options take.
 OPT_LEVELS = {
@@ -44,6 +45,24 @@ def check_opt_level(level: str, given: str | None = None) -> str:
     return level
 
 
+def set_thread_count(threads: int) -> None:
+    """Size the process-wide pool: ``threads`` intra-op threads per run (0: one per core).
+
+    Only before the first session of the process: a process that runs one model per
+    core (a scan's worker) sets 1, so that N workers use N cores and no more.
+    """
+    global _pool_threads
+    if threads < 0:
+        raise OptionError(f"the thread count must be 0 (one per core) or more, got {threads}")
+    with _pool_lock:
+        if _pool_ready and threads != _pool_threads:
+            raise OptionError(
+                f"onnxruntime's thread pool of this process exists already ({_pool_threads or 'one per core'} threads); "
+                "its size is set before the first session"
+            )
+        _pool_threads = threads
+
+
 def ensure_global_thread_pool() -> None:
     """Create onnxruntime's process-wide thread pool once (before any session uses it)."""
     global _pool_ready
@@ -51,7 +70,7 @@ def ensure_global_thread_pool() -> None:
         if _pool_ready:
             return
         try:
-            ort.set_global_thread_pool_sizes(0, 1)
+            ort.set_global_thread_pool_sizes(_pool_threads, 1)
         except ORT_ERRORS as e:  # set already by someone else in this process: sessions share theirs
             _logger.info("onnxruntime's global thread pool was set already (%s); graph-dap's sessions use it", e)
         try:

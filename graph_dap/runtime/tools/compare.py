@@ -14,6 +14,7 @@ difference, not its propagation.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.source import base_name, source_fields
 from graph_dap.runtime.stops import node_ref
 from graph_dap.runtime.tools.dump import model_hash
 from graph_dap.runtime.tools.metrics import (
@@ -85,6 +87,7 @@ __all__ = [
 
 _log_ = _log.get_logger(__name__)
 _ALLCLOSE = Tolerance()  # the default rule: numpy.allclose at DEFAULT_ATOL, DEFAULT_RTOL
+_HIGHER_IS_BETTER = frozenset({"cosine", "snr"})
 
 
 # -- the comparison ------------------------------------------------------------------
@@ -268,8 +271,9 @@ class Comparison:
         """The table, as the CLI's ``--json`` prints it and a debug adapter returns it."""
         first = self.first_divergence
         names = run_names if run_names is not None else computed_names(self.graph)
+        sources = self.graph.sources
         return {
-            "rows": [r.to_dict(self.metrics) for r in self.rows],
+            "rows": [{**r.to_dict(self.metrics), **source_fields(sources, [r.node.id])} for r in self.rows],
             "first_divergence": None
             if first is None
             else {
@@ -277,6 +281,7 @@ class Comparison:
                 "value": first.value,
                 "metrics": _json_metrics(first.metrics, self.metrics),
                 "note": first.note,
+                **source_fields(sources, [first.node.id]),
             },
             "compared": len(self._rows),
             "failed": self.failed,
@@ -289,29 +294,92 @@ class Comparison:
             "notes": list(self.notes),
         }
 
-    def table_text(self, only_failed: bool = False) -> str:
-        """The table as text: index, node, op type, value, shape, each metric, pass/fail."""
-        head = ["index", "node", "op", "value", "shape", *self.metrics, "result"]
-        lines = []
+    def by_module(self) -> list[dict[str, Any]]:
+        """The rows aggregated per module (a node's innermost module scope), in order of each module's first row.
+
+        Each: the module, how many values and how many failed, the worst of each metric (largest
+        error, lowest cosine and SNR), and the first failing node, where a module first goes wrong.
+        """
+        sources = self.graph.sources
+        groups: dict[str | None, list[Row]] = {}
         for r in self.rows:
-            if only_failed and r.passed:
-                continue
+            source = sources.of(r.node)
+            groups.setdefault(source.module_path if source is not None else None, []).append(r)
+        out = []
+        for module, rows in groups.items():
+            worst: dict[str, float] = {}
+            for m in self.metrics:
+                got = [r.metrics[m] for r in rows if m in r.metrics and not math.isnan(r.metrics[m])]
+                if got:
+                    worst[m] = min(got) if m in _HIGHER_IS_BETTER else max(got)
+            failing = next((r for r in rows if not r.passed), None)
+            out.append(
+                {
+                    "module": module,
+                    "values": len(rows),
+                    "failed": sum(1 for r in rows if not r.passed),
+                    "metrics": _json_metrics(worst, self.metrics),
+                    "first_failure": None if failing is None else {"node": node_ref(failing.node), "value": failing.value},
+                }
+            )
+        return out
+
+    def module_text(self) -> str:
+        """:meth:`by_module` as a table."""
+        head = ["module", "values", "failed", *self.metrics, "first failure"]
+        lines = []
+        for m in self.by_module():
+            name = "(no module)" if m["module"] is None else m["module"] or "(model)"
+            first = m["first_failure"]
+            cells = [name, str(m["values"]), str(m["failed"])]
+            cells += [metric_number(k, float(m["metrics"][k])) if k in m["metrics"] else "-" for k in self.metrics]
+            cells.append(f"{first['node']['id']} '{first['value']}'" if first else "-")
+            lines.append(cells)
+        widths = [min(max([len(head[i])] + [len(c[i]) for c in lines]), 40) for i in range(len(head) - 1)]
+        return "\n".join(
+            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))) + "  " + cells[-1]
+            for cells in [head] + lines
+        )
+
+    def table_text(self, only_failed: bool = False) -> str:
+        """The table as text: index, node, op type, value, shape, each metric, pass/fail.
+
+        For a model whose nodes say where they came from, a column ``source`` before the result:
+        the node's line of the model's Python source and its module (``tinymodel.py:18 blocks.0.attn``).
+        """
+        rows = [r for r in self.rows if not (only_failed and r.passed)]
+        sources = self.graph.sources
+        wheres = [_where_text(source_fields(sources, [r.node.id])) for r in rows]
+        show_source = any(wheres)
+        head = ["index", "node", "op", "value", "shape", *self.metrics, *(["source"] if show_source else []), "result"]
+        lines = []
+        for r, where in zip(rows, wheres):
             cells = [str(r.node.index), r.node.id, r.node.op_type, r.value, shape_text(r.shape) if r.shape is not None else "seq"]
             cells += [metric_number(m, r.metrics[m]) if m in r.metrics else "-" for m in self.metrics]
+            if show_source:
+                cells.append(where or "-")
             cells.append(("FAIL (origin)" if r.origin else "fail") if not r.passed else "pass")
             if r.note:
                 cells[-1] += f"  {r.note}"
             lines.append(cells)
         widths = [min(max([len(head[i])] + [len(c[i]) for c in lines]), 40) for i in range(len(head) - 1)]
+        left = {1, 2, 3, 4} | ({len(head) - 2} if show_source else set())
 
         def fmt(cells: list[str]) -> str:
             return (
-                "  ".join(c.ljust(w) if i in (1, 2, 3, 4) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+                "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
                 + "  "
                 + cells[-1]
             )
 
         return "\n".join([fmt(head)] + [fmt(c) for c in lines])
+
+
+def _where_text(where: Mapping[str, Any]) -> str:
+    """``tinymodel.py:18 blocks.0.attn``: a node's user line(s) and module, as :func:`source_fields` gives them; '' when unknown."""
+    lines = ", ".join(f"{base_name(s['path'])}:{s['line']}" for s in where["source"])
+    module = where["module"]
+    return " ".join(x for x in (lines, None if module is None else module or "(model)") if x)
 
 
 # -- the whole thing, as the CLI runs it ------------------------------------------

@@ -14,6 +14,7 @@ end: an interrupted dump leaves no file under the final name.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import json
@@ -256,6 +257,8 @@ def dump_model(
     total_bytes = 0
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     tmp = Path(tmp_name)
+    meta_path = meta_path_of(target)
+    wrote_meta = False
     try:
         with os.fdopen(fd, "wb") as raw:
             with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
@@ -312,18 +315,22 @@ def dump_model(
             "selection": list(patterns),
             "values": entries,
         }
-        meta_path = meta_path_of(target)
         # The side file first: a dump under its final name always has its metadata beside it.
         write_text_atomic(meta_path, json.dumps(meta, indent=1))
+        wrote_meta = True
         mode = _file_mode()
         os.chmod(meta_path, mode)
         os.chmod(tmp, mode)  # temporary files are private; the dump is an ordinary file
         os.replace(tmp, target)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
+    except BaseException as error:
+        for leftover in (tmp, meta_path) if wrote_meta else (tmp,):  # nothing partial under a final name
+            try:
+                leftover.unlink()
+            except FileNotFoundError:
+                pass
+        if isinstance(error, OSError):
+            full = " (the disk is full)" if error.errno == errno.ENOSPC else ""
+            raise DumpError(f"cannot write the dump {target}: {error.strerror or error}{full}") from None
         raise
     seconds = time.monotonic() - started
     _log_.info("dump %s: %d values, %d bytes in %.2fs", target, len(entries) - len(skipped), total_bytes, seconds)

@@ -30,7 +30,9 @@ from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.source import SourceMap, source_fields
 from graph_dap.runtime.tensor import format_bytes
+from graph_dap.runtime.tools.by_source import SourceTime, by_line, by_module
 
 __all__ = ["FusedGraph", "FusedNode", "NodeTime", "Profile", "ProfileError", "fused_graph", "optimize_model", "profile_model"]
 
@@ -267,6 +269,25 @@ class Profile:
     fused: FusedGraph | None = None
     events: tuple[dict[str, Any], ...] = field(default=(), repr=False)  # per run and node: {run, name, ts, dur}
     method: str = METHOD
+    sources: SourceMap | None = field(default=None, repr=False, compare=False)  # the model's, for lines and modules
+
+    def originals(self, n: NodeTime) -> tuple[str, ...]:
+        """The model's nodes a timed node stands for: itself, or (optimized) those it came from."""
+        return (n.origin or (n.name,)) if self.fused is not None else (n.name,)
+
+    def _timed(self) -> list[tuple[tuple[str, ...], float]]:
+        return [(self.originals(n), n.time_ms) for n in self.nodes]
+
+    def by_line(self) -> list[SourceTime]:
+        """Node times per line of the model's Python source (a fused node's split over its originals' lines)."""
+        return by_line(self.sources, self._timed()) if self.sources is not None else []
+
+    def by_module(self) -> list[SourceTime]:
+        """Node times per module scope."""
+        return by_module(self.sources, self._timed()) if self.sources is not None else []
+
+    def _source(self, n: NodeTime) -> dict[str, Any]:
+        return source_fields(self.sources, self.originals(n)) if self.sources is not None else {"source": [], "module": None}
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -277,8 +298,10 @@ class Profile:
             "method": self.method,
             "opt_level": self.opt_level,
             "providers": list(self.providers),
-            "nodes": [n.to_dict() for n in self.nodes],
+            "nodes": [{**n.to_dict(), **self._source(n)} for n in self.nodes],
             "not_timed": [{"name": n, "why": w} for n, w in self.not_timed],
+            "by_line": [t.to_dict() for t in self.by_line()],
+            "by_module": [t.to_dict() for t in self.by_module()],
         }
         if self.fused is not None:
             d["fused"] = self.fused.to_dict()
@@ -312,23 +335,40 @@ class Profile:
         return "\n".join(lines)
 
     def chrome_trace(self) -> dict[str, Any]:
-        """The timed runs as trace events (chrome://tracing, Perfetto): one complete event per node and run."""
+        """The timed runs as trace events (chrome://tracing, Perfetto): one complete event per node and run.
+
+        Runs are on thread 1; a model with module scopes has a thread per module (named by its path)
+        holding its nodes' events, with the module as their category and the source lines in their args.
+        """
         by_name = {n.name: n for n in self.nodes}
         t0 = min((e["ts"] for e in self.events), default=0)
         out: list[dict[str, Any]] = [
             {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "graph-dap profile"}},
             {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": f"onnxruntime ({self.opt_level})"}},
         ]
+        threads: dict[str, int] = {}
         for e in self.events:
             n = by_name.get(e["name"])
             cat = "run" if e.get("run_event") else (n.op_type if n else "node")
             args: dict[str, Any] = {"run": e["run"]}
+            tid = 1
             if n is not None and not e.get("run_event"):
                 args.update({"op_type": n.op_type, "index": n.index, "bytes": n.bytes})
                 if n.origin:
                     args["from"] = list(n.origin)
+                where = self._source(n)
+                if where["module"] is not None:
+                    module = where["module"] or "(model)"
+                    if module not in threads:
+                        threads[module] = len(threads) + 2
+                        out.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": threads[module], "args": {"name": module}})
+                        out.append({"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": threads[module], "args": {"sort_index": threads[module]}})
+                    tid, cat = threads[module], module
+                    args["module"] = where["module"]
+                if where["source"]:
+                    args["source"] = [f"{s['path']}:{s['line']}" for s in where["source"]]
             out.append(
-                {"name": e["name"], "cat": cat, "ph": "X", "ts": e["ts"] - t0, "dur": e["dur"], "pid": 1, "tid": 1, "args": args}
+                {"name": e["name"], "cat": cat, "ph": "X", "ts": e["ts"] - t0, "dur": e["dur"], "pid": 1, "tid": tid, "args": args}
             )
         return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"tool": "graph-dap", "method": self.method}}
 
@@ -452,5 +492,6 @@ def _build_profile(
         not_timed.append((n.id, why))
     run_ms = statistics.median(r["dur"] / 1000.0 for r in timed)
     return Profile(
-        total, run_ms, repeat, len(runs) - repeat, opt_level, providers, tuple(nodes), tuple(not_timed), fused, tuple(trace)
+        total, run_ms, repeat, len(runs) - repeat, opt_level, providers, tuple(nodes), tuple(not_timed), fused, tuple(trace),
+        sources=graph.sources,
     )

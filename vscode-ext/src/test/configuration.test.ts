@@ -5,6 +5,7 @@ import {
 	configurationForModel,
 	describeAdapter,
 	finishConfiguration,
+	listingNamesSource,
 	listingPathFor,
 	modelPathFor,
 	resolveConfiguration,
@@ -48,8 +49,26 @@ describe('F5 without a launch.json', () => {
 	});
 
 	test('another file in the editor: a message that says what to open', () => {
-		assert.match(err(resolveConfiguration({}, { activeFile: '/w/train.py' })), /Open an ONNX model/);
+		assert.match(err(resolveConfiguration({}, { activeFile: '/w/notes.txt' })), /Open an ONNX model/);
+		// F5 from the model's Python source (a breakpoint set there): the model last active is debugged
+		const fromSource = { activeFile: '/w/model.py', recentModel: '/w/tiny.onnxtxt', activeFileIsModelSource: true };
+		assert.equal(ok(resolveConfiguration({}, fromSource)).model, '/w/tiny.onnx');
 		assert.match(err(resolveConfiguration({}, {})), /\.onnxtxt/);
+	});
+
+	test('a Python script in the active editor is debugged with the models it runs', () => {
+		const c = ok(resolveConfiguration({}, { activeFile: '/w/infer.py' }));
+		assert.deepEqual(c, { type: 'graph-dap', request: 'launch', name: 'Debug infer.py with its models', program: '/w/infer.py' });
+		// a model was active before, but this script is not its source: still the script
+		const other = ok(resolveConfiguration({}, { activeFile: '/w/infer.py', recentModel: '/w/tiny.onnx', activeFileIsModelSource: false }));
+		assert.equal(other.program, '/w/infer.py');
+	});
+
+	test('a listing names a Python file as its source by its source comments', () => {
+		const listing = '  %3 = Softmax(%2)  # node_softmax  # tinymodel.py:18\n';
+		assert.ok(listingNamesSource(listing, '/w/tiny/tinymodel.py'));
+		assert.ok(!listingNamesSource(listing, '/w/infer.py'));
+		assert.ok(!listingNamesSource(listing, '/w/model.py'));
 	});
 });
 
@@ -102,6 +121,8 @@ describe('after variable substitution', () => {
 			python: '/venv/bin/python',
 			debugServer: 4711,
 			listingPath: '/tmp/x/m.onnxtxt',
+			breakOn: ['nan', 'inf', 'error'],
+			infExclude: ['op:Where', '*mask*'],
 		};
 		assert.deepEqual(ok(finishConfiguration(full)), full);
 	});
@@ -117,6 +138,9 @@ describe('after variable substitution', () => {
 		['inputs', 3, /"inputs" must be a path/],
 		['inputs', { image: 3 }, /"inputs" must be a path .* or an object of input names to \.npy paths/],
 		['listingPath', '/tmp/x.txt', /"listingPath"/],
+		['breakOn', ['nan', 'sometimes'], /"breakOn" must be a list of exception filters \(nan, inf, error, mismatch\)/],
+		['breakOn', 'nan', /"breakOn"/],
+		['infExclude', [3], /"infExclude" must be a list of node globs or op:TYPE/],
 	];
 	for (const [key, value, message] of bad) {
 		test(`a bad "${key}" is refused with a message`, () => {
@@ -127,11 +151,42 @@ describe('after variable substitution', () => {
 	test('no model at all', () => {
 		assert.match(err(finishConfiguration({ ...base })), /no "model"/);
 	});
+
+	test('a program launch needs no model', () => {
+		const program = { ...base, program: '/w/infer.py', args: ['--n', '3'], env: { A: '1', B: null }, stopOnSessionRun: true, justMyCode: false };
+		assert.deepEqual(ok(finishConfiguration(program)), program);
+		const raw = { type: 'graph-dap', request: 'launch', name: 'x', module: 'pkg.serve' };
+		assert.deepEqual(ok(resolveConfiguration(raw, { activeFile: '/w/other.txt' })), raw);
+	});
+
+	const badProgram: [string, unknown, RegExp][] = [
+		['args', '--n 3', /"args" must be a list of strings/],
+		['env', { A: 1 }, /"env" must be an object of names to strings/],
+		['stopOnSessionRun', 1, /"stopOnSessionRun" must be true or false/],
+	];
+	for (const [key, value, message] of badProgram) {
+		test(`a program launch with a bad "${key}" is refused with a message`, () => {
+			assert.match(err(finishConfiguration({ ...base, program: '/w/infer.py', [key]: value })), message);
+		});
+	}
+
+	test('program and module together are refused', () => {
+		assert.match(err(finishConfiguration({ ...base, program: '/w/a.py', module: 'a' })), /not both/);
+	});
 });
 
 describe('the adapter', () => {
 	test('starts as python -m graph_dap.adapter', () => {
 		assert.deepEqual(describeAdapter({}, '/venv/bin/python'), { kind: 'executable', command: '/venv/bin/python', args: ['-m', 'graph_dap.adapter'] });
+	});
+
+	test('for a program launch, told so (it lists the Python exception filters at initialize)', () => {
+		assert.deepEqual(describeAdapter({ program: '/w/infer.py' }, 'python3'), {
+			kind: 'executable',
+			command: 'python3',
+			args: ['-m', 'graph_dap.adapter'],
+			env: { GRAPH_DAP_PROGRAM: '1' },
+		});
 	});
 
 	test('with debugServer, a running adapter on that port', () => {

@@ -64,6 +64,12 @@ describe('the listing grammar', () => {
 		assert.equal(scopeOf(ts, '(constant)'), 'storage.modifier.constant.onnx-listing');
 	});
 
+	test('a Python source line after the node id', () => {
+		const ts = tokens('softmax: float32[1,8,8] = Softmax<axis=-1>(mul)  # node_softmax  # tinymodel.py:18');
+		assert.equal(scopeOf(ts, 'node_softmax'), 'entity.name.label.node-id.onnx-listing');
+		assert.equal(scopeOf(ts, '# tinymodel.py:18'), 'comment.line.source.onnx-listing');
+	});
+
 	test('subgraphs: header, body, return, brace; the next node line is unaffected', () => {
 		const ts = tokens(
 			[

@@ -25,6 +25,11 @@ describe('node lines', () => {
 		assert.equal(parseNodeLine('c: int64[2] = Constant<value=[1,-1]>()  # Constant_3  (constant)')!.nodeId, 'Constant_3');
 	});
 
+	test('a Python source line after the id is not part of it', () => {
+		assert.equal(parseNodeLine('softmax: float32[1,8,8] = Softmax<axis=-1>(mul)  # node_softmax  # tinymodel.py:18')!.nodeId, 'node_softmax');
+		assert.equal(parseNodeLine('c: int64[1] = Constant<value=[2]>()  # c0  (constant)  # model.py:7')!.nodeId, 'c0');
+	});
+
 	test('headers, braces and returns are not nodes; subgraph nodes are indented', () => {
 		for (const line of ['# graph-dap listing of m.onnx', '', '  then_branch(x: float32[1]) {', '    return y', '  }']) {
 			assert.equal(parseNodeLine(line), undefined, line);

@@ -12,14 +12,16 @@ test('the debugger type graph-dap, labelled ONNX Graph, for the listing language
 	assert.equal(dbg.type, 'graph-dap');
 	assert.equal(dbg.label, 'ONNX Graph');
 	assert.deepEqual(dbg.languages, ['onnx-listing']);
-	assert.deepEqual(c.breakpoints, [{ language: 'onnx-listing' }]);
+	// listings, and Python files: a program launch takes the program's own breakpoints (without the Python extension)
+	assert.deepEqual(c.breakpoints, [{ language: 'onnx-listing' }, { language: 'python' }]);
 	assert.ok(dbg.initialConfigurations.length > 0 && dbg.configurationSnippets.length > 0);
 });
 
-test('all launch attributes, model required', () => {
+test('all launch attributes; a model or a program (the resolver says which is missing)', () => {
 	const launch = dbg.configurationAttributes.launch;
-	assert.deepEqual(launch.required, ['model']);
-	for (const key of ['model', 'inputs', 'dims', 'stopOnEntry', 'providers', 'skipConstants', 'memoryBudgetMB', 'worker', 'token', 'debugServer']) {
+	assert.equal(launch.required, undefined);
+	for (const key of ['model', 'inputs', 'dims', 'stopOnEntry', 'providers', 'skipConstants', 'memoryBudgetMB', 'worker', 'token', 'debugServer',
+		'program', 'module', 'args', 'env', 'stopOnSessionRun']) {
 		assert.ok(launch.properties[key], key);
 	}
 });
@@ -28,7 +30,7 @@ test('snippets and initial configurations are valid configurations', () => {
 	for (const body of [...dbg.initialConfigurations, ...dbg.configurationSnippets.map((s: { body: unknown }) => s.body)]) {
 		assert.equal(body.type, 'graph-dap');
 		assert.equal(body.request, 'launch');
-		assert.ok(body.model);
+		assert.ok(body.model || body.program);
 		for (const key of Object.keys(body)) {
 			assert.ok(['type', 'request', 'name'].includes(key) || dbg.configurationAttributes.launch.properties[key], `unknown attribute ${key}`);
 		}
@@ -74,4 +76,15 @@ test('the language server settings and commands', () => {
 		assert.ok(commands.has(command), command);
 	}
 	assert.ok(pkg.devDependencies['vscode-languageclient'], 'vscode-languageclient is bundled');
+});
+
+test('the scan: its command on a .onnx in the explorer, its tree view in Run and Debug, the launch attributes it replays with', () => {
+	const commands = new Map(c.commands.map((x: { command: string; title: string; category: string }) => [x.command, `${x.category}: ${x.title}`]));
+	assert.equal(commands.get('graphDap.scanInputs'), 'graph-dap: Scan Inputs...');
+	assert.ok(c.menus['explorer/context'].some((x: { command: string; when: string }) => x.command === 'graphDap.scanInputs' && x.when === 'resourceExtname == .onnx'));
+	assert.deepEqual(c.views.debug.map((v: { id: string }) => v.id), ['graphDap.scanResults']);
+	assert.ok(c.viewsWelcome.some((w: { view: string; contents: string }) => w.view === 'graphDap.scanResults' && w.contents.includes('command:graphDap.scanInputs')));
+	const launch = dbg.configurationAttributes.launch.properties;
+	assert.deepEqual(launch.breakOn.items.enum, ['nan', 'inf', 'error', 'mismatch']);
+	assert.ok(launch.infExclude);
 });

@@ -1,0 +1,240 @@
+"""``graph-dap scan``: its options and its printing (the work is :mod:`graph_dap.runtime.tools.scan`).
+
+Exit status: 0 when every input ran clean, 1 when an input failed (in this run or in
+the results a ``--resume`` continued), 2 on bad usage; 130/143 when interrupted (the
+results so far stay in ``DIR/scan.json``, and ``--resume`` goes on from there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+EXIT_CLEAN, EXIT_FAILED = 0, 1
+_SHOWN = 12  # failing inputs listed in the text summary
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``scan`` subcommand's options, on the CLI's subparsers."""
+    p = sub.add_parser(
+        "scan",
+        help="run a model on every input of a data set, watched; report which inputs fail and where each first goes wrong",
+        description="Run the model on every input of a data set with the NaN/Inf watch (and, with --reference, a comparison), "
+        "on a pool of local worker processes or on Ray. For each input: clean, nan, inf, error, mismatch, invalid (it does not fit "
+        "the model) or crash (it kills its worker), with the first bad node. DIR/scan.json is rewritten as results arrive "
+        "(--resume skips the inputs it holds); DIR/failing/<id>.npz keeps each failing input; DIR/report.html shows it all. "
+        "Exit status: 0 when every input ran clean, 1 when one failed, 2 on bad usage.",
+    )
+    p.add_argument("model", help="path to the .onnx model")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--inputs",
+        metavar="SOURCE",
+        help="a folder of .npz/.npy files or ONNX test-data folders, a glob ('data/**/*.npz'), or one .npz with --sample-axis",
+    )
+    src.add_argument("--inputs-from", metavar="MODULE:FUNCTION", help="a Python function returning an iterable of feed dicts (or (id, dict) pairs)")
+    p.add_argument("--sample-axis", type=int, default=None, metavar="K", help="one .npz: each slice along axis K of its arrays is one input")
+    p.add_argument("--batch", type=_positive, default=1, metavar="N", help="with --sample-axis: N slices per run (default 1)")
+    p.add_argument("--break-on", default=None, metavar="FILTERS", help="comma list of nan, inf, error, mismatch (default: nan,inf,error; +mismatch with --reference)")
+    p.add_argument("--inf-exclude", action="append", default=[], metavar="PATTERN", help="node glob or op:TYPE whose Inf is expected")
+    p.add_argument("--reference", metavar="REF", help="compare each input's outputs with provider:NAME, opt_level:LEVEL or model:OTHER.onnx")
+    p.add_argument(
+        "--tolerance",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="with --reference: atol=A, rtol=R or a condition like cosine<0.999 (comma-separated or repeated; default atol=1e-5,rtol=1e-4)",
+    )
+    p.add_argument("--metric", default=None, metavar="NAME", help="how the worst inputs are ranked: max_abs, max_rel, mse, cosine or snr")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
+    p.add_argument("--workers", type=_positive, default=None, metavar="N", help="worker processes (default: cores / threads per run)")
+    p.add_argument("--threads", type=_positive, default=1, metavar="N", help="onnxruntime threads per run, per worker (default 1)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", help="run on Ray: a local one, or the cluster at ADDRESS")
+    p.add_argument("--ship", action="store_true", help="with --ray: put the model and the inputs in Ray's object store (paths need not be shared)")
+    p.add_argument("--shard-size", type=_positive, default=8, metavar="N", help="with --ray: inputs per task (default 8)")
+    p.add_argument("--out", metavar="DIR", help="where scan.json, failing/ and report.html go (default: ./<model>-scan)")
+    p.add_argument("--resume", action="store_true", help="skip the inputs DIR/scan.json already holds")
+    p.add_argument("--json", action="store_true", help="print one JSON object per line as the scan goes (start, result, incident, saved), the summary last")
+    return p
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return n
+
+
+class UsageError(Exception):
+    """Options that do not go together: one line, exit 2."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the scan the options describe, print as it goes and at the end; the exit status."""
+    from graph_dap.cli_progress import ProgressBar
+    from graph_dap.runtime.loading import load_graph
+    from graph_dap.runtime.tools.scan import open_source, run_scan
+
+    config = _config(args)
+    graph = load_graph(config.model)
+    out = Path(args.out) if args.out else Path.cwd() / f"{Path(args.model).stem}-scan"
+    source = open_source(args.inputs, args.inputs_from, sample_axis=args.sample_axis, batch=args.batch, exclude=out)
+    backend = _backend(args, config, graph, source)
+    bar = ProgressBar.on_terminal(args.json, unit="inputs")
+    began = time.monotonic()
+    state: dict[str, Any] = {"total": source.total, "resumed": 0, "started": False}
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps({"event": kind, **data}), flush=True)
+        if kind == "start":
+            state["resumed"], state["started"] = data["resumed"], True
+        elif kind == "result" and bar is not None:
+            ran = data["done"] - state["resumed"]
+            rate = ran / max(time.monotonic() - began, 1e-9)
+            bar.update(data["done"], state["total"], f"{rate:.1f}/s, {data['failed']} failing")
+        elif kind == "incident" and not args.json:
+            if bar is not None:
+                bar.close()
+            print(f"graph-dap scan: {data['message']}", file=sys.stderr)
+
+    finished = False
+    try:
+        summary = run_scan(graph, source, config, backend, out, resume=args.resume, on_event=on_event)
+        finished = summary.finished
+    finally:
+        if bar is not None:
+            bar.close()
+        if state["started"] and not finished:
+            print(f"graph-dap scan: stopped; the results so far are in {out / 'scan.json'} (go on with --resume)", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"event": "end", **summary.to_dict()}), flush=True)
+    else:
+        print(scan_text(summary))
+    return EXIT_FAILED if summary.failed else EXIT_CLEAN
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from graph_dap.runtime.tools.metrics import METRICS, Tolerance
+    from graph_dap.runtime.tools.scan import ScanConfig
+    from graph_dap.runtime.tools.scan.reference import check_reference
+
+    model = Path(args.model)
+    reference = args.reference
+    if reference:
+        ref = check_reference(reference)
+        if ref.kind == "model":
+            reference = f"model:{Path(ref.target).resolve()}"  # workers elsewhere (or resumed scans) need no cwd
+    elif args.tolerance or args.metric:
+        raise UsageError("graph-dap scan: --tolerance and --metric need a --reference")
+    filters = [f.strip() for f in (args.break_on or "nan,inf,error").split(",") if f.strip()]
+    if reference and "mismatch" not in filters:
+        filters.append("mismatch")
+    atol = rtol = None
+    fail_if: list[str] = []
+    for spec in args.tolerance:
+        for part in (p.strip() for p in spec.split(",")):
+            key, eq, value = part.partition("=")
+            if eq and key in ("atol", "rtol"):
+                try:
+                    number = float(value)
+                except ValueError:
+                    raise UsageError(f"graph-dap scan: --tolerance {part}: {key} takes a number") from None
+                atol, rtol = (number, rtol) if key == "atol" else (atol, number)
+            elif part:
+                fail_if.append(part)
+    tolerance = Tolerance.make(atol, rtol, fail_if)
+    metric = args.metric or (tolerance.fail_if[0].metric if tolerance.fail_if else "max_abs")
+    if metric not in METRICS:
+        raise UsageError(f"graph-dap scan: --metric: unknown metric '{metric}'; expected any of {', '.join(METRICS)}")
+    if args.ship and args.ray is None:
+        raise UsageError("graph-dap scan: --ship puts the model in Ray's object store: it needs --ray")
+    config = ScanConfig(
+        model=str(model.resolve()),
+        break_on=tuple(dict.fromkeys(filters)),
+        inf_exclude=tuple(args.inf_exclude),
+        reference=reference,
+        tolerance=tolerance,
+        metric=metric,
+        dims=tuple(_dims(args.dim).items()),
+        providers=tuple(args.provider),
+        base_dir=str(Path.cwd()),
+    )
+    config.check()
+    return config
+
+
+def _dims(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, n = item.partition("=")
+        if not sep or not name or not n.strip().isdigit():
+            raise UsageError(f"--dim expects NAME=N with N a non-negative integer, got '{item}'")
+        out[name.strip()] = int(n)
+    return out
+
+
+def _backend(args: argparse.Namespace, config: Any, graph: Any, source: Any) -> Any:
+    if args.ray is None:
+        from graph_dap.runtime.tools.scan.pool import LocalPool, default_workers
+
+        return LocalPool(config, args.workers or default_workers(args.threads), args.threads, source.import_path)
+    from graph_dap.runtime.tools.scan.ray_backend import RayBackend
+    from graph_dap.runtime.tools.scan.sources import ItemLoader
+
+    return RayBackend(
+        config,
+        None if args.ray == "local" else args.ray,
+        args.workers,
+        args.threads,
+        ship=args.ship,
+        shard_size=args.shard_size,
+        import_path=source.import_path,
+        loader=ItemLoader(graph, dict(config.dims)) if args.ship else None,
+        model_bytes=graph.model.SerializeToString() if args.ship else None,
+    )
+
+
+def scan_text(summary: Any) -> str:
+    """The end of a scan, for people: counts, where inputs first go wrong, the failing inputs, the files."""
+    from graph_dap.runtime.tools.scan.scanfile import read_scan
+
+    data = read_scan(summary.results_path)
+    b = summary.backend
+    where = "local" if b.get("backend") == "local" else f"Ray ({b.get('address')})"
+    rate = summary.ran / summary.seconds if summary.seconds > 0 else 0.0
+    counts = ", ".join(f"{n} {s}" for s, n in summary.counts.items() if n)
+    lines = [
+        f"scanned {summary.done} inputs ({summary.ran} now, {rate:.1f}/s, {summary.resumed} from before) with "
+        f"{b.get('workers')} {where} workers x {b.get('threads_per_run')} threads: {counts or 'none'}"
+    ]
+    nodes = data.get("first_bad_nodes", [])
+    if nodes:
+        lines.append("first bad nodes (inputs):")
+        for g in nodes[:10]:
+            how = ", ".join(f"{n} {s}" for s, n in g["statuses"].items())
+            lines.append(f"  {g['count']:>6}  {g['node']} ({g['op_type']}): {how}")
+    failing = [r for r in data.get("results", []) if r["status"] != "clean"]
+    if failing:
+        lines.append(f"failing inputs ({len(failing)}):")
+        for r in failing[:_SHOWN]:
+            node = f" at {r['node']['where']} ({r['node']['op_type']})" if r.get("node") else ""
+            lines.append(f"  {r['id']}: {r['status']}{node}" + (f" - {r['message']}" if r.get("message") and not node else ""))
+        if len(failing) > _SHOWN:
+            lines.append(f"  ... and {len(failing) - _SHOWN} more (scan.json, report.html)")
+        first = next((r for r in failing if (r.get("replay") or {}).get("command")), None)
+        if first is not None:
+            lines.append(f"debug one: {first['replay']['command']}")
+    for incident in data.get("incidents", [])[-5:]:
+        lines.append(f"worker lost: {incident['message']}")
+    lines.append(f"results: {summary.results_path}")
+    lines.append(f"report:  {summary.report_path}")
+    return "\n".join(lines)
