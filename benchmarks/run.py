@@ -193,10 +193,16 @@ def nan_at_half(path: Path, feeds: dict[str, np.ndarray], exclude: list[str], pl
     graph = load_graph(path)
     inits = set(graph.initializer_names)
     half = len(graph.nodes) // 2
-    node = next((n for n in graph.nodes[half:] if any(i in inits and graph.value_info(i).dtype == "float32" for i in n.inputs)), None)
+    position = {n.id: k for k, n in enumerate(graph.nodes)}
+
+    def own_weight(n: Any, i: str) -> bool:
+        """A float weight that no node before ``n`` reads (an exporter may share one initializer among layers)."""
+        return i in inits and graph.value_info(i).dtype == "float32" and all(position.get(c.id, -1) >= position[n.id] for c in graph.consumers(i))
+
+    node = next((n for n in graph.nodes[half:] if any(own_weight(n, i) for i in n.inputs)), None)
     if node is None:
         return {}
-    weight = next(i for i in node.inputs if i in inits and graph.value_info(i).dtype == "float32")
+    weight = next(i for i in node.inputs if own_weight(node, i))
     model = onnx.load(str(path))
     for t in model.graph.initializer:
         if t.name == weight:

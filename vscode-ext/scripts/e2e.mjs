@@ -328,7 +328,14 @@ async function scenario(page, ws, server) {
 	});
 	check(true, 'Variables show a tensor with its shape and statistics');
 	await shot('paused-at-breakpoint');
-
+	// 3b. While stopped, the language server's hover on a computed value has its live summary (the server asks
+	// the extension, which asks the adapter's graphDap/summaries). A failure is recorded and the scenario goes on.
+	await liveHoverStep(page, listingText, shot).catch(async (e) => {
+		if (!(e instanceof Failure)) throw e;
+		check(false, e.message);
+		await shot('live-hover-failure');
+		await page.keyboard.press('Escape');
+	});
 
 	// 4. Step once.
 	const stepOver = page.locator('.debug-toolbar .codicon-debug-step-over').first();
@@ -657,11 +664,30 @@ async function gotoSpot(page, spot) {
 	await sleep(300);
 }
 
+async function liveHoverStep(page, listingText, shot) {
+	await gotoSpot(page, spotOf(listingText, 'norm/std', 'norm_var_eps'));
+	// While a session is stopped, VS Code shows its debug hover for the value under the cursor (the adapter's
+	// evaluate, context "hover"); the language server's hover has the live summary too (its pytest-lsp scenarios).
+	let last = '';
+	const text = await until_('the live summary in the hover on norm_var_eps', async () => {
+		const t = await hoverText(page, '.monaco-hover:not(.hidden), .debug-hover-widget').catch(() => '');
+		last = t || last;
+		await page.keyboard.press('Escape');
+		return /min=/.test(t) && /float32\[1,8,1,1\]/.test(t) ? t : undefined;
+	}, 30000, 500).catch((e) => fail(`${e.message}; the hover said: ${last.replace(/\s+/g, ' ').slice(0, 300)}`));
+	const live = text.split('\n').find((l) => /min=/.test(l)) ?? '';
+	check(/float32\[1,8,1,1\]/.test(text), `while stopped, the hover on norm_var_eps shows its live summary (${live.trim().slice(0, 100)})`);
+	await gotoSpot(page, spotOf(listingText, 'norm/std', 'norm_var_eps'));
+	await hoverText(page, '.monaco-hover:not(.hidden), .debug-hover-widget').catch(() => '');
+	await shot('live-hover');
+	await page.keyboard.press('Escape');
+}
+
 /** The editor's hover at the cursor (editor.action.showHover), as text. */
-async function hoverText(page) {
+async function hoverText(page, widget = '.monaco-hover:not(.hidden)') {
 	await page.keyboard.press('Control+K');
 	await page.keyboard.press('Control+I');
-	const hover = page.locator('.monaco-hover:not(.hidden)').first();
+	const hover = page.locator(widget).first();
 	await hover.waitFor({ state: 'visible', timeout: 10000 });
 	return hover.innerText();  // every part: the diagnostic's and the language server's
 }
