@@ -700,7 +700,8 @@ class DebugSession:
         plan = self._plan(frame, start, end)
         if plan is None:
             return self._run_slow(frame, end)  # learn the types first: the watch plan needs them
-        feeds, embedded = self.executor.split(plan.reads, values.get, values.fixed, values.embedded)
+        read = values.flowing if self.executor.optimized else values.get
+        feeds, embedded = self.executor.split(plan.reads, read, values.fixed, values.embedded)
         self._run_options = ort.RunOptions()
         if self._pause.is_set():  # a pause that came before these run options: it must still stop this run
             self._run_options.terminate = True
