@@ -121,7 +121,8 @@ def test_external_data_inside_the_model_folder(tmp_path):
     onnx.save(model, str(path))
     g = load_graph(path)
     w = next(t for t in g.model.graph.initializer if t.name == "w")
-    assert onnx.numpy_helper.to_array(w).tobytes() == data
+    assert w.data_location == onnx.TensorProto.EXTERNAL and not w.raw_data  # never read into the proto
+    assert g.weights.array(w).tobytes() == data  # mapped from the file
 
 
 def test_external_data_outside_the_model_folder_is_refused(tmp_path):

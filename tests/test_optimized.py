@@ -241,3 +241,33 @@ def test_the_next_segment_is_built_while_the_session_is_stopped():
     built = s.segments.sessions_built
     assert s.continue_().reason is StopReason.END
     assert s.segments.sessions_built == built  # pressing continue only ran it
+
+
+def test_steps_after_a_stop_in_an_optimized_segment_compute_with_the_original_values():
+    """What a step or a recomputation reads is the original graph's value, never a fused kernel's that the segment left."""
+    rng = np.random.default_rng(11)
+    nodes, inits, x = [], [], "x"
+    for k in range(3):
+        nodes += [
+            helper.make_node("Conv", [x, f"w{k}"], [f"c{k}"], name=f"conv{k}", pads=[1, 1, 1, 1]),
+            helper.make_node("BatchNormalization", [f"c{k}", f"g{k}", f"b{k}", f"m{k}", f"v{k}"], [f"bn{k}"], name=f"bn{k}"),
+            helper.make_node("Relu", [f"bn{k}"], [f"r{k}"], name=f"relu{k}"),
+        ]
+        inits += [init(f"w{k}", rng.standard_normal((4, 4 if k else 3, 3, 3)).astype(np.float32)), init(f"g{k}", rng.uniform(0.5, 2, 4).astype(np.float32)),
+                  init(f"b{k}", rng.standard_normal(4).astype(np.float32)), init(f"m{k}", rng.standard_normal(4).astype(np.float32)),
+                  init(f"v{k}", rng.uniform(0.5, 2, 4).astype(np.float32))]  # fmt: skip
+        x = f"r{k}"
+    model = make_model(nodes, [tensor("x", [1, 3, 16, 16])], [tensor("r2", [1, 4, 16, 16])], inits)
+    feeds = {"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}
+    outputs = [o for n in nodes for o in n.output]
+    want = unoptimized(model, feeds, outputs)
+    s = DebugSession(model, feeds, opt_level="all", break_on=["nan", "inf"])
+    s.set_breakpoints(["conv2"])
+    assert s.continue_().node.id == "conv2"
+    for _ in range(3):  # nothing looked at before: the steps read the segment's live-out r1 themselves
+        s.step()
+    for name in outputs:
+        exact(s.value(name), want[name], f"{name} after three steps")
+    s.restart()
+    assert s.continue_().node.id == "conv2"
+    exact(s.value("r1"), want["r1"], "r1 at the stop")

@@ -169,7 +169,9 @@ class SessionRequests(RunControl):
 
         def close(done: asyncio.Future[WorkerClient]) -> None:
             if not done.cancelled() and done.exception() is None:
-                asyncio.ensure_future(done.result().close())
+                unused = done.result()
+                unused.kill()  # still importing, never given anything: asking it to shut down would wait for its imports
+                asyncio.ensure_future(unused.close())
 
         spawning.add_done_callback(close)
 

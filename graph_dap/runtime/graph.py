@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import onnx
 from onnx import helper
 
 from graph_dap.errors import ModelError, NodeNotFoundError
+from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.tensor import numel
+from graph_dap.runtime.weights import Weights
 
 if TYPE_CHECKING:
     from graph_dap.runtime.source import SourceMap
@@ -53,6 +54,12 @@ _DTYPE_NAMES: dict[int, str] = {
     onnx.TensorProto.STRING: "string",
     onnx.TensorProto.COMPLEX64: "complex64",
     onnx.TensorProto.COMPLEX128: "complex128",
+    onnx.TensorProto.FLOAT8E4M3FN: "float8_e4m3fn",
+    onnx.TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+    onnx.TensorProto.FLOAT8E5M2: "float8_e5m2",
+    onnx.TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+    onnx.TensorProto.INT4: "int4",
+    onnx.TensorProto.UINT4: "uint4",
 }
 
 Dim = int | str | None
@@ -81,7 +88,7 @@ class ValueInfo:
         n = self.numel
         if n is None or self.dtype in (None, "string"):
             return None
-        return n * (2 if self.dtype == "bfloat16" else np.dtype(self.dtype).itemsize)
+        return n * dtype_of(self.dtype).itemsize
 
     def type_text(self) -> str:
         """``float32[1,3,H,W]``-style text; ``?`` for what is unknown."""
@@ -276,6 +283,7 @@ class Graph:
         """
         self.model = model
         self.path = path
+        self.weights = Weights(model, path.parent if path is not None else None)  # external data checked here
         self.notes = notes  # what went wrong while loading but did not stop it (shown in the listing)
         g = model.graph
         self.name = g.name

@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from graph_dap.errors import InputError
 from graph_dap.files import ARCHIVE_ERRORS, path_problem
+from graph_dap.runtime.dtypes import dtype_of, is_extra, is_float, is_integer
 from graph_dap.runtime.graph import Graph, ValueInfo
 from graph_dap.runtime.tensor import numel
 
@@ -169,7 +170,7 @@ def random_input(info: ValueInfo, dims: Mapping[str, int] | None = None) -> np.n
     if info.dtype is None or info.dtype == "string":
         raise InputError(f"input '{info.name}' has type {info.dtype or 'unknown'}; give it explicitly")
     shape = tuple(d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1 for d in (info.shape or ()))
-    dt = np.dtype(info.dtype) if info.dtype != "bfloat16" else np.dtype(np.float32)
+    dt = dtype_of(info.dtype)
     size = numel(shape) * dt.itemsize
     if size > MAX_MADE_UP_BYTES:
         raise InputError(
@@ -177,8 +178,10 @@ def random_input(info: ValueInfo, dims: Mapping[str, int] | None = None) -> np.n
             f"too large to make up (limit {MAX_MADE_UP_BYTES / 2**30:.1f} GiB); give the inputs, or smaller sizes for its symbolic dimensions"
         )
     rng = np.random.default_rng(_seed(info.name))
-    if dt.kind == "f":
+    if is_float(dt):
         return rng.standard_normal(shape).astype(dt)
+    if is_integer(dt) and is_extra(dt):  # int4, uint4
+        return rng.integers(0, 8, shape).astype(dt)
     if dt.kind == "b":
         return rng.integers(0, 2, shape).astype(bool)
     if dt.kind in "iu":

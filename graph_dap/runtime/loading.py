@@ -1,4 +1,6 @@
-"""Loading a model: reading the file, its external data (never from outside its folder), shape inference.
+"""Loading a model: reading the file, checking its external data (never from outside its folder), shape inference.
+
+External data stays in its files: :mod:`.weights` maps it when something reads it.
 
 :func:`load_graph` is the one way in; what it builds is the IR of :mod:`.graph`.
 A failed shape inference is logged and noted on the graph (the listing shows it).
@@ -19,6 +21,7 @@ from graph_dap.files import path_problem
 from graph_dap.runtime.checks import check_tensors
 from graph_dap.runtime.graph import Graph, ValueInfo, _value_info
 from graph_dap.runtime.tensor import numel
+from graph_dap.runtime.weights import locate, uses_external_data
 
 _logger = _log.get_logger(__name__)
 
@@ -34,11 +37,13 @@ def load_graph(model: str | os.PathLike[str] | onnx.ModelProto, path: str | os.P
     if isinstance(model, onnx.ModelProto):
         return _build(model, Path(path).resolve() if path is not None else None)
     file = Path(model)
-    return _build(read_model(file), file.resolve())
+    return _build(read_model(file, external_data=False), file.resolve())
 
 
-def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
-    """Read a model file and its external data (never from outside its folder), without building its graph.
+def read_model(path: str | os.PathLike[str], external_data: bool = True) -> onnx.ModelProto:
+    """Read a model file, without building its graph; with ``external_data``, its external data too
+    (never from outside its folder). Without it the tensors keep their references, checked when the
+    graph is built (:mod:`.weights`).
 
     Tensors whose shape or data is impossible, and names declared twice, are refused here
     (:func:`~graph_dap.runtime.checks.check_tensors`); a ModelProto built in memory is taken as it is.
@@ -55,7 +60,8 @@ def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise ModelError(f"cannot read {path} as an ONNX model: {e}") from None
     if not proto.graph.node and not proto.graph.output:
         raise ModelError(f"{path} holds no ONNX graph (is it an ONNX model?)")
-    _load_external_data(proto, path.parent)
+    if external_data:
+        _load_external_data(proto, path.parent)
     check_tensors(proto)  # before shape inference or anything else looks at a tensor
     return proto
 
@@ -66,33 +72,12 @@ def _build(model: onnx.ModelProto, path: Path | None) -> Graph:
 
 
 def _load_external_data(model: onnx.ModelProto, base: Path) -> None:
-    """Read external tensor data, refusing any location outside ``base``."""
+    """Read external tensor data into the tensors, refusing any location outside ``base``."""
     root = base.resolve()
     for tensor in external_data_helper._get_all_tensors(model):
-        if not external_data_helper.uses_external_data(tensor):
+        if not uses_external_data(tensor):
             continue
-        try:
-            info = external_data_helper.ExternalDataInfo(tensor)
-        except (ValueError, TypeError) as e:  # a negative or non-numeric offset or length
-            raise ModelError(f"tensor '{tensor.name}': bad external data reference: {e}") from None
-        location = info.location
-        target = (root / location).resolve()
-        if os.path.isabs(location) or not target.is_relative_to(root):
-            raise ModelError(
-                f"tensor '{tensor.name}' points at external data '{location}' outside the model's folder {root}; "
-                "external data must live beside the model"
-            )
-        problem = path_problem(target)
-        if problem is not None or not target.is_file():
-            raise ModelError(f"tensor '{tensor.name}': external data file {'not found' if problem in (None, 'not found') else f'unreadable ({problem})'}: {str(target)[:300]}")
-        size = target.stat().st_size
-        offset, length = info.offset or 0, info.length
-        end = offset + (length or 0)
-        if offset > size or end > size:
-            raise ModelError(
-                f"tensor '{tensor.name}': external data {location} holds {size:,} bytes, "
-                f"but the tensor's data is at bytes {offset:,} to {end:,} (a truncated file?)"
-            )
+        target = locate(tensor, root).file
         try:
             external_data_helper.load_external_data_for_tensor(tensor, str(root))
         except (OSError, ValueError) as e:

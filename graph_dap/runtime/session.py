@@ -33,6 +33,7 @@ from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundErro
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
 from graph_dap.runtime.checks import check_runnable
+from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
@@ -58,11 +59,11 @@ _logger = _log.get_logger(__name__)
 
 def _placeholder(info: ValueInfo) -> np.ndarray | None:
     """An array of the declared type (no data: ``np.empty``), to build a session for a value not computed yet."""
-    if info.kind != "tensor" or info.dtype in (None, "string", "bfloat16") or info.shape is None:
+    if info.kind != "tensor" or info.dtype in (None, "string") or info.shape is None:
         return None
     if not all(isinstance(d, int) for d in info.shape):
         return None
-    return np.empty(tuple(int(d) for d in info.shape), np.dtype(info.dtype))  # type: ignore[arg-type]
+    return np.empty(tuple(int(d) for d in info.shape), dtype_of(info.dtype))  # type: ignore[arg-type]
 
 
 class _LookInside:
@@ -367,7 +368,7 @@ class DebugSession:
         values.overrides.clear()
         values.stale.clear()
         values.store.fixed.update(inputs)
-        values.store.fixed.update({t.name: onnx.numpy_helper.to_array(t) for t in frame.scope.initializers})
+        values.store.fixed.update({t.name: self.graph.weights.array(t) for t in frame.scope.initializers})
         frame.timeline.reset()
         if frame.loop is not None:
             del frame.loop.inputs[frame.loop.iteration :]
@@ -603,7 +604,7 @@ class DebugSession:
         took = self._segment_seconds.get((frame.scope.path, start, end))
         if not self.pausable:
             return self._run_one_segment(frame, start, end)
-        if took is not None and took >= 2 * _PAUSE_GRAIN_S and end - start >= 2:
+        if took is not None and took >= 2 * _PAUSE_GRAIN_S and end - start >= 2 and self._roomy:
             parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
             bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
         elif took is not None and self._in_parts(end - start):
@@ -623,8 +624,15 @@ class DebugSession:
                 return stop
         return None
 
+    @property
+    def _roomy(self) -> bool:
+        """Whether sessions of a segment's parts can be kept beside the segment's own within the weight budget
+        (see :mod:`.engine.budget`). Not for a model of large weights: building the parts would read and
+        pre-pack its weights again at every continue; a pause then aborts the running call instead."""
+        return self.executor.roomy
+
     def _in_parts(self, length: int) -> bool:
-        return self.executor.optimized and self._filter.active and length >= 4 * _WATCHED_PARTS
+        return self._roomy and self.executor.optimized and self._filter.active and length >= 4 * _WATCHED_PARTS
 
     def _plan(self, frame: Frame, start: int, end: int) -> SegmentPlan | None:
         sequence = frame.timeline.sequence
@@ -661,7 +669,7 @@ class DebugSession:
         if end - start < 2 and not (node.enterable and self._filter.active):
             return []
         took = self._segment_seconds.get((frame.scope.path, start, end))
-        if took is not None and took >= 2 * _PAUSE_GRAIN_S:
+        if took is not None and took >= 2 * _PAUSE_GRAIN_S and self._roomy:
             return []  # split by time: its parts depend on how long it ran
         bounds = self._planner(frame).parts(start, end, _WATCHED_PARTS) if took is not None and self._in_parts(end - start) else [start, end]
         threads: list[threading.Thread] = []
@@ -692,7 +700,8 @@ class DebugSession:
         plan = self._plan(frame, start, end)
         if plan is None:
             return self._run_slow(frame, end)  # learn the types first: the watch plan needs them
-        feeds, embedded = self.executor.split(plan.reads, values.get, values.fixed, values.embedded)
+        read = values.flowing if self.executor.optimized else values.get
+        feeds, embedded = self.executor.split(plan.reads, read, values.fixed, values.embedded)
         self._run_options = ort.RunOptions()
         if self._pause.is_set():  # a pause that came before these run options: it must still stop this run
             self._run_options.terminate = True

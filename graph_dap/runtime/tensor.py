@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from graph_dap.runtime import dtypes
+
 _CHUNK = 1 << 20  # elements per pass
 
 
@@ -99,7 +101,7 @@ def summarize(value: Any) -> TensorSummary:
         dtype = str(value[0].dtype) if value else "?"
         return TensorSummary(dtype, (len(value),), len(value), kind="sequence")
     a = np.asarray(value)
-    if a.dtype.kind not in "biufc":
+    if not dtypes.is_numeric(a.dtype):
         return TensorSummary(str(a.dtype), tuple(a.shape), int(a.size), kind="tensor")
     flat = a.reshape(-1)
     n = flat.size
@@ -107,14 +109,14 @@ def summarize(value: Any) -> TensorSummary:
         return TensorSummary(str(a.dtype), tuple(a.shape), 0)
     if a.dtype.kind == "c":
         flat = np.abs(flat)
-    is_float = flat.dtype.kind == "f"
+    is_float = dtypes.is_float(flat.dtype)
     nan = posinf = neginf = zeros = 0
     count = 0
     total = 0.0
     m2 = 0.0
     lo, hi = math.inf, -math.inf
     for start in range(0, n, _CHUNK):
-        chunk = flat[start : start + _CHUNK]
+        chunk = dtypes.numeric(flat[start : start + _CHUNK])  # bfloat16, float8, int4: as float32 or int8 (exact)
         zeros += int(chunk.size - np.count_nonzero(chunk))
         if is_float:
             cmin, cmax = chunk.min(), chunk.max()
@@ -152,7 +154,7 @@ def summarize(value: Any) -> TensorSummary:
 
 def first_nonfinite(a: np.ndarray, want: str = "any") -> tuple[int, ...] | None:
     """Index of the first NaN (``want="nan"``), Inf (``"inf"``) or either, in C order."""
-    if a.dtype.kind not in "fc":
+    if not dtypes.can_fault(a.dtype):
         return None
     if want == "nan":
         mask = np.isnan(a)
@@ -186,7 +188,11 @@ def same_value(a: Any, b: Any) -> bool:
     if a is None:
         return False
     a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if dtypes.is_extra(a.dtype):
+        a, b = dtypes.numeric(a), dtypes.numeric(b)
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
 def format_bytes(n: int) -> str:

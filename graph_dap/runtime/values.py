@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import onnx
 
 from graph_dap.errors import GraphDapError, ValueNotFoundError
 from graph_dap.runtime.engine.executor import Executor
@@ -52,9 +51,10 @@ class Constants:
 
     @property
     def originals(self) -> dict[str, Any]:
-        """The model's initializers as arrays (read once)."""
+        """The model's initializers as arrays (read once; external data mapped from its files)."""
         if self._originals is None:
-            self._originals = {t.name: onnx.numpy_helper.to_array(t) for t in self.graph.model.graph.initializer}
+            weights = self.graph.weights  # external data mapped, not copied
+            self._originals = {t.name: weights.array(t) for t in self.graph.model.graph.initializer}
         return self._originals
 
     def reset(self) -> None:
@@ -165,14 +165,26 @@ class Values:
         raise ValueNotFoundError(f"value '{name}' is not computed yet{where}")
 
     def get(self, name: str) -> Any:
-        """The value of ``name``, recomputing it (and what it needs) when it is not kept or is stale."""
+        """The value of ``name`` as the original graph computes it, recomputing it (and what it needs) when
+        it is not kept, is stale, or was left by an optimized segment (what a step or a recomputation reads)."""
         if not self.own(name):
             if self.outer is None:
                 raise ValueNotFoundError(f"no value '{name}' in the graph")
             return self.outer.get(name)
-        if name in self.store and name not in self.stale:
+        if self._exact_kept(name):
             return self.store.get(name)
         return self.compute([name])[name]
+
+    def flowing(self, name: str) -> Any:
+        """The value of ``name`` as it flows on into the next optimized segment of a continue: an optimized
+        segment's result as it is (the continue runs as the user's own optimized run would), else :meth:`get`."""
+        if self.own(name) and name in self.store and name not in self.stale:
+            return self.store.get(name)
+        return self.get(name)
+
+    def _exact_kept(self, name: str) -> bool:
+        """Kept, fresh, and the original graph's own value (not a fused kernel's an optimized segment left)."""
+        return name in self.store and name not in self.stale and (name not in self.approx or name in self.store.fixed)
 
     def resolver(self, extra: Mapping[str, Any] | None = None) -> Callable[[str], Any]:
         def resolve(name: str) -> Any:
@@ -204,7 +216,7 @@ class Values:
             seen.add(v)
             if not self.own(v):
                 continue  # an enclosing level's: read from there
-            if v in self.store and v not in self.stale and v not in names:
+            if self._exact_kept(v) and v not in names:
                 continue
             producer = self.scope.producer(v)
             if producer is None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graph_dap.runtime import expr
+from graph_dap.runtime.dtypes import EXTRA, is_extra, is_integer
 from graph_dap.runtime.session import DebugSession, Stop
 from graph_dap.runtime.tensor import summarize
 from graph_dap.worker import protocol as p
@@ -22,7 +23,11 @@ if TYPE_CHECKING:
     from graph_dap.runtime.graph import Graph, Node, ValueInfo
     from graph_dap.runtime.listing import Listing
 
-_ONNX_TYPES = {"float32": "float", "float64": "double"}
+_ONNX_TYPES = {
+    "float32": "float",
+    "float64": "double",
+    **{name: name.replace("_", "") for name in EXTRA if name.startswith("float8")},  # float8e4m3fn...
+}
 _MAX_ATTRIBUTE_TEXT = 200
 
 
@@ -47,8 +52,10 @@ def number_text(x: Any, hex_: bool = False) -> str:
     """One element as text: integers plainly (or in hex), floats with their dtype's digits."""
     if isinstance(x, np.bool_ | bool):
         return str(bool(x))
-    if isinstance(x, np.integer | int):
+    if isinstance(x, np.integer | int) or (isinstance(x, np.generic) and is_extra(x.dtype) and is_integer(x.dtype)):
         return hex(int(x)) if hex_ else str(int(x))
+    if isinstance(x, np.generic) and is_extra(x.dtype):  # bfloat16, float8: exact as float32
+        return f"{float(x):.7g}"
     if isinstance(x, np.floating):
         if x.dtype.itemsize <= 4:
             return f"{float(x):.7g}"

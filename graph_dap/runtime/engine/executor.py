@@ -21,6 +21,8 @@ import numpy as np
 import onnxruntime as ort
 
 from graph_dap import log as _log
+from graph_dap.runtime.engine import ortio
+from graph_dap.runtime.engine.budget import WeightBudget
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, ort_message, session_options
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
@@ -62,9 +64,18 @@ class Executor:
     def __init__(self, graph: Graph, providers: Sequence[str] | None, opt_level: str, embedded: Collection[str]) -> None:
         self.graph = graph
         self.opt_level = check_opt_level(opt_level)
-        self.runner = NodeRunner(graph, providers, "none")
-        self.exact = SegmentRunner(graph, self.runner.providers, "none")  # recomputations: the original graph's values
-        self.segments = SegmentRunner(graph, self.runner.providers, opt_level) if opt_level != "none" else self.exact
+        # One budget for every session of the model: together they hold its weights about once (see :mod:`.budget`).
+        self.budget = WeightBudget(graph.weights.total_bytes)
+        self.runner = NodeRunner(graph, providers, "none", self.budget)
+        self.exact = SegmentRunner(graph, self.runner.providers, "none", self.budget)  # recomputations: the original graph's values
+        # A model whose weights fill the budget runs its continues without optimizations: an optimized
+        # segment's values are shown only once recomputed by the original nodes, which for such a model
+        # means a second session over all of its weights (and the budget would let the first go).
+        self.roomy = 2 * graph.weights.total_bytes <= self.budget.limit
+        level = opt_level if self.roomy else "none"
+        if level != opt_level:
+            _logger.info("weights of %d MB fill the session budget: continues run without graph optimizations", graph.weights.total_bytes >> 20)
+        self.segments = SegmentRunner(graph, self.runner.providers, level, self.budget) if level != "none" else self.exact
         self._whole: ort.InferenceSession | None = None
         self.embedded = frozenset(embedded)
         self.executions: Counter[str] = Counter()
@@ -145,21 +156,24 @@ class Executor:
             graph = self.graph
             source: Any = str(graph.path) if graph.path is not None and graph.path.is_file() else graph.model.SerializeToString()
             try:
-                self._whole = ort.InferenceSession(source, session_options(self.opt_level), providers=self.providers)
+                folder = graph.weights.folder if graph.weights.has_external else None
+                self._whole = ort.InferenceSession(source, session_options(self.opt_level, folder), providers=self.providers)
             except ORT_ERRORS as e:
                 raise SegmentError(ort_message(e)) from None
         names = list(self.graph.output_names)
         try:
-            results = self._whole.run(names, {k: v for k, v in inputs.items()})
+            results = ortio.run(self._whole, names, inputs)
         except ORT_ERRORS as e:
             raise SegmentError(ort_message(e)) from None
+        except ortio.FeedError as e:
+            raise SegmentError(str(e)) from None
         self.ort_calls += 1
         return dict(zip(names, results))
 
     @property
     def optimized(self) -> bool:
         """Whether a continue's segments run through onnxruntime's optimizer (their values are then approximate)."""
-        return self.opt_level != "none"
+        return self.segments is not self.exact
 
     def run_segment(
         self,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from graph_dap.runtime.dtypes import can_fault
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Lookup, Node
 from graph_dap.runtime.tensor import first_nonfinite
@@ -50,7 +51,7 @@ class FaultFilter:
         if value is None or isinstance(value, list):
             return None
         a = np.asarray(value)
-        if a.dtype.kind not in "fc" or a.size == 0:
+        if not can_fault(a.dtype) or a.size == 0:
             return None
         lo, hi = a.min(), a.max()
         if np.isfinite(lo) and np.isfinite(hi):
@@ -122,7 +123,7 @@ class FaultFilter:
             if v is None or isinstance(v, list):
                 continue
             arr = np.asarray(v)
-            if arr.dtype.kind in "fc" and (np.isnan(arr).any() if kind == "nan" else np.isinf(arr).any()):
+            if can_fault(arr.dtype) and (np.isnan(arr).any() if kind == "nan" else np.isinf(arr).any()):
                 held.append(i)
         label = "NaN" if kind == "nan" else "Inf"
         where = f" at index {list(index)}" if index is not None else ""

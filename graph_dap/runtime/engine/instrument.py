@@ -115,14 +115,19 @@ def _flagged_graph(graph: Graph, scope: Scope, g: onnx.GraphProto, filt: FaultFi
             if o not in watched:
                 continue
             source = o
+            if o in plan.to_float:  # no ReduceSum, IsNaN or Where for it on the CPU: watch it as float32
+                source = f"{tag}_f32_{len(parts)}"
+                tail.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
             if filt.inf and filt.inf_excluded(node):
                 if not filt.nan:
                     continue
                 # an Inf it makes on purpose is not a fault: keep its NaNs only
-                nan, zero, source = f"{tag}_nan{len(parts)}", f"{tag}_zero{len(parts)}", f"{tag}_kept{len(parts)}"
-                tail.append(helper.make_node("IsNaN", [o], [nan]))
-                tail.append(helper.make_node("Constant", [], [zero], value=numpy_helper.from_array(np.zeros((), _np(dtypes[o])), zero + "_t")))
-                tail.append(helper.make_node("Where", [nan, o, zero], [source]))
+                nan, zero = f"{tag}_nan{len(parts)}", f"{tag}_zero{len(parts)}"
+                kind = "float32" if o in plan.to_float else dtypes[o]
+                tail.append(helper.make_node("IsNaN", [source], [nan]))
+                tail.append(helper.make_node("Constant", [], [zero], value=numpy_helper.from_array(np.zeros((), _np(kind)), zero + "_t")))
+                tail.append(helper.make_node("Where", [nan, source, zero], [kept := f"{tag}_kept{len(parts)}"]))
+                source = kept
             k = len(parts)
             s, c, r = f"{tag}_s{k}", f"{tag}_c{k}", f"{tag}_r{k}"
             tail.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))

@@ -1,7 +1,7 @@
 """Models built for onnxruntime from parts of a graph: one node, or a segment of nodes.
 
 Inputs are typed from the run-time values fed; constants are embedded as
-initializers, as the whole model embeds them, so that onnxruntime takes the same
+initializers (weights in external data as references to the same file), as the whole model holds them, so that onnxruntime takes the same
 kernels (it pre-packs constant weights) and the values match. Values read by
 nodes that hold subgraphs are typed as the model declares them where that fits:
 with concrete shapes, onnxruntime type-checks an If's branch that is not taken
@@ -10,7 +10,7 @@ against them and may reject it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -75,7 +75,7 @@ def signature(value: Any) -> tuple[Any, ...]:
     if isinstance(value, list):
         return ("seq", str(np.asarray(value[0]).dtype) if value else "?")
     a = np.asarray(value)
-    return (a.dtype.str, a.shape)
+    return (a.dtype.str if a.dtype.kind != "V" else str(a.dtype), a.shape)  # bfloat16, float8 and int4 all read "<V..."
 
 
 def tensor_proto(name: str, value: Any) -> onnx.TensorProto:
@@ -86,6 +86,18 @@ def tensor_proto(name: str, value: Any) -> onnx.TensorProto:
         strings: list[Any] = [x if isinstance(x, bytes) else str(x).encode() for x in a.reshape(-1)]
         return helper.make_tensor(name, onnx.TensorProto.STRING, a.shape, strings)
     return numpy_helper.from_array(a, name)
+
+
+def _initializer(name: str, value: Any, reference: Callable[[Any], onnx.TensorProto | None] | None) -> onnx.TensorProto:
+    original = reference(value) if reference is not None else None
+    if original is None:
+        return tensor_proto(name, value)
+    if original.name == name:
+        return original
+    renamed = onnx.TensorProto()
+    renamed.CopyFrom(original)  # a reference: no data in it
+    renamed.name = name
+    return renamed
 
 
 def opset_imports(opsets: Mapping[str, int]) -> list[onnx.OperatorSetIdProto]:
@@ -106,17 +118,20 @@ def assemble_model(
     declared: Mapping[str, ValueInfo] | None = None,
     declared_for: Collection[str] = (),
     functions: Sequence[onnx.FunctionProto] = (),
+    reference: Callable[[Any], onnx.TensorProto | None] | None = None,
 ) -> onnx.ModelProto:
     """A model of ``nodes`` with ``source``'s functions and ``opsets`` (default: ``source``'s).
 
     Each name in ``reads`` is an input typed from ``feeds`` (and ``declared``, see :func:`type_proto_of`)
     or, when not fed, an initializer from ``constants``; names in ``declared_for`` are typed as declared
     wherever the value fits.
-    ``outputs`` are left untyped for onnxruntime to infer.
+    ``outputs`` are left untyped for onnxruntime to infer. ``reference(value)``: the model's own
+    external-data tensor for a constant that is its mapped weight (see :mod:`graph_dap.runtime.weights`),
+    kept as a reference so that onnxruntime reads the file itself; other constants are embedded.
     """
     declared = declared or {}
     inputs = [helper.make_value_info(r, type_proto_of(feeds[r], declared.get(r), r in declared_for)) for r in reads if r in feeds]
-    inits = [tensor_proto(r, constants[r]) for r in reads if r not in feeds] + list(extra_initializers)
+    inits = [_initializer(r, constants[r], reference) for r in reads if r not in feeds] + list(extra_initializers)
     out_infos = [helper.make_value_info(o, onnx.TypeProto()) for o in outputs]
     g = helper.make_graph(list(nodes), name, inputs, out_infos, inits)
     imports = opset_imports(opsets) if opsets is not None else list(source.opset_import)

@@ -14,6 +14,8 @@ import onnx
 import onnxruntime as ort
 
 from graph_dap.errors import NodeExecutionError
+from graph_dap.runtime.engine import ortio
+from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
 from graph_dap.runtime.engine.models import assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph, Node
@@ -22,19 +24,26 @@ from graph_dap.runtime.graph import Graph, Node
 class NodeRunner:
     """Runs single nodes of one graph; sessions cached by (node, input signature)."""
 
-    def __init__(self, graph: Graph, providers: Sequence[str] | None = None, opt_level: str = "none") -> None:
-        """``opt_level`` stays "none" for a debugger's steps: a node's values are then exactly the original graph's."""
+    def __init__(
+        self, graph: Graph, providers: Sequence[str] | None = None, opt_level: str = "none", budget: WeightBudget | None = None
+    ) -> None:
+        """``opt_level`` stays "none" for a debugger's steps: a node's values are then exactly the original graph's.
+
+        ``budget``: shared with the model's segment runners (see :mod:`.budget`).
+        """
         self.graph = graph
+        self.budget = budget
         self.providers = check_providers(providers)
         self.opt_level = opt_level
         self._sessions: dict[tuple[Any, ...], ort.InferenceSession] = {}
         self.sessions_built = 0
+        self._folder = graph.weights.folder if graph.weights.has_external else None
 
     def one_node_model(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any]) -> onnx.ModelProto:
         """A model holding only ``node``: inputs typed from ``feeds``, ``constants`` embedded.
 
-        Weights are embedded as the whole model embeds them, so that onnxruntime
-        takes the same kernels (it pre-packs constant weights) and the values match.
+        Weights are embedded as the whole model holds them (external data as references to its file),
+        so that onnxruntime takes the same kernels (it pre-packs constant weights) and the values match.
         """
         reads = list(node.all_inputs)
         outputs = [o for o in node.outputs if o]
@@ -52,18 +61,25 @@ class NodeRunner:
             opsets=scope.opsets,
             declared=declared,
             declared_for=reads if holds else (),
+            reference=self.graph.weights.reference,
         )
 
     def _session(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any], version: int) -> ort.InferenceSession:
         key = (node.id, version) + tuple(signature(feeds[n]) if n in feeds else n for n in node.all_inputs)
         sess = self._sessions.get(key)
+        if sess is not None and self.budget is not None:
+            self.budget.used(self._sessions, key)
         if sess is None:
+            if self.budget is not None:
+                self.budget.reserve(self._sessions, key, weight_bytes(constants.values()))
             model = self.one_node_model(node, feeds, constants)
             try:
                 sess = ort.InferenceSession(
-                    model.SerializeToString(), session_options(self.opt_level), providers=self.providers
+                    model.SerializeToString(), session_options(self.opt_level, self._folder), providers=self.providers
                 )
             except ORT_ERRORS as e:
+                if self.budget is not None:
+                    self.budget.release(self._sessions, key)
                 raise NodeExecutionError(node.id, node.op_type, ort_message(e)) from None
             self._sessions[key] = sess
             self.sessions_built += 1
@@ -82,7 +98,9 @@ class NodeRunner:
         sess = self._session(node, feeds, constants, version)
         names = [o for o in node.outputs if o]
         try:
-            results = sess.run(names, {n: feeds[n] for n in node.all_inputs if n in feeds}, run_options)
+            results = ortio.run(sess, names, {n: feeds[n] for n in node.all_inputs if n in feeds}, run_options)
         except ORT_ERRORS as e:
             raise NodeExecutionError(node.id, node.op_type, ort_message(e)) from None
+        except ortio.FeedError as e:
+            raise NodeExecutionError(node.id, node.op_type, str(e)) from None
         return dict(zip(names, results))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 
 from graph_dap import log as _log
 from graph_dap.errors import GraphDapError, OptionError
+from graph_dap.runtime.weights import FOLDER_OPTION
 
 #: What onnxruntime raises for a model, a kernel or feeds it rejects (its own classes, and
 #: RuntimeError for C++ exceptions). Anything else from a call into it is a bug of ours.
@@ -80,10 +82,15 @@ def ensure_global_thread_pool() -> None:
         _pool_ready = True
 
 
-def session_options(opt_level: str = "none") -> ort.SessionOptions:
-    """Options every graph-dap session uses: the global pool, quiet logs, the given optimization level."""
+def session_options(opt_level: str = "none", external_folder: Path | None = None) -> ort.SessionOptions:
+    """Options every graph-dap session uses: the global pool, quiet logs, the given optimization level.
+
+    ``external_folder``: where the external data that a model given as bytes references lives (the model's folder).
+    """
     ensure_global_thread_pool()
     so = ort.SessionOptions()
+    if external_folder is not None:
+        so.add_session_config_entry(FOLDER_OPTION, str(external_folder))
     so.use_per_session_threads = False
     so.log_severity_level = 3
     so.graph_optimization_level = OPT_LEVELS[check_opt_level(opt_level)]

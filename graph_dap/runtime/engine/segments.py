@@ -3,7 +3,8 @@
 A *segment* is a set of nodes (a contiguous run, or the ancestors of some values)
 built into one model whose inputs are the values it reads from outside and whose
 outputs are exactly what the caller needs afterwards. Constants and initializers
-are embedded so onnxruntime can pre-pack weights as it does for the whole model.
+are embedded so onnxruntime can pre-pack weights as it does for the whole model;
+weights in external data stay there, referenced, and onnxruntime reads the file itself.
 
 Watching adds, right after each watched tensor's producer, ``ReduceSum`` to a
 scalar; all scalars are concatenated into one small extra output. A sum is
@@ -27,7 +28,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap import log as _log
-from graph_dap.runtime.engine import cache
+from graph_dap.runtime.engine import cache, ortio
+from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
 from graph_dap.runtime.engine.models import assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.watch import WatchPlan
@@ -55,10 +57,12 @@ class SegmentRunner:
     Above optimization level ``none`` the optimized graph is also kept on disk (:mod:`.cache`).
     """
 
-    def __init__(self, graph: Graph, providers: list[str], opt_level: str) -> None:
+    def __init__(self, graph: Graph, providers: list[str], opt_level: str, budget: WeightBudget | None = None) -> None:
+        """``budget``: shared with the other runners of the model, so their sessions hold its weights about once."""
         self.graph = graph
         self.providers = providers
         self.opt_level = opt_level
+        self.budget = budget
         self._sessions: dict[tuple[Any, ...], Future[_Entry]] = {}
         self._lock = threading.Lock()
         self.sessions_built = 0
@@ -66,6 +70,9 @@ class SegmentRunner:
 
     def clear(self) -> None:
         with self._lock:
+            if self.budget is not None:
+                for key in self._sessions:
+                    self.budget.release(self._sessions, key)
             self._sessions.clear()
 
     @staticmethod
@@ -99,12 +106,18 @@ class SegmentRunner:
             if future is None:
                 future = self._sessions[key] = Future()
         if not mine:
+            if self.budget is not None:
+                self.budget.used(self._sessions, key)
             return future.result()  # built, or being built by another thread: wait for it
+        if self.budget is not None:
+            self.budget.reserve(self._sessions, key, weight_bytes(constants.values()))
         try:
             entry = self._build(nodes, feeds, constants, outs, watch)
         except BaseException as e:
             with self._lock:
                 self._sessions.pop(key, None)
+            if self.budget is not None:
+                self.budget.release(self._sessions, key)
             future.set_exception(e)
             raise
         future.set_result(entry)
@@ -118,7 +131,8 @@ class SegmentRunner:
         so = self._options()
         saving: tuple[Path, Path] | None = None
         source: Any = data
-        if self.opt_level != "none" and len(data) <= cache.MAX_ENTRY_BYTES:
+        # Not with external data: the key would not see the file change, and the optimizer's model would hold every weight.
+        if self.opt_level != "none" and len(data) <= cache.MAX_ENTRY_BYTES and not self.graph.weights.has_external:
             entry = cache.key(data, self.opt_level, self.providers)
             hit = cache.lookup(entry)
             if hit is not None:
@@ -181,9 +195,11 @@ class SegmentRunner:
         sess, fetch, watched = self._entry(nodes, feeds, constants, outs, watch, version)
 
         try:
-            results = sess.run(fetch, dict(feeds), run_options)
+            results = ortio.run(sess, fetch, feeds, run_options)
         except ORT_ERRORS as e:
             raise SegmentError(ort_message(e)) from None
+        except ortio.FeedError as e:
+            raise SegmentError(str(e)) from None
         values = dict(zip(outs, results[: len(outs)]))
         return SegmentResult(values, watched, results[-1] if watched else None)
 
@@ -207,7 +223,8 @@ class SegmentRunner:
             return onnx.load(so.optimized_model_filepath, load_external_data=False)
 
     def _options(self, level: str | None = None) -> ort.SessionOptions:
-        so = session_options(self.opt_level if level is None else level)
+        weights = self.graph.weights
+        so = session_options(self.opt_level if level is None else level, weights.folder if weights.has_external else None)
         so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
         return so
 
@@ -242,7 +259,11 @@ class SegmentRunner:
                 if o in watch_set:
                     i = len(sums)
                     s, c, r = f"__gd_sum{i}", f"__gd_cast{i}", f"__gd_r{i}"
-                    node_protos.append(helper.make_node("ReduceSum", [o], [s], keepdims=0))
+                    source = o
+                    if watch is not None and o in watch.to_float:  # no ReduceSum for it on the CPU: sum it as float32
+                        source = f"__gd_f32_{i}"
+                        node_protos.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
+                    node_protos.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
                     node_protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
                     node_protos.append(helper.make_node("Reshape", [c, "__graph_dap_shape1"], [r]))
                     sums.append(r)
@@ -266,6 +287,7 @@ class SegmentRunner:
             opsets=scope.opsets,
             declared=declared,
             declared_for=declared_for,
+            reference=self.graph.weights.reference,
         )
         return model, watched
 

@@ -12,9 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_dap.runtime.dtypes import EXTRA_FLOATS
 from graph_dap.runtime.graph import Lookup, Node
 
-WATCHABLE = {"float32", "float64", "float16"}
+#: Element types the watch sums in-graph. onnxruntime's CPU provider sums neither bfloat16
+#: nor float8: those are cast to float32 first (exact, and NaN and Inf stay what they are).
+WATCHABLE = {"float32", "float64", "float16"} | EXTRA_FLOATS
 
 # Ops that carry a NaN or Inf in the given input positions on to their output
 # (None: every input). A tensor whose consumer is such an op, with its output
@@ -139,13 +142,15 @@ class WatchPlan:
     """The tensors summed in-graph, and for each pruned tensor the watched one that shows its fault.
 
     ``inner``: the flags of control-flow nodes watched inside (see :mod:`.instrument`), each with
-    its node; ``rewrites``: those nodes as the segment runs them, by node id.
+    its node; ``rewrites``: those nodes as the segment runs them, by node id; ``to_float``: the
+    watched tensors cast to float32 before they are summed (bfloat16, float8).
     """
 
     watched: list[str]
     guards: dict[str, str]
     inner: dict[str, Node] = field(default_factory=dict)
     rewrites: dict[str, Any] = field(default_factory=dict)
+    to_float: frozenset[str] = frozenset()
 
 
 def watch_plan(
@@ -182,4 +187,5 @@ def watch_plan(
                     break
         if name not in guards:
             watched.add(name)
-    return WatchPlan([c for c in candidates if c in watched], guards)
+    kept = [c for c in candidates if c in watched]
+    return WatchPlan(kept, guards, to_float=frozenset(c for c in kept if dtypes.get(c) in EXTRA_FLOATS))

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import ExpressionError
+from graph_dap.runtime.dtypes import EXTRA, dtype_of
 from graph_dap.runtime.tensor import numel
 
 MAX_TEXT_LENGTH = 10_000
@@ -29,10 +30,10 @@ _NP_MODULES = frozenset({"np", "numpy"})
 CONSTANTS: dict[str, float] = {"nan": math.nan, "inf": math.inf, "pi": math.pi, "e": math.e}
 DTYPE_NAMES = frozenset({
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "complex64", "complex128",
+    "float16", "float32", "float64", "complex64", "complex128", *EXTRA,
 })  # fmt: skip
 NP_ATTRS: dict[str, Any] = {**CONSTANTS, "newaxis": None}
-NP_ATTRS.update({name: np.dtype(name) for name in DTYPE_NAMES})
+NP_ATTRS.update({name: dtype_of(name) for name in DTYPE_NAMES})
 PROPERTIES = frozenset({"shape", "dtype", "T", "ndim", "size", "real", "imag"})
 
 _Check = Callable[[list[Any], dict[str, Any]], int]
@@ -88,7 +89,7 @@ def as_dtype(value: Any) -> np.dtype[Any]:
         raise ExpressionError(f"expected a dtype name such as 'float32', got {type(value).__name__}")
     if name not in DTYPE_NAMES:
         raise ExpressionError(f"dtype {name!r} is not allowed; use one of {', '.join(sorted(DTYPE_NAMES))}")
-    return np.dtype(name)
+    return dtype_of(name)
 
 
 def _power(a: Any, b: Any) -> Any:

@@ -3,7 +3,10 @@
 A dump is ``run.npz`` (one ``.npy`` member per value, keyed by value name, so
 ``numpy.load`` and ``load("run.npz", "name")`` read it) plus ``run.npz.json``: the
 model's and the inputs' hashes, the providers and options, and the node that
-produced each value. Values are written as soon as they are computed and dropped
+produced each value. Values of types an ``.npy`` cannot name (bfloat16, float8,
+int4, uint4) are stored as their bit patterns (uint16 or uint8); the side file
+names their type and :meth:`Dump.get` reads them back as it, bit for bit. onnxruntime's
+strings (object arrays of text) are stored as unicode and read back as objects. Values are written as soon as they are computed and dropped
 once no later node reads them, so memory stays at the run's working set. The
 archive is written under a temporary name in the same folder and renamed at the
 end: an interrupted dump leaves no file under the final name.
@@ -32,6 +35,7 @@ import onnx
 from graph_dap import log as _log
 from graph_dap.errors import DumpError
 from graph_dap.files import ARCHIVE_ERRORS, write_text_atomic
+from graph_dap.runtime import dtypes
 from graph_dap.runtime.engine.executor import split_reads
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph, Node
@@ -148,7 +152,8 @@ def inputs_hash(inputs: Mapping[str, Any]) -> str:
     h = hashlib.sha256()
     for name in sorted(inputs):
         a = np.ascontiguousarray(inputs[name])
-        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        kind = a.dtype.str if a.dtype.kind != "V" else str(a.dtype)  # bfloat16, float8, int4 all read "<V..."
+        h.update(f"{name}\0{kind}\0{a.shape}\0".encode())
         h.update(a.tobytes() if not a.dtype.hasobject else repr(a.tolist()).encode())
     return "sha256:" + h.hexdigest()
 
@@ -169,9 +174,21 @@ def _storable(value: Any) -> str | None:
     if isinstance(value, list):
         return "a sequence"
     a = np.asarray(value)
-    if a.dtype.hasobject:
+    if a.dtype.hasobject and not _strings(a):
         return f"a {a.dtype} array (objects)"
     return None
+
+
+def _strings(a: np.ndarray) -> bool:
+    """Whether an object array holds only text (onnxruntime's strings), which an .npy stores as unicode."""
+    return all(isinstance(x, str) and not x.endswith("\0") for x in a.reshape(-1).tolist())
+
+
+def _stored(a: np.ndarray) -> np.ndarray:
+    """What goes in the archive for ``a``: the bits of bfloat16, float8, int4; strings as unicode; else ``a``."""
+    if a.dtype.hasobject:
+        return a.astype(str) if a.size else np.zeros(a.shape, "U1")
+    return dtypes.bits(a)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +272,8 @@ def dump_model(
                     a = np.asarray(value)
                     key = _member_key(name, len(entries))
                     with zf.open(key + ".npy", "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, a, allow_pickle=False)
+                        # bfloat16, float8, int4: an .npy cannot name them; their bits are stored, the side file names the type
+                        np.lib.format.write_array(member, _stored(a), allow_pickle=False)
                     entries.append(
                         {
                             "name": name,
@@ -362,9 +380,12 @@ class Dump:
             self.meta = meta
         self._keys: dict[str, str] = {}
         self._producers: dict[str, dict[str, Any] | None] = {}
+        self._extra: dict[str, str] = {}  # values stored as bits, with their type
         for entry in self.meta.get("values", []):
             if entry.get("key") is not None:
                 self._keys[entry["name"]] = entry["key"]
+                if dtypes.is_extra(str(entry.get("dtype"))) or entry.get("dtype") == "object":
+                    self._extra[entry["name"]] = str(entry["dtype"])
             self._producers[entry["name"]] = entry.get("producer")
         if not self.meta:
             self._keys = {k: k for k in self._npz.files}
@@ -391,7 +412,15 @@ class Dump:
         key = self._keys.get(name)
         if key is None:
             raise DumpError(f"the dump {self.path} has no value '{name}'")
-        return np.asarray(self._npz[key])
+        a = np.asarray(self._npz[key])
+        kind = self._extra.get(name)
+        if kind == "object" and a.dtype.kind == "U":  # onnxruntime's strings, stored as unicode
+            return a.astype(object)
+        if kind is not None:
+            if a.dtype.kind != "u" or a.dtype.itemsize != dtypes.dtype_of(kind).itemsize:
+                raise DumpError(f"the dump {self.path} holds '{name}' as {a.dtype}; its side file says {kind} bits (uint{8 * dtypes.dtype_of(kind).itemsize})")
+            return dtypes.from_bits(a, kind)
+        return a
 
     def producer(self, name: str) -> dict[str, Any] | None:
         """``{"name", "op_type", "index"}`` of the node that produced ``name`` (None for inputs)."""

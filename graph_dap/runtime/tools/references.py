@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import onnx
 import onnxruntime as ort
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from graph_dap import log as _log
 from graph_dap.runtime.engine.nodes import NodeRunner
@@ -171,7 +171,7 @@ class ModelSource:
             if not o or o not in self.wanted:
                 continue
             if o in self._initializers:
-                out[o] = numpy_helper.to_array(self._initializers[o])
+                out[o] = self.graph.weights.array(self._initializers[o])
             else:
                 out[o] = self._produce(o)
         return out

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import ValueKindError
+from graph_dap.runtime import dtypes
 from graph_dap.runtime.tensor import summarize
 
 __all__ = ["HISTOGRAM_BINS", "tensor_view"]
@@ -35,7 +36,7 @@ def tensor_view(
     if isinstance(value, list):
         raise ValueKindError(f"'{name}' is a sequence of {len(value)} tensors, not a tensor: view one of its elements")
     a = np.asarray(value)
-    if a.dtype.kind not in "biufc":
+    if not dtypes.is_numeric(a.dtype):
         raise ValueKindError(f"'{name}' holds {a.dtype} data, which has no numbers to draw")
     lead = max(0, a.ndim - 2)
     idx = [int(i) for i in (index or [])][:lead]
@@ -51,10 +52,10 @@ def tensor_view(
     step = [max(1, math.ceil(n / size)) for n in part.shape]
     grid = part.reshape((1,) * (2 - part.ndim) + part.shape)
     sh, sw = [1] * (2 - part.ndim) + step
-    integer = a.dtype.kind in "biu"
+    integer = dtypes.is_integer(a.dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # sums of huge float64 values: no warnings on stderr
         if integer and sh == sw == 1:
-            data: list[list[Cell]] = [[int(v) for v in row] for row in grid.tolist()]
+            data: list[list[Cell]] = [[int(v) for v in row] for row in dtypes.numeric(grid).tolist()]
         else:
             data = _blocks(grid, sh, sw, integer)
         s = summarize(a)
@@ -84,7 +85,7 @@ def _stat(v: float | None, integer: bool) -> float | int | None:
 
 
 def _as_float(x: np.ndarray) -> np.ndarray:
-    return np.abs(x) if x.dtype.kind == "c" else x.astype(np.float64, copy=False)
+    return np.abs(x) if x.dtype.kind == "c" else dtypes.numeric(x).astype(np.float64, copy=False)
 
 
 def _histogram(a: np.ndarray, lo: float | None, hi: float | None, bins: int) -> dict[str, list[Any]]:
