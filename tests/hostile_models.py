@@ -193,6 +193,11 @@ def external_missing(folder: Path) -> Path:
     return _external(folder, "weights.bin", name="no_data")
 
 
+def external_name_too_long(folder: Path) -> Path:
+    """External data named with 300 characters: more than a file name may have (found by the worker fuzz, for models)."""
+    return _external(folder, "w" * 300 + ".bin", name="long_name")
+
+
 # -- what onnxruntime supports -----------------------------------------------------------
 
 
@@ -248,6 +253,7 @@ CASES = [
     Case("external data through a symlink out of the folder", external_symlink, "outside the model's folder"),
     Case("truncated external data", external_truncated, "truncated"),
     Case("missing external data", external_missing, "external data file not found"),
+    Case("external data named with 300 characters", external_name_too_long, "File name too long"),
     Case("an opset onnxruntime lacks (40)", opset_too_new, "supports 'ai.onnx' up to opset"),
     Case("an IR version onnxruntime lacks (99)", ir_too_new, "reads IR versions up to"),
     Case("an unknown domain", unknown_domain, "domain 'com.example.secret' that onnxruntime does not have"),
