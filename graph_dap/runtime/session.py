@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
 from graph_dap.runtime.checks import check_runnable
 from graph_dap.runtime.dtypes import dtype_of
-from graph_dap.runtime.engine.budget import weight_bytes
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
@@ -138,7 +137,6 @@ class DebugSession:
         self._pause = threading.Event()
         self._run_options: ort.RunOptions | None = None
         self._segment_seconds: dict[tuple[Any, int, int], float] = {}
-        self._computed_bytes: int | None = None  # bytes of the constant nodes' outputs (see _segment_embedded)
         self._reset()
 
     # -- the parts, for tools and tests -------------------------------------------------
@@ -680,9 +678,8 @@ class DebugSession:
             if plan is None:
                 break
             feeds: dict[str, Any] = {}
-            embeds = self._segment_embedded(frame)
             for name in plan.reads:
-                if name in embeds:
+                if name in frame.values.embedded:
                     continue
                 value = frame.values.store.peek(name)
                 if value is None:
@@ -690,30 +687,11 @@ class DebugSession:
                     if value is None:
                         return threads  # a type that is not known ahead
                 feeds[name] = value
-            embedded = {n: frame.values.fixed[n] for n in plan.reads if n in embeds}
+            embedded = {n: frame.values.fixed[n] for n in plan.reads if n in frame.values.embedded}
             thread = self.segments.prepare(plan.ran, feeds, embedded, plan.wanted, plan.watch, self.constants.version)
             if thread is not None:
                 threads.append(thread)
         return threads
-
-    def _segment_embedded(self, frame: Frame) -> Collection[str]:
-        """What a segment embeds as initializers: the model's initializers and Constant outputs; in an optimized
-        segment also the outputs of the other constant nodes (ConstantOfShape...), computed once at start.
-
-        An unoptimized session is fed those, as the whole model computes them at run time (embedded,
-        onnxruntime would pre-pack them and change the last bits); an optimized one is approximate anyway
-        (what a stop shows is recomputed with the original nodes), and onnxruntime at ORT_ENABLE_ALL folds them
-        into initializers and pre-packs them, as the user's own run does: fed, the convolutions they weight
-        run without their packed layouts (resnet50 of the onnx wheel: 1.5x the plain run instead of 1.0x).
-        """
-        embedded = frame.values.embedded
-        if not self.executor.optimized or self.constants.overridden or not self.constants.computed:
-            return embedded
-        if self._computed_bytes is None:
-            self._computed_bytes = weight_bytes(self.constants.computed.values())
-        if 2 * (self.graph.weights.total_bytes + self._computed_bytes) > self.executor.budget.limit:
-            return embedded  # (vgg19's 548 MB of ConstantOfShape weights) embedded, every session would hold a copy
-        return embedded | self.constants.computed.keys()
 
     def _run_one_segment(self, frame: Frame, start: int, end: int) -> Stop | _LookInside | None:
         """Run positions ``start..end-1`` of ``frame`` in one onnxruntime call; on any trouble, node by node."""
@@ -723,7 +701,7 @@ class DebugSession:
         if plan is None:
             return self._run_slow(frame, end)  # learn the types first: the watch plan needs them
         read = values.flowing if self.executor.optimized else values.get
-        feeds, embedded = self.executor.split(plan.reads, read, values.fixed, self._segment_embedded(frame))
+        feeds, embedded = self.executor.split(plan.reads, read, values.fixed, values.embedded)
         self._run_options = ort.RunOptions()
         if self._pause.is_set():  # a pause that came before these run options: it must still stop this run
             self._run_options.terminate = True
