@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         if args.json:
-            print(json.dumps({"event": kind, **data}), flush=True)
+            _json_line({"event": kind, **data})
         if kind == "start":
             state["resumed"], state["started"] = data["resumed"], True
         elif kind == "result" and bar is not None:
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         if state["started"] and not finished:
             print(f"graph-dap scan: stopped; the results so far are in {out / 'scan.json'} (go on with --resume)", file=sys.stderr)
     if args.json:
-        print(json.dumps({"event": "end", **summary.to_dict()}), flush=True)
+        _json_line({"event": "end", **summary.to_dict()})
     else:
         print(scan_text(summary))
     return EXIT_FAILED if summary.failed else EXIT_CLEAN
@@ -180,6 +180,13 @@ def _dims(items: list[str]) -> dict[str, int]:
             raise UsageError(f"--dim expects NAME=N with N a non-negative integer, got '{item}'")
         out[name.strip()] = int(n)
     return out
+
+
+def _json_line(obj: dict[str, Any]) -> None:
+    """One JSON object and its newline in one write: Ray's threads print to stdout too, and ``print``
+    writes its text and its newline apart, so their text could land between the two (seen in CI)."""
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
 
 
 def _backend(args: argparse.Namespace, config: Any, graph: Any, source: Any) -> Any:
