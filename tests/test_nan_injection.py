@@ -101,14 +101,12 @@ def _first_faulty(subject: Subject, target: str, injected: np.ndarray, kind: str
     raise AssertionError(f"node #{last} holds no {kind}, nor any node before it")
 
 
-_HEAVY = ("vgg19", "densenet121", "bvlc_alexnet")
-
-
 def _cases() -> list[Any]:
     """The chain model and every light model (the whole test corpus), each fault kind, both engines.
 
     The cases of one model run on one xdist worker (``--dist loadgroup``), so that it is loaded once there.
-    The heaviest models (seconds a case) have their Inf cases in the long run (``--run-long``); CI keeps their NaN case.
+    CI runs every kind on the chain model and the NaN case of every light model (on both engines for two of
+    them); the light models' +Inf and -Inf cases are in the long run (``--run-long``): the suite's time.
     """
     labels = [("chain", (True, False))] + [
         (name, (True, False) if name in ("squeezenet", "resnet50") else (True,)) for name in LIGHT_MODELS
@@ -119,7 +117,7 @@ def _cases() -> list[Any]:
             kind,
             fast,
             id=f"{label}-{kind}-{'fast' if fast else 'nodes'}",
-            marks=[pytest.mark.xdist_group(f"nan-{label}")] + ([pytest.mark.long] if label in _HEAVY and kind != "nan" else []),
+            marks=[pytest.mark.xdist_group(f"nan-{label}")] + ([pytest.mark.long] if label != "chain" and kind != "nan" else []),
         )
         for label, engines in labels
         for kind in KINDS
