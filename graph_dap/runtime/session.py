@@ -267,8 +267,12 @@ class DebugSession:
             values = values.outer
         return values is not None and name in values.stale
 
-    def outputs(self) -> dict[str, Any]:
-        """The graph outputs computed so far."""
+    def outputs(self, exact: bool = True) -> dict[str, Any]:
+        """The graph outputs computed so far, as the original graph computes them; ``exact=False``: as the run
+        left them (after a continue at an optimization level, what the user's own optimized run gives, without
+        recomputing the model with its original nodes: a batch of runs that only summarizes its outputs)."""
+        if not exact:
+            return {n: self.values.flowing(n) for n in self.graph.output_names if self.values.available(n)}
         return {n: self.value(n, len(self.frames) - 1) for n in self.graph.output_names if self.values.available(n)}
 
     def evaluate(self, text: str | _expr.Expression, extra: Mapping[str, Any] | None = None, level: int = 0) -> Any:

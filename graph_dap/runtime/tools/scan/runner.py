@@ -120,7 +120,9 @@ class InputScanner:
         if stop.reason is not StopReason.END:
             return _stopped(result, stop), feeds
         assert self.session is not None
-        outputs = self.session.outputs()
+        # The outputs as the optimized run left them (what the user's own run gives): showing them exact would
+        # recompute the whole model with its original nodes, a second run of every input.
+        outputs = self.session.outputs(exact=False)
         result = result.replace(outputs={k: summarize(v).to_dict() for k, v in outputs.items()})
         if self.reference is None:
             return result, None
