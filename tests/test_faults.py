@@ -24,7 +24,7 @@ from dap_client import ROOT, TIMEOUT, DapClient, DapError, long_model, save_mode
 from models import chain_files as chain_model
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from soak import descendants, soak  # noqa: E402
+from soak import descendants, soak, start_adapter  # noqa: E402
 
 
 def wait_gone(pid: int, timeout: float = TIMEOUT) -> None:
@@ -46,18 +46,9 @@ def _workers(adapter: int) -> list[int]:
 
 @contextlib.contextmanager
 def tcp_adapter() -> Iterator[tuple[subprocess.Popen[str], int]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "graph_dap.adapter", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("graph-dap adapter listening on"), line
+    proc, port = start_adapter()
     try:
-        yield proc, int(line.rsplit(":", 1)[1])
+        yield proc, port
     finally:
         proc.terminate()
         _, stderr = proc.communicate(timeout=TIMEOUT)

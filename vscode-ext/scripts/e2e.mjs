@@ -387,13 +387,7 @@ async function scenario(page, ws, server) {
 
 async function controlFlowSteps(page, ws, shot) {
 	// 8b. Inside control flow: a breakpoint on a line inside a Loop's body, F5: the call stack has two levels.
-	await page.keyboard.press('Control+P');
-	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
-	await page.keyboard.type('loop.onnx');
-	await page.locator('.quick-input-list .monaco-list-row', { hasText: 'loop.onnx' }).first().waitFor({ state: 'visible' });
-	await sleep(300);
-	await page.keyboard.press('Enter');
-	await page.locator('.tabs-container .tab.active', { hasText: 'loop.onnxtxt' }).first().waitFor({ state: 'visible', timeout: 60000 });
+	await openFile(page, 'loop.onnx', 'loop.onnxtxt');
 	const lines = readFileSync(join(ws, 'loop.onnxtxt'), 'utf8').split('\n');
 	const line = lines.findIndex((l) => /#\s*tanh$/.test(l.trimEnd())) + 1;
 	if (line < 1) fail('no line for the inner node tanh in the listing of loop.onnx');
@@ -416,14 +410,15 @@ async function controlFlowSteps(page, ws, shot) {
 	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
 }
 
-async function openFile(page, name, tab = name) {
+/** Quick Open (Ctrl+P) on `name`, then wait for its editor tab (`tab`) to be the active one. */
+async function openFile(page, name, tab = name, timeout = 60000) {
 	await page.keyboard.press('Control+P');
 	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
 	await page.keyboard.type(name);
 	await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().waitFor({ state: 'visible' });
 	await sleep(300);
 	await page.keyboard.press('Enter');
-	await page.locator('.tabs-container .tab.active', { hasText: tab }).first().waitFor({ state: 'visible', timeout: 60000 });
+	await page.locator('.tabs-container .tab.active', { hasText: tab }).first().waitFor({ state: 'visible', timeout });
 }
 
 async function sourceSteps(page, ws, shot) {
@@ -612,13 +607,7 @@ async function mixedModeSteps(page, ws, shot) {
 	mkdirSync(join(ws, '.vscode'), { recursive: true });
 	writeFileSync(join(ws, '.vscode', 'launch.json'), JSON.stringify({ version: '0.2.0', configurations: [config] }, null, 2));
 	const line = readFileSync(join(ws, 'infer.py'), 'utf8').split('\n').findIndex((l) => l.startsWith('image =')) + 1;
-	await page.keyboard.press('Control+P');
-	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
-	await page.keyboard.type('infer.py');
-	await page.locator('.quick-input-list .monaco-list-row', { hasText: 'infer.py' }).first().waitFor({ state: 'visible' });
-	await sleep(300);
-	await page.keyboard.press('Enter');
-	await page.locator('.tabs-container .tab.active', { hasText: 'infer.py' }).first().waitFor({ state: 'visible', timeout: 30000 });
+	await openFile(page, 'infer.py', 'infer.py', 30000);
 	await page.locator('.editor-instance .view-lines').first().click();
 	await page.keyboard.press('Control+G');
 	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
