@@ -5,8 +5,8 @@
 Models (built here): ``loop``: 64 iterations of ``h = tanh(h @ w + b)`` on a 512x512 state
 (MatMul, Add and Tanh in the body); ``if``: a two-way If whose taken branch is a chain
 of 24 512x512 MatMul+Relu layers. Ratios are to a plain onnxruntime session of the
-same model with the same options (the level graph-dap runs segments at), measured side
-by side in one process, medians over ``--repeat`` runs:
+same model at the level graph-dap runs segments at (``all``, onnxruntime's default),
+measured side by side in one process (plain and graph-dap in turn), medians over ``--repeat`` runs:
 - continue nan+inf: restart, then continue to the end with the nan and inf filters on;
 - stop in iteration 40: restart, then continue to a breakpoint inside the body with the
   condition ``iteration == 40``.
@@ -103,9 +103,9 @@ def median(fn: Any, repeat: int) -> float:
 
 
 def bench(name: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray], repeat: int, inner_bp: BreakpointSpec | None) -> dict[str, Any]:
-    plain = ort.InferenceSession(model.SerializeToString(), session_options("none"), providers=["CPUExecutionProvider"])
-    plain.run(None, feeds)
     s = DebugSession(model, feeds, break_on=["nan", "inf"])
+    plain = ort.InferenceSession(model.SerializeToString(), session_options(s.executor.opt_level), providers=["CPUExecutionProvider"])
+    plain.run(None, feeds)
 
     def watched() -> None:
         s.restart()
@@ -113,8 +113,13 @@ def bench(name: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray], repea
         assert stop.reason is StopReason.END, stop
 
     watched()
-    t_plain = median(lambda: plain.run(None, feeds), repeat)
-    t_watch = median(watched, repeat)
+    watched()
+    # side by side: each round one plain run and one watched continue, so that machine noise hits both alike
+    plains, watches = [], []
+    for _ in range(repeat):
+        plains.append(median(lambda: plain.run(None, feeds), 1))
+        watches.append(median(watched, 1))
+    t_plain, t_watch = statistics.median(plains), statistics.median(watches)
     row: dict[str, Any] = {"model": name, "plain_ms": t_plain * 1e3, "continue": t_watch / t_plain, "ort_calls": None}
     s.restart()
     calls = s.ort_calls
@@ -130,7 +135,12 @@ def bench(name: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray], repea
             assert stop.reason is StopReason.BREAKPOINT and b.iteration == 40, stop
 
         to_iteration()
-        t_stop = median(to_iteration, repeat)
+        stops = []
+        for _ in range(repeat):
+            plains.append(median(lambda: plain.run(None, feeds), 1))
+            stops.append(median(to_iteration, 1))
+        t_plain = statistics.median(plains)
+        t_stop = statistics.median(stops)
         # the plain run only has to reach iteration 40 of 64 for a fair floor
         row["stop40"] = t_stop / (t_plain * 40 / 64)
         row["stop40_vs_whole"] = t_stop / t_plain

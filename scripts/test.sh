@@ -8,6 +8,8 @@ echo "== ruff" >&2
 ruff check graph_dap tests benchmarks examples
 echo "== mypy" >&2
 mypy graph_dap/runtime graph_dap/adapter graph_dap/worker
+# Chromium (and the rest of the e2e's tools) before pytest: the scan report's test opens the report in it.
+bash vscode-ext/scripts/setup-e2e.sh >/dev/null
 echo "== pytest" >&2
 # In parallel (pytest-xdist: one worker per core; PYTEST_XDIST_AUTO_NUM_WORKERS overrides), the cases
 # of one model together (xdist_group marks), and the ten slowest tests named at the end.

@@ -190,7 +190,7 @@ def test_the_watch_leaves_the_optimized_graph_as_it_is(name):
     optimized segment that a watched continue runs has exactly the nodes onnxruntime makes of the model
     without the watch (each Conv with its BatchNormalization folded in and its activation fused): the
     propagation rules leave the ends of the fused chains watched, and nothing inside them is an output.
-    The watch adds its own few nodes (a sum, a cast, a reshape per watched tensor)."""
+    The watch adds its own few nodes (a pool, a reorder, a sum, a cast, a reshape per watched tensor)."""
     import conv_models
 
     model = getattr(conv_models, name)(96)
@@ -206,10 +206,20 @@ def test_the_watch_leaves_the_optimized_graph_as_it_is(name):
         assert plan is not None and plan.watch is not None
         segment, _ = s.segments.build_model(plan.ran, feeds, s.store.fixed, plan.wanted, plan.watch)
         nodes = _optimized_nodes(segment)
-        watch = [n for n in nodes if all(o.startswith("__g") for o in n.output)]
+        # the watch's nodes: its sums, and what only they read (a pool of an image in onnxruntime's blocked layout)
+        returned = {o.name for o in segment.graph.output if not o.name.startswith("__g")}
+        watch: list[onnx.NodeProto] = []
+        for n in reversed(nodes):
+            readers = [m for m in nodes if set(m.input) & set(n.output)]
+            if all(o.startswith("__g") for o in n.output) or (
+                readers and not set(n.output) & returned and all(any(m is w for w in watch) for m in readers)
+            ):
+                watch.append(n)
         own = sorted(n.op_type for n in nodes if n not in watch)
         assert own == sorted(n.op_type for n in plain), (name, filt)
-        assert len(watch) <= 3 * len(plan.watch.watched) + 1
+        assert len(watch) <= 5 * len(plan.watch.watched) + 1
+        images = [t for t in plan.watch.watched if np.prod(s.graph.value_info(t).shape[2:]) > 1]
+        assert ("GlobalAveragePool" in {n.op_type for n in watch}) == bool(images)  # an image is pooled first, in the blocked layout
 
 
 def test_a_second_launch_loads_its_optimized_segments_from_disk(tmp_path, monkeypatch):
@@ -271,3 +281,71 @@ def test_steps_after_a_stop_in_an_optimized_segment_compute_with_the_original_va
     s.restart()
     assert s.continue_().node.id == "conv2"
     exact(s.value("r1"), want["r1"], "r1 at the stop")
+
+
+def weights_by_constant_of_shape():
+    """Conv weights and a MatMul weight that ConstantOfShape makes (as in the onnx wheel's light models):
+    onnxruntime folds them into initializers of the whole model and pre-packs them."""
+    def made(name: str, shape: list[int], value: float) -> list[onnx.NodeProto]:
+        return [
+            helper.make_node("Constant", [], [f"{name}_shape"], value=helper.make_tensor(f"{name}_shape", onnx.TensorProto.INT64, [len(shape)], shape)),
+            helper.make_node("ConstantOfShape", [f"{name}_shape"], [name], value=helper.make_tensor("v", onnx.TensorProto.FLOAT, [1], [value])),
+        ]
+    nodes = [
+        *made("w", [32, 3, 3, 3], 0.01),
+        *made("w2", [64, 32, 3, 3], 0.02),
+        *made("k", [64 * 16 * 16, 64], 0.001),
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Conv", ["r", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("Flatten", ["r2"], ["f"], name="flat"),
+        helper.make_node("MatMul", ["f", "k"], ["y"], name="mm"),
+    ]
+    model = make_model(nodes, [tensor("x", [1, 3, 16, 16])], [tensor("y", [1, 64])])
+    return model, {"x": R.standard_normal((1, 3, 16, 16)).astype(np.float32)}
+
+
+def test_weights_made_once_are_embedded_from_memory_in_optimized_segments():
+    """Large constants computed once at start go into an optimized segment as initializers read in place
+    (onnxruntime folds and pre-packs them as in the whole model), not as inputs, and not copied into
+    the segment's bytes; the outputs are onnxruntime's own at ORT_ENABLE_ALL."""
+    model, feeds = weights_by_constant_of_shape()
+    s = DebugSession(model, feeds, break_on=["nan", "inf"])
+    s.start()
+    assert {"w2", "k"} <= s.segments.from_memory  # w (3.4 KB) is small: inlined as before
+    stop = s.continue_()
+    assert stop.reason is StopReason.END
+    plain = ort.InferenceSession(model.SerializeToString(), session_options("all"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(s.outputs(exact=False)["y"], plain.run(["y"], feeds)[0], rtol=1e-5, atol=1e-6)
+    exact(s.outputs()["y"], unoptimized(model, feeds, ["y"])["y"], "y as the original graph computes it")
+    plan = s.planner.plan(
+        0, len(s.sequence), filt=s._filter, dtypes=s.executor.dtypes, budget=s.store.budget, conditions=lambda a, b: [],
+        constants=s.store.fixed, version=0, optimized=True,
+    )  # fmt: skip
+    assert plan is not None
+    fed, embedded = s.executor.split(plan.reads, s.values.get, s.values.fixed, s._segment_embedded(s.values))
+    assert {"w2", "k"} <= set(embedded) and not {"w2", "k"} & set(fed)
+    memory: dict = {}
+    segment, _ = s.segments.build_model(plan.ran, fed, embedded, plan.wanted, plan.watch, memory)
+    assert set(memory) >= {"w2", "k"} and segment.ByteSize() < 64 << 10  # k alone is 4 MB
+
+
+def test_a_weight_made_once_and_then_set_is_fed_with_its_new_value():
+    """Once a computed constant is set, optimized segments are fed it: the next continue runs with the new value."""
+    model, feeds = weights_by_constant_of_shape()
+    s = DebugSession(model, feeds, break_on=["nan", "inf"])
+    s.start()
+    s.continue_()
+    s.restart()
+    s.start()
+    k = np.full((64 * 16 * 16, 64), 0.003, np.float32)
+    s.set_value("k", k)
+    assert s.continue_().reason is StopReason.END
+    changed = onnx.ModelProto()
+    changed.CopyFrom(model)
+    nodes = [n for n in changed.graph.node if "k" not in n.output and n.output[0] != "k_shape"]
+    del changed.graph.node[:]
+    changed.graph.node.extend(nodes)
+    changed.graph.input.append(tensor("k", list(k.shape)))  # fed, as the original graph computes it: not pre-packed
+    exact(s.outputs()["y"], unoptimized(changed, {**feeds, "k": k}, ["y"])["y"], "y with the new k")

@@ -48,6 +48,7 @@ class Constants:
         self.overridden = False  # a constant node's output was set: segments must be fed it, not recompute it
         self.faults: dict[FaultFilter, tuple[Node, str, str] | None] = {}
         self._faults_stale = False
+        self.generation = 0  # counts the changes of the constants (sets, restarts): ``faults`` holds for one
 
     @property
     def originals(self) -> dict[str, Any]:
@@ -62,6 +63,7 @@ class Constants:
         if self._faults_stale:
             self.faults.clear()
             self._faults_stale = False
+            self.generation += 1
         self.overridden = False
         self.version = 0
 
@@ -72,6 +74,7 @@ class Constants:
         """
         self.faults.clear()
         self._faults_stale = True
+        self.generation += 1
         if static_output:
             self.overridden = True
         if embedded:

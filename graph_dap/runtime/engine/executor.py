@@ -22,10 +22,12 @@ import onnxruntime as ort
 
 from graph_dap import log as _log
 from graph_dap.runtime.engine import ortio
-from graph_dap.runtime.engine.budget import WeightBudget
+from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
+from graph_dap.runtime.engine.models import MEMORY_BYTES
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, ort_message, session_options
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
+from graph_dap.runtime.engine.store import nbytes
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Graph, Node
 
@@ -87,6 +89,27 @@ class Executor:
                 self.dtypes[v] = info.kind
             elif info.dtype:
                 self.dtypes[v] = info.dtype
+        self._dropout_masks()
+
+    def _dropout_masks(self) -> None:
+        """The dtype of a Dropout's mask, which onnx's shape inference leaves untyped in old opsets
+        (inception_v1, vgg19): without it the first watched continue would run node by node to learn it."""
+        version = self.graph.opsets.get("ai.onnx", 0)
+        for n in self.graph.nodes:
+            if n.op_type == "Dropout" and n.domain in ("", "ai.onnx") and len(n.outputs) > 1 and n.outputs[1]:
+                source = self.dtypes.get(n.inputs[0]) if n.inputs else None
+                mask = "bool" if version >= 10 else source
+                if mask and n.outputs[1] not in self.dtypes:
+                    self.dtypes[n.outputs[1]] = mask
+
+    def computed_constants(self, computed: Mapping[str, Any]) -> None:
+        """The constants the session computed once at start: optimized segments embed the large ones
+        from memory (see :meth:`.SegmentRunner.from_memory`), and the budget makes room for them."""
+        if not self.optimized:
+            return
+        large = {k for k, v in computed.items() if nbytes(v) >= MEMORY_BYTES}
+        self.segments.from_memory = frozenset(large)
+        self.budget.limit = max(self.budget.limit, self.graph.weights.total_bytes + weight_bytes(computed[k] for k in large))
 
     @property
     def providers(self) -> list[str]:

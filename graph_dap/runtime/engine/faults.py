@@ -53,8 +53,9 @@ class FaultFilter:
         a = np.asarray(value)
         if not can_fault(a.dtype) or a.size == 0:
             return None
-        lo, hi = a.min(), a.max()
-        if np.isfinite(lo) and np.isfinite(hi):
+        with np.errstate(all="ignore"):
+            total = np.add.reduce(a, axis=None)  # one pass: any NaN or Inf makes it non-finite (an overflow too: checked below)
+        if np.isfinite(total):
             return None
         if self.nan and np.isnan(a).any():
             return "nan"

@@ -88,6 +88,10 @@ def tensor_proto(name: str, value: Any) -> onnx.TensorProto:
     return numpy_helper.from_array(a, name)
 
 
+def _nbytes(value: Any) -> int:
+    return int(value.nbytes) if isinstance(value, np.ndarray) else 0
+
+
 def _initializer(name: str, value: Any, reference: Callable[[Any], onnx.TensorProto | None] | None) -> onnx.TensorProto:
     original = reference(value) if reference is not None else None
     if original is None:
@@ -98,6 +102,46 @@ def _initializer(name: str, value: Any, reference: Callable[[Any], onnx.TensorPr
     renamed.CopyFrom(original)  # a reference: no data in it
     renamed.name = name
     return renamed
+
+
+#: Where a constant handed to onnxruntime from memory "is" (see :func:`in_memory`): no file is ever read there.
+MEMORY_LOCATION = "__graph_dap_memory__"
+#: Constants from this size up are handed from memory rather than written into the model.
+MEMORY_BYTES = 64 << 10
+_MEMORY_KINDS = frozenset("biuf")
+
+
+def memory_tensor(name: str, value: Any) -> onnx.TensorProto | None:
+    """An initializer whose data onnxruntime takes from ``value``'s own memory (no copy into the
+    model's bytes; see :func:`add_memory`), or None for a value that is not a plain numeric array."""
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in _MEMORY_KINDS or value.dtype.itemsize < 1:
+        return None
+    if value.dtype.str[1:] not in ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "b1"):
+        return None  # bfloat16, float8: ml_dtypes' types, which onnxruntime's OrtValue does not take from numpy
+    t = onnx.TensorProto()
+    t.name = name
+    t.data_type = elem_type_of(value.dtype)
+    t.dims.extend(value.shape)
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for key, text in (("location", MEMORY_LOCATION), ("offset", "0"), ("length", str(value.nbytes))):
+        entry = t.external_data.add()
+        entry.key, entry.value = key, text
+    return t
+
+
+def add_memory(so: Any, memory: Mapping[str, np.ndarray]) -> list[Any]:
+    """Hand ``memory``'s arrays to a session about to be built with ``so``; the session reads them in
+    place (onnxruntime pre-packs from them, folds and fuses them as its own). The returned values
+    (and the arrays) must live as long as the session."""
+    if not memory:
+        return []
+    import onnxruntime as ort
+
+    names = list(memory)
+    arrays = [np.ascontiguousarray(memory[n]) for n in names]
+    values = [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays]
+    so.add_external_initializers(names, values)
+    return [values, arrays]
 
 
 def opset_imports(opsets: Mapping[str, int]) -> list[onnx.OperatorSetIdProto]:
@@ -119,6 +163,8 @@ def assemble_model(
     declared_for: Collection[str] = (),
     functions: Sequence[onnx.FunctionProto] = (),
     reference: Callable[[Any], onnx.TensorProto | None] | None = None,
+    memory: dict[str, np.ndarray] | None = None,
+    from_memory: Collection[str] = (),
 ) -> onnx.ModelProto:
     """A model of ``nodes`` with ``source``'s functions and ``opsets`` (default: ``source``'s).
 
@@ -128,10 +174,23 @@ def assemble_model(
     ``outputs`` are left untyped for onnxruntime to infer. ``reference(value)``: the model's own
     external-data tensor for a constant that is its mapped weight (see :mod:`graph_dap.runtime.weights`),
     kept as a reference so that onnxruntime reads the file itself; other constants are embedded.
+    Constants named in ``from_memory`` of :data:`MEMORY_BYTES` or more are not written into the
+    model: they go into ``memory``, for :func:`add_memory` to hand to the session.
     """
     declared = declared or {}
     inputs = [helper.make_value_info(r, type_proto_of(feeds[r], declared.get(r), r in declared_for)) for r in reads if r in feeds]
-    inits = [_initializer(r, constants[r], reference) for r in reads if r not in feeds] + list(extra_initializers)
+    inits = []
+    for r in reads:
+        if r in feeds:
+            continue
+        value = constants[r]
+        held = memory_tensor(r, value) if memory is not None and r in from_memory and _nbytes(value) >= MEMORY_BYTES else None
+        if held is not None:
+            memory[r] = value  # type: ignore[index]
+            inits.append(held)
+        else:
+            inits.append(_initializer(r, value, reference))
+    inits += list(extra_initializers)
     out_infos = [helper.make_value_info(o, onnx.TypeProto()) for o in outputs]
     g = helper.make_graph(list(nodes), name, inputs, out_infos, inits)
     imports = opset_imports(opsets) if opsets is not None else list(source.opset_import)

@@ -7,7 +7,8 @@ are embedded so onnxruntime can pre-pack weights as it does for the whole model;
 weights in external data stay there, referenced, and onnxruntime reads the file itself.
 
 Watching adds, right after each watched tensor's producer, ``ReduceSum`` to a
-scalar; all scalars are concatenated into one small extra output. A sum is
+scalar (above optimization level ``none``, a float32 image is pooled by
+``GlobalAveragePool`` first, see :func:`.watch.pooled_first`); all scalars are concatenated into one small extra output. A sum is
 non-finite iff the tensor holds NaN or Inf, except that a sum of large finite
 values can overflow: hits are always confirmed on the exact tensor.
 """
@@ -30,9 +31,9 @@ from onnx import TensorProto, helper, numpy_helper
 from graph_dap import log as _log
 from graph_dap.runtime.engine import cache, ortio
 from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
-from graph_dap.runtime.engine.models import assemble_model, signature
+from graph_dap.runtime.engine.models import add_memory, assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
-from graph_dap.runtime.engine.watch import WatchPlan
+from graph_dap.runtime.engine.watch import WatchPlan, pooled_first
 from graph_dap.runtime.graph import Graph, Node
 
 SENTINEL = "__graph_dap_sentinel"
@@ -46,7 +47,7 @@ class SegmentResult:
     sums: np.ndarray | None  # one float32 sum per watched tensor
 
 
-_Entry = tuple[ort.InferenceSession, list[str], list[str]]
+_Entry = tuple[ort.InferenceSession, list[str], list[str], list[Any]]  # the session, what it fetches, its watched tensors, what it reads in place
 
 
 class SegmentRunner:
@@ -67,6 +68,10 @@ class SegmentRunner:
         self._lock = threading.Lock()
         self.sessions_built = 0
         self.sessions_from_disk = 0
+        # Constants the session computed once (weights made by ConstantOfShape, say): embedded, they are
+        # handed to onnxruntime from memory (see :func:`.models.add_memory`), not written into the model.
+        self.from_memory: frozenset[str] = frozenset()
+        self._warming: dict[tuple[Any, ...], ort.RunOptions] = {}  # warm-up runs in flight, by session key
 
     def clear(self) -> None:
         with self._lock:
@@ -126,13 +131,16 @@ class SegmentRunner:
     def _build(
         self, nodes: Sequence[Node], feeds: Mapping[str, Any], constants: Mapping[str, Any], outs: list[str], watch: WatchPlan | None
     ) -> _Entry:
-        model, watched = self.build_model(nodes, feeds, constants, outs, watch)
+        memory: dict[str, np.ndarray] = {}
+        model, watched = self.build_model(nodes, feeds, constants, outs, watch, memory)
         data = model.SerializeToString()
         so = self._options()
+        held = add_memory(so, memory)
         saving: tuple[Path, Path] | None = None
         source: Any = data
-        # Not with external data: the key would not see the file change, and the optimizer's model would hold every weight.
-        if self.opt_level != "none" and len(data) <= cache.MAX_ENTRY_BYTES and not self.graph.weights.has_external:
+        # Not with external data, nor with constants from memory: the key would not see their data
+        # change, and the optimizer's model would hold every weight.
+        if self.opt_level != "none" and len(data) <= cache.MAX_ENTRY_BYTES and not self.graph.weights.has_external and not memory:
             entry = cache.key(data, self.opt_level, self.providers)
             hit = cache.lookup(entry)
             if hit is not None:
@@ -154,7 +162,7 @@ class SegmentRunner:
             self.sessions_from_disk += 1
         self.sessions_built += 1
         fetch = outs + ([SENTINEL] if watched else [])
-        return sess, fetch, watched
+        return sess, fetch, watched, held
 
     def prepare(
         self,
@@ -164,17 +172,35 @@ class SegmentRunner:
         outputs: Iterable[str],
         watch: WatchPlan | None = None,
         version: int = 0,
+        warm_up: bool = False,
     ) -> threading.Thread | None:
-        """Build the session of a segment in the background (None when it is built already)."""
+        """Build the session of a segment in the background (None when it is built already).
+
+        ``warm_up``: ``feeds`` are the values the run will be fed, not placeholders: the session also
+        runs once on them, its results dropped. onnxruntime's first run of a session is slower than the
+        next ones (it sizes its memory arena and plans its buffers: resnet50 168 ms against 65); the
+        run that needs the session stops a warm-up still in flight.
+        """
         outs = list(dict.fromkeys(outputs))
-        if self.built(self.key(nodes, feeds, outs, watch, version)):
+        key = self.key(nodes, feeds, outs, watch, version)
+        if self.built(key):
             return None
 
         def build() -> None:
             try:
-                self._entry(nodes, feeds, constants, outs, watch, version)
+                sess, fetch, _, held = self._entry(nodes, feeds, constants, outs, watch, version)
             except SegmentError as e:  # the run that needs it says so, or runs node by node
                 _logger.info("building a segment ahead failed: %s", e)
+                return
+            if warm_up:
+                options = self._warming[key] = ort.RunOptions()
+                try:
+                    ortio.run(sess, fetch, feeds, options)
+                except ORT_ERRORS + (ortio.FeedError,):
+                    pass  # stopped by the run that needs it, or a failure that run will report
+                finally:
+                    self._warming.pop(key, None)
+            del held
 
         thread = threading.Thread(target=build, name="graph-dap-prepare", daemon=True)
         thread.start()
@@ -192,7 +218,11 @@ class SegmentRunner:
     ) -> SegmentResult:
         """Run ``nodes`` (in run order); ``constants`` are embedded, ``feeds`` fed."""
         outs = list(dict.fromkeys(outputs))
-        sess, fetch, watched = self._entry(nodes, feeds, constants, outs, watch, version)
+        if self._warming:
+            warming = self._warming.get(self.key(nodes, feeds, outs, watch, version))
+            if warming is not None:
+                warming.terminate = True  # this run is the one that counts
+        sess, fetch, watched, _ = self._entry(nodes, feeds, constants, outs, watch, version)
 
         try:
             results = ortio.run(sess, fetch, feeds, run_options)
@@ -212,14 +242,17 @@ class SegmentRunner:
         watch: WatchPlan | None,
     ) -> onnx.ModelProto:
         """The graph onnxruntime's optimizer makes of a segment (to say which fused node computed what)."""
-        model, _ = self.build_model(nodes, feeds, constants, list(dict.fromkeys(outputs)), watch)
+        memory: dict[str, np.ndarray] = {}
+        model, _ = self.build_model(nodes, feeds, constants, list(dict.fromkeys(outputs)), watch, memory)
         with tempfile.TemporaryDirectory(prefix="graph-dap-optimized-") as tmp:
             so = self._options()
+            held = add_memory(so, memory)
             so.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
             try:
                 ort.InferenceSession(model.SerializeToString(), so, providers=self.providers)
             except ORT_ERRORS as e:
                 raise SegmentError(ort_message(e)) from None
+            del held
             return onnx.load(so.optimized_model_filepath, load_external_data=False)
 
     def _options(self, level: str | None = None) -> ort.SessionOptions:
@@ -235,8 +268,10 @@ class SegmentRunner:
         constants: Mapping[str, Any],
         outputs: Sequence[str],
         watch: WatchPlan | None,
+        memory: dict[str, np.ndarray] | None = None,
     ) -> tuple[onnx.ModelProto, list[str]]:
-        """The segment's model and the watched tensors in the order of its sentinel."""
+        """The segment's model and the watched tensors in the order of its sentinel; the constants
+        of :attr:`from_memory` it embeds go into ``memory`` (when given) instead of the model."""
         produced = {o for n in nodes for o in n.outputs if o}
         reads = list(dict.fromkeys(i for n in nodes for i in n.all_inputs if i not in produced))
         inits: list[onnx.TensorProto] = []
@@ -245,6 +280,7 @@ class SegmentRunner:
         node_protos: list[onnx.NodeProto] = []
         sums: list[str] = []
         watched: list[str] = []
+        scope = self.graph.scope_of(nodes[0])
         if watch:
             inits.append(numpy_helper.from_array(np.array([1], np.int64), "__graph_dap_shape1"))
         for n in nodes:
@@ -263,6 +299,9 @@ class SegmentRunner:
                     if watch is not None and o in watch.to_float:  # no ReduceSum for it on the CPU: sum it as float32
                         source = f"__gd_f32_{i}"
                         node_protos.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
+                    if self.opt_level != "none" and pooled_first(self.graph.info_at(scope.path, o)):
+                        node_protos.append(helper.make_node("GlobalAveragePool", [source], [f"__gd_gap{i}"]))
+                        source = f"__gd_gap{i}"
                     node_protos.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
                     node_protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
                     node_protos.append(helper.make_node("Reshape", [c, "__graph_dap_shape1"], [r]))
@@ -271,7 +310,6 @@ class SegmentRunner:
         if sums:
             node_protos.append(helper.make_node("Concat", sums, [SENTINEL], axis=0))
         outs = list(outputs) + ([SENTINEL] if sums else [])
-        scope = self.graph.scope_of(nodes[0])
         holders = [n for n in nodes if n.has_subgraphs or n.calls is not None]
         declared_for = {r for n in holders for r in n.all_inputs}
         declared = {r: self.graph.info_at(scope.path, r) for r in reads}
@@ -288,6 +326,8 @@ class SegmentRunner:
             declared=declared,
             declared_for=declared_for,
             reference=self.graph.weights.reference,
+            memory=memory,
+            from_memory=self.from_memory,
         )
         return model, watched
 

@@ -1,7 +1,8 @@
 """A whole model watched for NaN and Inf in one onnxruntime call: the fast engine's watch, for a program's own runs.
 
 :func:`watched_model` returns the model with, right after each watched tensor's producer,
-a ``ReduceSum`` of that tensor, and the sums concatenated into one extra output
+a ``ReduceSum`` of that tensor (of its ``GlobalAveragePool`` for an image, see
+:func:`~graph_dap.runtime.engine.watch.pooled_first`), and the sums concatenated into one extra output
 (:data:`SENTINEL`). Which tensors are watched follows the segment watch
 (:func:`~graph_dap.runtime.engine.watch.watch_plan`: a tensor whose consumer always
 carries its NaN/Inf on to a watched tensor is left out), and If, Loop and Scan nodes are
@@ -24,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
-from graph_dap.runtime.engine.watch import watch_plan
+from graph_dap.runtime.engine.watch import pooled_first, watch_plan
 from graph_dap.runtime.graph import Graph, Node
 
 SENTINEL = "__graph_dap_watch"
@@ -92,6 +93,9 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
                 protos.append(helper.make_node("Constant", [], [zero], value=numpy_helper.from_array(np.zeros((), dtypes[o]), zero)))
                 protos.append(helper.make_node("Where", [nan, o, zero], [source]))
             s, c, r = f"{SENTINEL}_sum{i}", f"{SENTINEL}_cast{i}", f"{SENTINEL}_r{i}"
+            if pooled_first(main.value_info(o)):
+                protos.append(helper.make_node("GlobalAveragePool", [source], [f"{SENTINEL}_gap{i}"]))
+                source = f"{SENTINEL}_gap{i}"
             protos.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
             protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
             protos.append(helper.make_node("Reshape", [c, _SHAPE1], [r]))
