@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import numpy_helper
 
 from graph_dap import log as _log
 from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundError, ValueNotFoundError
@@ -55,6 +56,21 @@ ITERATION = "iteration"  # the expression language's name for the innermost loop
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
 _WATCHED_PARTS = 4  # parts of a long watched segment run at an optimization level
 _logger = _log.get_logger(__name__)
+
+
+def _filled(node: Node, fixed: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A ConstantOfShape's output as a read-only view of its one value: no memory for the weights the
+    onnx wheel's light models make so (segments fill them again, as the whole model does). None for
+    another node, or a shape that onnxruntime must judge."""
+    if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or len(node.inputs) != 1 or not node.outputs[0]:
+        return None
+    shape = fixed.get(node.inputs[0])
+    if not isinstance(shape, np.ndarray) or shape.ndim != 1 or shape.dtype != np.int64 or (shape < 0).any():
+        return None
+    value = next((numpy_helper.to_array(a.t) for a in node.proto.attribute if a.name == "value"), np.zeros(1, np.float32))
+    if value.size != 1:
+        return None
+    return {node.outputs[0]: np.broadcast_to(value.reshape(()).copy(), tuple(int(d) for d in shape))}
 
 
 def _placeholder(info: ValueInfo) -> np.ndarray | None:
@@ -425,8 +441,10 @@ class DebugSession:
             if self.skip_constants and not self.constants.computed:
                 for node in self.graph.nodes:
                     if node.is_static:
+                        outs = _filled(node, self.store.fixed)
                         try:
-                            outs = self.values.execute(node, extra=self.store.fixed)
+                            if outs is None:
+                                outs = self.values.execute(node, extra=self.store.fixed)
                         except NodeExecutionError as e:
                             return Stop(StopReason.ERROR, node, str(e), details={"ort_message": e.ort_message})
                         self.store.fixed.update(outs)

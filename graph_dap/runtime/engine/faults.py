@@ -53,6 +53,8 @@ class FaultFilter:
         a = np.asarray(value)
         if not can_fault(a.dtype) or a.size == 0:
             return None
+        if a.ndim and not any(a.strides):
+            a = a.reshape(-1)[:1]  # one value seen everywhere (a ConstantOfShape's, see the session's start)
         with np.errstate(all="ignore"):
             total = np.add.reduce(a, axis=None)  # one pass: any NaN or Inf makes it non-finite (an overflow too: checked below)
         if np.isfinite(total):

@@ -123,7 +123,10 @@ class SegmentPlanner:
         """``nodes`` preceded by the small constant nodes whose outputs they read (and what those read).
 
         Large constants (weights) stay fed: computed in the segment, onnxruntime would hold
-        a second copy of them while it runs.
+        a second copy of them while it runs. Except a ConstantOfShape's (the onnx wheel's light
+        models make their weights so): the session holds it as a view of its one value, and
+        the segment fills it as the whole model does (folded into a pre-packed initializer above
+        optimization level ``none``, filled at each run without).
         """
         needed: dict[int, Node] = {}
         frontier = [i for n in nodes for i in n.all_inputs]
@@ -131,7 +134,7 @@ class SegmentPlanner:
             p = self.graph.producer(frontier.pop())
             if p is None or not p.is_static or p.order in needed or p.is_constant_op:
                 continue  # Constant outputs are embedded like initializers
-            if any(o and nbytes(constants.get(o)) > INLINE_CONSTANT_BYTES for o in p.outputs):
+            if p.op_type != "ConstantOfShape" and any(o and nbytes(constants.get(o)) > INLINE_CONSTANT_BYTES for o in p.outputs):
                 continue
             needed[p.order] = p
             frontier.extend(p.all_inputs)

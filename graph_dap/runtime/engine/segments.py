@@ -30,7 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap import log as _log
 from graph_dap.runtime.engine import cache, ortio
-from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
+from graph_dap.runtime.engine.budget import COUNTED_BYTES, WeightBudget, weight_bytes
 from graph_dap.runtime.engine.models import add_memory, assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.watch import WatchPlan, pooled_first
@@ -115,7 +115,7 @@ class SegmentRunner:
                 self.budget.used(self._sessions, key)
             return future.result()  # built, or being built by another thread: wait for it
         if self.budget is not None:
-            self.budget.reserve(self._sessions, key, weight_bytes(constants.values()))
+            self.budget.reserve(self._sessions, key, weight_bytes(constants.values()) + self._folded_bytes(nodes))
         try:
             entry = self._build(nodes, feeds, constants, outs, watch)
         except BaseException as e:
@@ -127,6 +127,18 @@ class SegmentRunner:
             raise
         future.set_result(entry)
         return entry
+
+    def _folded_bytes(self, nodes: Sequence[Node]) -> int:
+        """The bytes of the large ConstantOfShape outputs a segment computes: onnxruntime folds them into
+        initializers it holds (above optimization level ``none``; without, they are filled at each run)."""
+        if self.opt_level == "none":
+            return 0
+        total = 0
+        for n in nodes:
+            if n.is_static and n.op_type == "ConstantOfShape":
+                size = self.graph.value_info(n.outputs[0]).nbytes if n.outputs and n.outputs[0] else None
+                total += size if size is not None and size >= COUNTED_BYTES else 0
+        return total
 
     def _build(
         self, nodes: Sequence[Node], feeds: Mapping[str, Any], constants: Mapping[str, Any], outs: list[str], watch: WatchPlan | None
