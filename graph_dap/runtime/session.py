@@ -765,7 +765,7 @@ class DebugSession:
         values.keep(result.values, approx=self.executor.optimized)
         values.evict()
         if result.sums is not None and plan.watch is not None:
-            found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value, result.watched)
+            found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value, result.watched, values.prefetch)
             if found is None and self.executor.optimized:
                 fired = filt.fired(plan.watch, result.sums, result.watched)
                 if fired:  # the optimized graph made a NaN that the original nodes do not: say so

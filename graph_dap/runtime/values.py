@@ -207,6 +207,13 @@ class Values:
 
         return self.executor.execute(node, get, self.fixed, self.constants.version, count, self.embedded)
 
+    def prefetch(self, names: Sequence[str]) -> None:
+        """Recompute, in one run, those of ``names`` (this level's) that :meth:`value` would recompute."""
+        due = [n for n in names if self.own(n) and n not in self.store.fixed and (n in self.approx or n not in self.store or n in self.stale)]
+        due = [n for n in due if n in self.approx or self.available(n)]
+        if due:
+            self.compute(due)
+
     def compute(self, names: Sequence[str]) -> dict[str, Any]:
         """Compute ``names`` from what is kept, in one segment (or one node), and keep the results."""
         needed: dict[int, Node] = {}

@@ -93,8 +93,12 @@ class FaultFilter:
         sums: np.ndarray,
         get: Callable[[str], Any],
         order: Sequence[str] | None = None,
+        prefetch: Callable[[list[str]], Any] | None = None,
     ) -> tuple[Node, str, str] | None:
-        """The first node, in run order, whose output holds a fault: from the sums, confirmed exactly."""
+        """The first node, in run order, whose output holds a fault: from the sums, confirmed exactly.
+
+        ``prefetch(names)``: makes the candidates' values ready at once before they are read one by one
+        (recomputed each on its own, each would run again everything before it)."""
         flagged = set()
         for name, s in zip(plan.watched if order is None else order, sums.tolist()):
             producer = plan.inner.get(name) or graph.producer(name)
@@ -107,8 +111,21 @@ class FaultFilter:
         # Every faulty tensor is flagged or guarded by a flagged one. A flagged sum does not
         # prove a fault (a NaN sum may be +Inf and -Inf under the inf filter alone; an infinite
         # one may be an overflow), so candidates are confirmed in run order, all of them if need be.
-        candidates = flagged | {t for t, guard in plan.guards.items() if guard in flagged}
-        for name in sorted(candidates, key=lambda c: _position(graph, c, plan)):
+        candidates = sorted(flagged | {t for t, guard in plan.guards.items() if guard in flagged}, key=lambda c: _position(graph, c, plan))
+        # In batches: up to the first flagged tensor (its sum fired: most likely the fault) with the guarded
+        # ones before it, then the rest; an inner flag ends a batch (the session steps into it instead).
+        batches: list[list[str]] = [[]]
+        for name in candidates:
+            if name in plan.inner:
+                break
+            batches[-1].append(name)
+            if name in flagged and len(batches) == 1:
+                batches.append([])
+        fetched = {name: k for k, batch in enumerate(batches) for name in batch}
+        for name in candidates:
+            if prefetch is not None and name in fetched and batches[fetched[name]]:
+                prefetch(batches[fetched[name]])
+                batches[fetched[name]] = []
             if name in plan.inner:
                 return plan.inner[name], name, "inner"  # somewhere inside this node: step into it to find where
             producer = graph.producer(name)
