@@ -72,6 +72,8 @@ class SegmentRunner:
         # handed to onnxruntime from memory (see :func:`.models.add_memory`), not written into the model.
         self.from_memory: frozenset[str] = frozenset()
         self._warming: dict[tuple[Any, ...], ort.RunOptions] = {}  # warm-up runs in flight, by session key
+        self._claimed: set[tuple[Any, ...]] = set()  # sessions built ahead that a run has asked for
+        self._prepared = False
 
     def clear(self) -> None:
         with self._lock:
@@ -151,8 +153,16 @@ class SegmentRunner:
         saving: tuple[Path, Path] | None = None
         source: Any = data
         # Not with external data, nor with constants from memory: the key would not see their data
-        # change, and the optimizer's model would hold every weight.
-        if self.opt_level != "none" and len(data) <= cache.MAX_ENTRY_BYTES and not self.graph.weights.has_external and not memory:
+        # change, and the optimizer's model would hold every weight. Nor with weights a ConstantOfShape
+        # fills: the optimizer's model would hold them folded (zfnet512: reading its 300 MB back took
+        # longer than folding them again).
+        if (
+            self.opt_level != "none"
+            and len(data) <= cache.MAX_ENTRY_BYTES
+            and not self.graph.weights.has_external
+            and not memory
+            and not self._folded_bytes(nodes)
+        ):
             entry = cache.key(data, self.opt_level, self.providers)
             hit = cache.lookup(entry)
             if hit is not None:
@@ -197,6 +207,7 @@ class SegmentRunner:
         key = self.key(nodes, feeds, outs, watch, version)
         if self.built(key):
             return None
+        self._prepared = True
 
         def build() -> None:
             try:
@@ -205,7 +216,11 @@ class SegmentRunner:
                 _logger.info("building a segment ahead failed: %s", e)
                 return
             if warm_up:
-                options = self._warming[key] = ort.RunOptions()
+                options = ort.RunOptions()
+                with self._lock:
+                    if key in self._claimed:
+                        return  # a run needs it now: a warm-up beside it would only slow it down
+                    self._warming[key] = options
                 try:
                     ortio.run(sess, fetch, feeds, options)
                 except ORT_ERRORS + (ortio.FeedError,):
@@ -230,8 +245,11 @@ class SegmentRunner:
     ) -> SegmentResult:
         """Run ``nodes`` (in run order); ``constants`` are embedded, ``feeds`` fed."""
         outs = list(dict.fromkeys(outputs))
-        if self._warming:
-            warming = self._warming.get(self.key(nodes, feeds, outs, watch, version))
+        if self._prepared:
+            key = self.key(nodes, feeds, outs, watch, version)
+            with self._lock:
+                self._claimed.add(key)
+                warming = self._warming.get(key)
             if warming is not None:
                 warming.terminate = True  # this run is the one that counts
         sess, fetch, watched, _ = self._entry(nodes, feeds, constants, outs, watch, version)
