@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from graph_dap.runtime.engine.watch import WatchPlan, pooled_first
 from graph_dap.runtime.graph import Graph, Node
 
 SENTINEL = "__graph_dap_sentinel"
+WARM_UP_DELAY_S = 0.3  # how long a session built ahead waits before it warms up (see SegmentRunner.prepare)
 _logger = _log.get_logger(__name__)
 
 
@@ -200,8 +202,9 @@ class SegmentRunner:
 
         ``warm_up``: ``feeds`` are the values the run will be fed, not placeholders: the session also
         runs once on them, its results dropped. onnxruntime's first run of a session is slower than the
-        next ones (it sizes its memory arena and plans its buffers: resnet50 168 ms against 65); the
-        run that needs the session stops a warm-up still in flight.
+        next ones (it sizes its memory arena and plans its buffers: resnet50 168 ms against 65). The
+        warm-up waits :data:`WARM_UP_DELAY_S` first, is skipped when a run has asked for the session
+        meanwhile, and is stopped by the run that asks for it while it is in flight.
         """
         outs = list(dict.fromkeys(outputs))
         key = self.key(nodes, feeds, outs, watch, version)
@@ -216,6 +219,9 @@ class SegmentRunner:
                 _logger.info("building a segment ahead failed: %s", e)
                 return
             if warm_up:
+                # Not at once: a continue sent right after the stop (a script's, not a person's) needs
+                # the cores for its own run; a person takes longer than this to press it.
+                time.sleep(WARM_UP_DELAY_S)
                 options = ort.RunOptions()
                 with self._lock:
                     if key in self._claimed:
