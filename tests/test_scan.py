@@ -81,6 +81,7 @@ def folder_scan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"root": root, "model": model, "feeds": feeds, "out": root / "out"}
 
 
+@pytest.mark.xdist_group("folder_scan")
 def test_a_folder_of_inputs_each_with_its_status_and_first_bad_node_as_onnxruntime_computes(folder_scan, capsys):
     root, model, feeds, out = folder_scan["root"], folder_scan["model"], folder_scan["feeds"], folder_scan["out"]
     code, events = scan(capsys, str(root / "chain.onnx"), "--inputs", str(root / "data"), "--out", str(out), "--workers", "2")
@@ -115,8 +116,17 @@ def test_a_folder_of_inputs_each_with_its_status_and_first_bad_node_as_onnxrunti
     assert len(data["slowest"]) == 10 and data["slowest"][0]["seconds"] >= data["slowest"][-1]["seconds"]
 
 
-def test_each_failing_input_is_kept_and_replays_to_the_same_node(folder_scan):
-    out, feeds = folder_scan["out"], folder_scan["feeds"]
+def scanned(folder_scan: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> Path:
+    """The folder's scan output; scanned here when its own test ran on another xdist worker, or was deselected."""
+    out = folder_scan["out"]
+    if not (out / "scan.json").exists() or not (out / "report.html").exists():
+        scan(capsys, str(folder_scan["root"] / "chain.onnx"), "--inputs", str(folder_scan["root"] / "data"), "--out", str(out), "--workers", "2")
+    return out
+
+
+@pytest.mark.xdist_group("folder_scan")
+def test_each_failing_input_is_kept_and_replays_to_the_same_node(folder_scan, capsys):
+    out, feeds = scanned(folder_scan, capsys), folder_scan["feeds"]
     got = results(out)
     kept = sorted(p.name for p in (out / "failing").iterdir())
     assert kept == ["case_error.npz", "more__inf.npz", "more__nan.npz", "more__ninf.npz"]
@@ -133,10 +143,9 @@ def test_each_failing_input_is_kept_and_replays_to_the_same_node(folder_scan):
     assert (report["reason"], report["node"]["name"], report["tensor"]) == ("inf", "exp", "e")
 
 
+@pytest.mark.xdist_group("folder_scan")
 def test_the_report_opens_in_chromium_with_its_plots_drawn(folder_scan, tmp_path, capsys):
-    out = folder_scan["out"]
-    if not (out / "report.html").exists():  # the folder's scan ran on another xdist worker, or was deselected
-        scan(capsys, str(folder_scan["root"] / "chain.onnx"), "--inputs", str(folder_scan["root"] / "data"), "--out", str(out), "--workers", "2")
+    out = scanned(folder_scan, capsys)
     env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     page = subprocess.run(
         [CHROMIUM, "--headless", *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", (out / "report.html").as_uri()],
