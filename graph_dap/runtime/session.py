@@ -729,9 +729,10 @@ class DebugSession:
 
     def _segment_embedded(self, values: Values) -> frozenset[str]:
         """What a continue's segments embed: the model's constants and, in optimized segments, the
-        large constants computed once at start (weights made by ConstantOfShape, say), as onnxruntime
-        folds them into the whole model and pre-packs them. Fed, they would run on unpacked weights
-        (resnet50: 1.35x the plain run instead of 1.03x). Not once one of them was set: fed, its new value needs no new session."""
+        large constants computed once at start (a weight stored transposed, say; a ConstantOfShape's
+        is filled in the segment instead, see :meth:`.SegmentPlanner.with_constants`), as onnxruntime
+        folds them into the whole model and pre-packs them. Fed, they would run on unpacked weights.
+        Not once one of them was set: fed, its new value needs no new session."""
         if self.executor.optimized and not self.constants.overridden and self.executor.segments.from_memory:
             return values.embedded | self.executor.segments.from_memory
         return values.embedded

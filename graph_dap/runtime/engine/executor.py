@@ -104,7 +104,8 @@ class Executor:
 
     def computed_constants(self, computed: Mapping[str, Any]) -> None:
         """The constants the session computed once at start: optimized segments embed the large ones
-        from memory (see :meth:`.SegmentRunner.from_memory`), and the budget makes room for them."""
+        from memory (see :attr:`.SegmentRunner.from_memory`; a ConstantOfShape's they fill themselves),
+        and the budget makes room for them, folded or handed over."""
         if not self.optimized:
             return
         large = {k for k, v in computed.items() if nbytes(v) >= MEMORY_BYTES}

@@ -114,18 +114,12 @@ class FaultFilter:
         candidates = sorted(flagged | {t for t, guard in plan.guards.items() if guard in flagged}, key=lambda c: _position(graph, c, plan))
         # In batches: up to the first flagged tensor (its sum fired: most likely the fault) with the guarded
         # ones before it, then the rest; an inner flag ends a batch (the session steps into it instead).
-        batches: list[list[str]] = [[]]
-        for name in candidates:
-            if name in plan.inner:
-                break
-            batches[-1].append(name)
-            if name in flagged and len(batches) == 1:
-                batches.append([])
-        fetched = {name: k for k, batch in enumerate(batches) for name in batch}
-        for name in candidates:
-            if prefetch is not None and name in fetched and batches[fetched[name]]:
-                prefetch(batches[fetched[name]])
-                batches[fetched[name]] = []
+        inner_at = next((k for k, c in enumerate(candidates) if c in plan.inner), len(candidates))
+        first_end = min(next((k + 1 for k, c in enumerate(candidates) if c in flagged), inner_at), inner_at)
+        batch_ends = {0: first_end, first_end: inner_at}  # where a batch starts -> where it ends
+        for k, name in enumerate(candidates):
+            if prefetch is not None and batch_ends.get(k, k) > k:
+                prefetch(candidates[k : batch_ends[k]])
             if name in plan.inner:
                 return plan.inner[name], name, "inner"  # somewhere inside this node: step into it to find where
             producer = graph.producer(name)

@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from graph_dap.runtime.engine.store import nbytes
 from graph_dap.runtime.graph import ValueInfo
 
 
@@ -88,10 +89,6 @@ def tensor_proto(name: str, value: Any) -> onnx.TensorProto:
     return numpy_helper.from_array(a, name)
 
 
-def _nbytes(value: Any) -> int:
-    return int(value.nbytes) if isinstance(value, np.ndarray) else 0
-
-
 def _initializer(name: str, value: Any, reference: Callable[[Any], onnx.TensorProto | None] | None) -> onnx.TensorProto:
     original = reference(value) if reference is not None else None
     if original is None:
@@ -104,20 +101,19 @@ def _initializer(name: str, value: Any, reference: Callable[[Any], onnx.TensorPr
     return renamed
 
 
-#: Where a constant handed to onnxruntime from memory "is" (see :func:`in_memory`): no file is ever read there.
+#: Where a constant handed to onnxruntime from memory "is" (see :func:`memory_tensor`): no file is ever read there.
 MEMORY_LOCATION = "__graph_dap_memory__"
 #: Constants from this size up are handed from memory rather than written into the model.
 MEMORY_BYTES = 64 << 10
-_MEMORY_KINDS = frozenset("biuf")
+#: The element types onnxruntime's OrtValue takes from numpy (not ml_dtypes' bfloat16 or float8).
+_MEMORY_TYPES = frozenset(("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "b1"))
 
 
 def memory_tensor(name: str, value: Any) -> onnx.TensorProto | None:
     """An initializer whose data onnxruntime takes from ``value``'s own memory (no copy into the
     model's bytes; see :func:`add_memory`), or None for a value that is not a plain numeric array."""
-    if not isinstance(value, np.ndarray) or value.dtype.kind not in _MEMORY_KINDS or value.dtype.itemsize < 1:
+    if not isinstance(value, np.ndarray) or value.dtype.str[1:] not in _MEMORY_TYPES:
         return None
-    if value.dtype.str[1:] not in ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "b1"):
-        return None  # bfloat16, float8: ml_dtypes' types, which onnxruntime's OrtValue does not take from numpy
     t = onnx.TensorProto()
     t.name = name
     t.data_type = elem_type_of(value.dtype)
@@ -184,7 +180,7 @@ def assemble_model(
         if r in feeds:
             continue
         value = constants[r]
-        held = memory_tensor(r, value) if memory is not None and r in from_memory and _nbytes(value) >= MEMORY_BYTES else None
+        held = memory_tensor(r, value) if memory is not None and r in from_memory and nbytes(value) >= MEMORY_BYTES else None
         if held is not None:
             memory[r] = value  # type: ignore[index]
             inits.append(held)

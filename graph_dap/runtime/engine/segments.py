@@ -70,8 +70,8 @@ class SegmentRunner:
         self._lock = threading.Lock()
         self.sessions_built = 0
         self.sessions_from_disk = 0
-        # Constants the session computed once (weights made by ConstantOfShape, say): embedded, they are
-        # handed to onnxruntime from memory (see :func:`.models.add_memory`), not written into the model.
+        # Constants the session computed once (a weight stored transposed, say): embedded, they are handed
+        # to onnxruntime from memory (see :func:`.models.add_memory`), not written into the model.
         self.from_memory: frozenset[str] = frozenset()
         self._warming: dict[tuple[Any, ...], ort.RunOptions] = {}  # warm-up runs in flight, by session key
         self._claimed: set[tuple[Any, ...]] = set()  # sessions built ahead that a run has asked for
@@ -118,10 +118,11 @@ class SegmentRunner:
             if self.budget is not None:
                 self.budget.used(self._sessions, key)
             return future.result()  # built, or being built by another thread: wait for it
+        folded = self._folded_bytes(nodes)
         if self.budget is not None:
-            self.budget.reserve(self._sessions, key, weight_bytes(constants.values()) + self._folded_bytes(nodes))
+            self.budget.reserve(self._sessions, key, weight_bytes(constants.values()) + folded)
         try:
-            entry = self._build(nodes, feeds, constants, outs, watch)
+            entry = self._build(nodes, feeds, constants, outs, watch, folded)
         except BaseException as e:
             with self._lock:
                 self._sessions.pop(key, None)
@@ -145,8 +146,15 @@ class SegmentRunner:
         return total
 
     def _build(
-        self, nodes: Sequence[Node], feeds: Mapping[str, Any], constants: Mapping[str, Any], outs: list[str], watch: WatchPlan | None
+        self,
+        nodes: Sequence[Node],
+        feeds: Mapping[str, Any],
+        constants: Mapping[str, Any],
+        outs: list[str],
+        watch: WatchPlan | None,
+        folded: int,
     ) -> _Entry:
+        """``folded``: the bytes of the weights it fills (see :meth:`_folded_bytes`)."""
         memory: dict[str, np.ndarray] = {}
         model, watched = self.build_model(nodes, feeds, constants, outs, watch, memory)
         data = model.SerializeToString()
@@ -163,7 +171,7 @@ class SegmentRunner:
             and len(data) <= cache.MAX_ENTRY_BYTES
             and not self.graph.weights.has_external
             and not memory
-            and not self._folded_bytes(nodes)
+            and not folded
         ):
             entry = cache.key(data, self.opt_level, self.providers)
             hit = cache.lookup(entry)
