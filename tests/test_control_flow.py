@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 import pytest
-from cf_models import function_model, if_model, loop_model, scan_model, sequence_model, unrolled_loop
+from cf_models import const, function_model, if_model, loop_model, scan_model, sequence_model, unrolled_loop, vi
 from onnx import TensorProto, helper
 
 from graph_dap.runtime import BreakpointSpec, DebugSession, StopReason
@@ -343,6 +344,50 @@ def test_the_watch_goes_inside_bodies_without_stepping_through_them():
     assert s.continue_().reason is StopReason.END
     assert s.ort_calls - calls == 1  # one segment: the Loop runs whole, its body's sums come out as a flag
     exact(s.value("hs"), ort_outputs(m, LOOP_FEEDS)["hs"], "hs")
+
+
+def _matmul_act_chain(layers: int) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    nodes, weights, prev = [], [], "x"
+    for k in range(layers):
+        weights.append(onnx.numpy_helper.from_array(np.eye(3, dtype=np.float32), f"w{k}"))
+        nodes.append(helper.make_node("MatMul", [prev, f"w{k}"], [f"m{k}"], name=f"mm{k}"))
+        nodes.append(helper.make_node("LeakyRelu", [f"m{k}"], [f"a{k}"], name=f"act{k}"))
+        prev = f"a{k}"
+    return nodes, weights
+
+
+def test_the_watch_inside_a_branch_prunes_as_in_the_main_graph():
+    """A branch's tensors read by MatMuls of outer-scope weights need no sum of their own (their
+    shapes are the enclosing graph's); LeakyRelu carries NaN and Inf on: the branch's output alone is summed."""
+    from graph_dap.runtime.engine.faults import FaultFilter
+    from graph_dap.runtime.engine.instrument import instrument
+    from graph_dap.runtime.engine.watch import watch_plan
+    from graph_dap.runtime.loading import load_graph
+
+    chain, weights = _matmul_act_chain(3)
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    flat = load_graph(helper.make_model(helper.make_graph(chain, "flat", [x_info], [vi("a2", [2, 3])], weights)))
+    dtypes = {o: "float32" for n in flat.nodes for o in n.outputs}
+    expected = watch_plan(flat, flat.nodes, dtypes, lambda n: False).watched
+    assert expected == ["a2"]
+
+    branch = helper.make_graph(chain, "then", [], [vi("a2", [2, 3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"], name="neg")], "else", [], [vi("n", [2, 3])])
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
+        const("zero", 0.0),
+        helper.make_node("Greater", ["s", "zero"], ["c"], name="c"),
+        helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other, name="the_if"),
+    ]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x_info], [vi("y", [2, 3])], weights), opset_imports=[helper.make_opsetid("", 17)])
+    g = load_graph(m)
+    made = instrument(g, g.node("the_if"), FaultFilter(nan=True, inf=True))
+    then = next(a.g for a in made.protos[0].attribute if a.name == "then_branch")
+    assert sorted(n.input[0] for n in then.node if n.op_type == "ReduceSum" and n.input[0] in dtypes) == sorted(expected)
+    x = np.array([[1.0, -2.0, 3.0], [0.5, 0.5, -1.0]], np.float32)
+    s = DebugSession(m, {"x": x}, break_on=["nan", "inf"])
+    assert s.continue_().reason is StopReason.END
+    exact(s.value("y"), ort_outputs(m, {"x": x})["y"], "y")
 
 
 @pytest.mark.parametrize("fast", ENGINES)

@@ -109,6 +109,37 @@ def test_an_activation_guards_the_tensor_before_it_for_what_it_keeps(op):
         assert stop.node.id == "neg" and stop.tensor == "t", (op, bad, stop.message)
 
 
+KEEPS_FINITE = ["Relu", "Tanh", "Sigmoid", "HardSigmoid", "Erf", "Atan", "Sign", "Abs", "Neg", "Floor", "Ceil", "Round", "Softsign",
+                "Sin", "Cos", "Identity", "Flatten", "Transpose"]  # fmt: skip
+EXTREMES = np.array([[0.0, -0.0, 1e-45, -1e-45], [1.17e-38, 3.0e38, -3.0e38, np.finfo(np.float32).max],
+                     [-np.finfo(np.float32).max, 1e30, -1e30, 88.8], [-88.8, 1e4, -1e4, 0.5]], np.float32)  # fmt: skip
+
+
+@pytest.mark.parametrize("op", KEEPS_FINITE)
+def test_an_op_that_keeps_finite_values_finite_needs_no_watch_after_a_watched_tensor(op):
+    """With nan and inf watched, what such an op makes of a watched tensor cannot hold the first fault:
+    onnxruntime maps every finite float32 (to +-FLT_MAX and denormals) to a finite value; Exp does not."""
+    for kind in (op, "Exp"):
+        nodes = [helper.make_node("Neg", ["x"], ["t"], name="neg"), helper.make_node(kind, ["t"], ["c"], name="op")]
+        model = make_model(nodes, [tensor("x", [4, 4])], [tensor("t", None), tensor("c", None)], [])
+        model.opset_import[0].version = 20
+        c = ort_values(model, {"x": -EXTREMES})["c"]
+        assert bool(np.isfinite(c).all()) is (kind != "Exp"), kind
+        s = DebugSession(model, break_on=["nan", "inf"])
+        plan = watch_plan(s.graph, list(s.sequence), s.executor.dtypes, FaultFilter(True, True).never_prune)
+        assert plan.watched == (["t", "c"] if kind == "Exp" else ["t"]), kind
+        nan_only = watch_plan(s.graph, list(s.sequence), s.executor.dtypes, FaultFilter(True, False).never_prune, True, False)
+        assert nan_only.watched == ["t", "c"]  # an Inf goes unwatched: Sin or Cos may make NaN of it
+        for bad in (np.nan, np.inf):
+            x = R.standard_normal((4, 4)).astype(np.float32)
+            x[2, 1] = bad
+            s = DebugSession(model, {"x": -x}, break_on=["nan", "inf"])
+            stop = s.continue_()
+            assert stop.reason in (StopReason.NAN, StopReason.INF) and stop.node.id == "neg" and stop.tensor == "t", stop.message
+            carried = s.continue_()  # what the op makes of it (Sin of Inf: NaN) is reported next, as before
+            assert carried.reason is StopReason.END or carried.node.id == "op", carried.message
+
+
 def long_chain(n=60, size=64):
     nodes = []
     for i in range(n):

@@ -192,6 +192,7 @@ class Scope:
         self._own = {v.name for v in inputs} | inits
         self.nodes: tuple[Node, ...] = ()
         self.outer_reads: tuple[str, ...] = ()
+        self.enclosing: Scope | None = None  # the scope whose values this one sees (None: the main graph, a function)
         self._producer: dict[str, Node] = {}
         self._consumers: dict[str, list[Node]] = {}
 
@@ -235,7 +236,13 @@ class Scope:
         return list(dict.fromkeys(names))
 
     def value_info(self, name: str) -> ValueInfo:
-        return self._infos.get(name) or ValueInfo(name)
+        """What is known of ``name`` here: its own, else (a value read from outside) the enclosing scope's."""
+        info = self._infos.get(name)
+        if info is not None:
+            return info
+        if self.enclosing is not None and not self.defines(name):
+            return self.enclosing.value_info(name)
+        return ValueInfo(name)
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -400,6 +407,8 @@ class Graph:
         inputs = [_value_info(v) for v in g.input]
         outputs = [_value_info(v) for v in g.output]
         scope = Scope(path, owner, inputs, outputs, list(g.initializer), infos, self.opsets)
+        if owner is not None:
+            scope.enclosing = self.scopes.get(owner.path)
         self.scopes[path] = scope
         defined = {v.name for v in g.input} | set(scope.initializer_names) | {t.values.name for t in g.sparse_initializer}
         self._fill(scope, list(g.node), proto_path, defined, visible, outer_static | set(scope.initializer_names))

@@ -3,7 +3,9 @@
 A tensor need not be watched when a consumer in the same segment always carries a
 NaN or Inf in it on to a watched output (Add, MatMul, Conv whose windows cover every
 input position...): the consumer's sum shows the fault, and the exact check then
-traces it back to the first producer.
+traces it back to the first producer. Nor, watching for both NaN and Inf, when its
+producer cannot make either from finite values (Relu, Tanh, a Reshape...) and reads a
+watched tensor: it can never hold the first fault.
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ _UNARY_NAN = frozenset(
 _UNARY_BOTH = frozenset(
     {"LeakyRelu", "PRelu", "HardSwish", "Softsign", "Log", "Sqrt", "Abs", "Neg", "Gelu", "Sin", "Cos", "Floor", "Ceil", "Round",
      "Mish", "Dropout", "Asinh", "Sinh", "Cosh", "ReduceSum", "ReduceMean"}
+)  # fmt: skip
+
+
+# Ops whose output is finite whenever their first input is (measured in onnxruntime, down to
+# +-FLT_MAX and denormals: tests/test_fast_engine.py). Not Exp, Selu, LeakyRelu (scaling can
+# overflow) nor Sin and Cos with the nan filter alone (they make NaN of an unwatched Inf).
+_KEEPS_FINITE = frozenset(
+    {"Relu", "Tanh", "Sigmoid", "HardSigmoid", "Erf", "Atan", "Sign", "Abs", "Neg", "Floor", "Ceil", "Round", "Softsign",
+     "Sin", "Cos", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"}
 )  # fmt: skip
 
 
@@ -200,5 +211,26 @@ def watch_plan(
                     break
         if name not in guards:
             watched.add(name)
+    if nan and inf:
+        # Forwards: a tensor made, without a fault of its own, from one that is fully watched.
+        implied: set[str] = set()
+        for name in candidates:
+            producer = graph.producer(name)
+            assert producer is not None
+            data = producer.inputs[0] if producer.inputs else ""
+            source = graph.producer(data) if data else None
+            if (
+                name in watched
+                and producer.op_type in _KEEPS_FINITE
+                and producer.domain in ("", "ai.onnx")
+                and producer.outputs[0] == name
+                and source is not None
+                and source.id in in_segment
+                and (data in watched or data in implied)
+                and not never_prune(producer)
+                and not never_prune(source)
+            ):
+                watched.discard(name)
+                implied.add(name)
     kept = [c for c in candidates if c in watched]
     return WatchPlan(kept, guards, to_float=frozenset(c for c in kept if dtypes.get(c) in EXTRA_FLOATS))
