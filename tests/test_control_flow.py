@@ -157,6 +157,52 @@ def test_a_condition_on_iteration_stops_in_that_iteration(fast):
     assert s.continue_().reason is StopReason.END
 
 
+def test_the_iterations_before_a_conditions_first_run_whole_in_one_call():
+    """A breakpoint whose condition reads ``iteration`` alone: the iterations before the first it can stop
+    at run in one onnxruntime call (the Loop cut to that many), values as exact as iteration by iteration."""
+    m = loop_model(trip=6)
+    flat = ort_outputs(unrolled_loop(m, 6), LOOP_FEEDS)
+    s = DebugSession(m, LOOP_FEEDS)
+    s.set_breakpoints([BreakpointSpec("tanh", condition="iteration == 4")])
+    s.start()
+    calls = s.ort_calls
+    stop = s.continue_()
+    assert stop.node.id == "tanh" and s.iteration == 4 and s.ort_calls - calls <= 3
+    exact(s.value("h_in"), flat["h_out@3"], "h_in@4")
+    for name in ("mm", "pre"):
+        exact(s.value(name), flat[f"{name}@4"], f"{name}@4")
+    while s.iteration == 4:
+        s.step_back()  # into iteration 3, which ran whole: what it started from is computed again
+    assert s.iteration == 3 and s.pc.id == "h_scan"
+    exact(s.value("h_in"), flat["h_out@2"], "h_in@3")
+    exact(s.value("h_out"), flat["h_out@3"], "h_out@3")
+    assert s.continue_().reason is StopReason.BREAKPOINT and s.iteration == 4
+    assert s.continue_().reason is StopReason.END
+    original = ort_outputs(m, LOOP_FEEDS)
+    exact(s.value("hs"), original["hs"], "hs")
+    exact(s.value("y"), original["y"], "y")
+    # with a hit count: the second iteration at which the condition holds
+    s.set_breakpoints([BreakpointSpec("mm", condition="iteration >= 2", hit_condition="2")])
+    s.restart()
+    assert s.continue_().reason is StopReason.BREAKPOINT and s.iteration == 3
+
+
+def test_a_loop_that_ends_before_a_conditions_first_iteration_runs_to_its_end():
+    m = loop_model(trip=20, exit_at=1.0, scan=True)
+    original = ort_outputs(m, LOOP_FEEDS)
+    assert len(original["hs"]) < 15
+    s = DebugSession(m, LOOP_FEEDS)
+    s.set_breakpoints([BreakpointSpec("tanh", condition="iteration == 15"), BreakpointSpec("relu")])
+    stop = s.continue_(check_first=True)
+    assert stop.node.id == "relu" and stop.path == ()
+    exact(s.value("hs"), original["hs"], "hs")
+    exact(s.value("h_final"), np.asarray(original["hs"])[-1], "h_final")
+    s.set_breakpoints([BreakpointSpec("tanh", condition="iteration == 2")])  # one it reaches
+    s.restart()
+    assert s.continue_().reason is StopReason.BREAKPOINT and s.iteration == 2
+    exact(s.value("h_in"), ort_outputs(unrolled_loop(m, 3), LOOP_FEEDS)["h_out@1"], "h_in@2")
+
+
 def test_a_hit_count_counts_the_node_in_every_iteration():
     s = DebugSession(loop_model(trip=6), LOOP_FEEDS)
     s.set_breakpoints([BreakpointSpec("mm", hit_condition="5")])

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from graph_dap.errors import BreakpointError, ExpressionError, GraphDapError
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.graph import Graph, Node
@@ -232,6 +234,39 @@ class BreakpointTable:
                 except ExpressionError:
                     pass  # refused when it was set: the breakpoint stops with that message
         return names
+
+    def first_iteration(self, node_ids: Iterable[str], name: str, limit: int) -> int | None:
+        """The first iteration in ``range(limit)`` at which a breakpoint on ``node_ids`` (nodes of one
+        loop body) can stop, known before the body runs: every one of them has a condition that reads
+        the iteration (``name``) alone. ``limit`` when none can stop below it; None when it cannot be
+        known (a breakpoint without such a condition, a logpoint, a condition that reads values)."""
+        conditions: list[_expr.Expression] = []
+        for nid in node_ids:
+            for bp_id in self._by_node.get(nid, ()):
+                spec = self._breakpoints[bp_id].spec
+                if spec.log_message or not spec.condition:
+                    return None
+                try:
+                    cond = _expr.compile_expression(spec.condition)
+                except ExpressionError:
+                    return None
+                if cond.names != {name}:
+                    return None
+                conditions.append(cond)
+        current: list[np.int64] = [np.int64(0)]
+
+        def resolve(_: str) -> np.int64:
+            return current[0]
+
+        for i in range(limit if conditions else 0):
+            current[0] = np.int64(i)
+            for cond in conditions:
+                try:
+                    if _expr.is_truthy(_expr.evaluate(cond, resolve)):
+                        return i
+                except GraphDapError:
+                    return i  # the check there stops with the failure
+        return limit
 
     def check(self, node: Node, ctx: BreakpointContext) -> tuple[list[int], str]:
         """Breakpoints that stop before ``node`` (logpoints log here and never stop); a note on failed conditions."""

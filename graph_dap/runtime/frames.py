@@ -11,17 +11,22 @@ If, Loop and Scan kernels make of their bodies' outputs (copies and concatenatio
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import onnx
+from onnx import TensorProto, helper
 
 from graph_dap.errors import GraphDapError
 from graph_dap.runtime.graph import Graph, Node, Scope
 from graph_dap.runtime.stops import PathStep
 from graph_dap.runtime.timeline import Timeline
 from graph_dap.runtime.values import Values
+
+TRIP = "__gd_trip"  # what a Loop made by ControlFlow.truncated is fed as its trip count
 
 
 @dataclass(slots=True)
@@ -30,7 +35,8 @@ class LoopState:
 
     trip_count: int | None  # Loop: M (None: no limit); Scan: the sequence length
     iteration: int = 0
-    inputs: list[dict[str, Any]] = field(default_factory=list)  # what each iteration started from (for step back)
+    # what each iteration started from (for step back); None for iterations run whole, before a breakpoint's first
+    inputs: list[dict[str, Any] | None] = field(default_factory=list)
     scans: list[list[Any]] = field(default_factory=list)  # per scan output, its element of each iteration
     finals: list[Any] = field(default_factory=list)  # the carried values after the last iteration run
 
@@ -90,6 +96,7 @@ class ControlFlow:
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
+        self._truncated: dict[str, Node] = {}
 
     # -- entering ------------------------------------------------------------------------
 
@@ -161,6 +168,66 @@ class ControlFlow:
             index = loop.trip_count - 1 - iteration if direction else iteration  # type: ignore[operator]
             inputs[name] = np.require(np.take(seq, index, axis=axis), requirements="C")  # a 0-d element stays 0-d
         return inputs
+
+    def truncated(self, node: Node) -> Node:
+        """``node`` (a Loop) as a node that runs at most as many iterations as it is fed in :data:`TRIP`,
+        with every output named and one more: the condition each iteration ended with, stacked (its
+        length says how many ran). The body is the node's own, so the values are its own."""
+        made = self._truncated.get(node.id)
+        if made is not None:
+            return made
+        proto = onnx.NodeProto()
+        proto.CopyFrom(node.proto)
+        tag = f"__gd_trunc_{node.order}"
+        if proto.input:
+            proto.input[0] = TRIP
+        else:
+            proto.input.append(TRIP)
+        for k, name in enumerate(proto.output):
+            if not name:
+                proto.output[k] = f"{tag}_out{k}"
+        conds = f"{tag}_conds"
+        proto.output.append(conds)
+        for attribute in proto.attribute:
+            if attribute.name == "body":
+                body = attribute.g
+                kept = f"{tag}_cond"
+                body.node.append(helper.make_node("Identity", [body.output[0].name], [kept]))
+                body.output.append(helper.make_tensor_value_info(kept, TensorProto.BOOL, []))
+        made = dataclasses.replace(
+            node, id=f"{node.id}#truncated", inputs=(TRIP, *node.inputs[1:]), outputs=tuple(proto.output), proto=proto
+        )
+        self._truncated[node.id] = made
+        return made
+
+    def loop_inputs_at(self, node: Node, scope: Scope, iteration: int, carried: list[Any] | None, read: Any) -> dict[str, Any]:
+        """What iteration ``iteration`` of Loop ``node`` starts from: the carried values after the ones
+        before (``carried``), or for iteration 0 the node's own inputs."""
+        if iteration == 0 or carried is None:
+            begun = self.begin(node, read)
+            assert begun is not None
+            return begun[1]
+        return self._loop_inputs(scope, iteration, True, carried)
+
+    def begin_at(self, node: Node, read: Any, outs: Mapping[str, Any], iteration: int) -> tuple[Scope, dict[str, Any], LoopState] | dict[str, Any]:
+        """From what :meth:`truncated` computed for ``iteration`` iterations (``outs``): the frame at the
+        start of that iteration, or, when the loop ended before, the node's own outputs."""
+        made = self.truncated(node)
+        values = [outs[name] for name in made.outputs]
+        n_carried = len(node.inputs) - 2
+        carried, scans, conds = values[:n_carried], values[n_carried:-1], np.asarray(values[-1])
+        outputs = {name: v for name, v in zip(node.outputs, carried + scans) if name}
+        begun = self.begin(node, read)
+        if begun is None:
+            return outputs  # (no iteration at all)
+        scope, _, loop = begun
+        if loop is None or len(conds) < iteration or not bool(conds[-1]) or (loop.trip_count is not None and iteration >= loop.trip_count):
+            return outputs  # it ended before that iteration
+        loop.iteration = iteration
+        loop.inputs = [None] * iteration
+        loop.scans = [[np.asarray(s)[k, ...] for k in range(iteration)] for s in scans]
+        loop.finals = list(carried)
+        return scope, self._loop_inputs(scope, iteration, True, carried), loop
 
     # -- between iterations ----------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError, SegmentRunner
 from graph_dap.runtime.engine.store import ValueStore
-from graph_dap.runtime.frames import ControlFlow, Frame, LoopState, last_uses, run_sequence
+from graph_dap.runtime.frames import TRIP, ControlFlow, Frame, LoopState, last_uses, run_sequence
 from graph_dap.runtime.graph import Graph, Node, Scope, ValueInfo
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
@@ -53,6 +53,7 @@ from graph_dap.runtime.values import Constants, Values
 
 BREAK_FILTERS = ("nan", "inf", "error")
 ITERATION = "iteration"  # the expression language's name for the innermost loop's iteration
+_SKIP_LIMIT = 100_000  # iterations a continue looks ahead for a breakpoint's first (see _first_iteration)
 _PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
 _WATCHED_PARTS = 4  # parts of a long watched segment run at an optimization level
 _logger = _log.get_logger(__name__)
@@ -367,6 +368,62 @@ class DebugSession:
         self._push(node, scope, inputs, loop)
         return True
 
+    def _first_iteration(self, node: Node, until: str | None) -> int | None:
+        """Where a continue steps into ``node``: 0 (its first iteration, or it is not a loop), the first
+        iteration at which one of the breakpoints in its body can stop, when their conditions read
+        ``iteration`` alone (the iterations before run whole, in one call), or None: none can stop."""
+        if (
+            not self.fast
+            or node.op_type != "Loop"
+            or node.calls is not None
+            or node.id in self._localize
+            or self._filter.active  # (the iterations run whole would have to be watched too)
+            or (until is not None and self.graph.has_node(until) and any(s.node == node.id for s in self.graph.node(until).path))
+        ):
+            return 0
+        scope = self.graph.subscope(node, "body")
+        if any(sc.has_value(ITERATION) for sc in self.graph.scopes.values()):
+            return 0  # a value of that name: conditions read it
+        inside = {n.id for n in self.graph.all_nodes() if any(s.node == node.id for s in n.path)}
+        direct = {n.id for n in scope.nodes}
+        if any(self.breakpoint_table.at(nid) for nid in inside - direct):
+            return 0  # (a nested loop's own iteration is what ``iteration`` reads there)
+        trip = self._trip_count(node)
+        limit = min(trip, _SKIP_LIMIT) if trip is not None else _SKIP_LIMIT
+        first = self.breakpoint_table.first_iteration(direct, ITERATION, limit)
+        if first is None:
+            return 0
+        if trip is not None and first >= trip:
+            return None
+        return first
+
+    def _trip_count(self, node: Node) -> int | None:
+        m = node.inputs[0] if node.inputs else ""
+        if not m:
+            return None
+        value = np.asarray(self.top.values.get(m))
+        return int(value.reshape(-1)[0]) if value.size == 1 else None
+
+    def _run_truncated(self, node: Node, iterations: int) -> dict[str, Any]:
+        """``node``'s first ``iterations`` iterations in one onnxruntime call (see ControlFlow.truncated)."""
+        made = self.flow.truncated(node)
+        return self.top.values.execute(made, count=False, extra={TRIP: np.array(iterations, np.int64)})
+
+    def _enter_at(self, node: Node, iteration: int) -> None:
+        """Run ``node``'s first ``iteration`` iterations whole and push its frame at the start of the next;
+        when the loop ends before, keep its outputs and move past it."""
+        parent = self.top
+        outs = self._run_truncated(node, iteration)
+        begun = self.flow.begin_at(node, parent.values.get, outs, iteration)
+        if isinstance(begun, dict):
+            parent.values.keep(begun)
+            parent.timeline.advance(node)
+            parent.values.evict()
+            self.executor.executions[node.id] += 1
+            return
+        scope, inputs, loop = begun
+        self._push(node, scope, inputs, loop)
+
     def _push(self, owner: Node, scope: Scope, inputs: Mapping[str, Any], loop: LoopState | None) -> Frame:
         parent = self.top
         sequence = self._sequences[scope.path]
@@ -589,8 +646,14 @@ class DebugSession:
             at_origin = frame is origin and mode in ("step", "step_in")
             into = at_origin and mode == "step_in"
             if node.enterable and (into or self._must_enter(node, until)):
+                first = 0 if into else self._first_iteration(node, until)
                 self._localize.discard(node.id)
-                if self._enter(node):
+                if first is None:
+                    pass  # no breakpoint inside can stop in this run: it runs whole
+                elif first > 0:
+                    self._enter_at(node, first)
+                    continue
+                elif self._enter(node):
                     if into and self.top.timeline.next_node is not None:
                         return self._stop(StopReason.STEP)  # on the body's first node, whatever its breakpoints
                     continue
@@ -938,6 +1001,12 @@ class DebugSession:
             if acc:
                 acc.pop()
         inputs = loop.inputs[loop.iteration]
+        if inputs is None:  # an iteration run whole before a breakpoint's first: what it started from, again
+            assert frame.owner is not None
+            outs = self._run_truncated(frame.owner, loop.iteration) if loop.iteration > 0 else {}
+            carried = [outs[n] for n in self.flow.truncated(frame.owner).outputs[: len(frame.owner.inputs) - 2]] if outs else None
+            inputs = self.flow.loop_inputs_at(frame.owner, frame.scope, loop.iteration, carried, frame.parent.values.get)  # type: ignore[union-attr]
+            loop.inputs[loop.iteration] = inputs
         self._start_frame(frame, inputs)
         sequence = frame.timeline.sequence
         if len(sequence) > 1:

@@ -129,17 +129,18 @@ def _flagged_graph(graph: Graph, scope: Scope, g: onnx.GraphProto, filt: FaultFi
                 tail.append(helper.make_node("Where", [nan, source, zero], [kept := f"{tag}_kept{len(parts)}"]))
                 source = kept
             k = len(parts)
-            s, c, r = f"{tag}_s{k}", f"{tag}_c{k}", f"{tag}_r{k}"
+            s, c = f"{tag}_s{k}", f"{tag}_c{k}"
             tail.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
-            tail.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
-            tail.append(helper.make_node("Reshape", [c, shape], [r]))
-            parts.append(r)
+            tail.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))  # (none for float32: onnxruntime drops it)
+            parts.append(c)
         out.node.extend(tail)
         tail.clear()
     if parts:
+        # One Sum of the scalar sums and the nested flags: NaN or Inf in any makes it non-finite
+        # (+Inf and -Inf make NaN), as a Concat and ReduceSum would, in one node.
         both = f"{tag}_all"
-        tail.append(helper.make_node("Concat", parts, [both], axis=0))
-        tail.append(helper.make_node("ReduceSum", [both], [output], keepdims=1))
+        tail.append(helper.make_node("Sum", parts, [both]))
+        tail.append(helper.make_node("Reshape", [both, shape], [output]))
     else:
         tail.append(helper.make_node("Constant", [], [output], value=numpy_helper.from_array(np.zeros(1, np.float32), output + "_t")))
     out.node.extend(tail)
