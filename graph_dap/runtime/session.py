@@ -150,6 +150,7 @@ class DebugSession:
         self.frames: list[Frame] = [Frame(main, self.timeline, self.values, self._last_use)]
         self.breakpoint_table = BreakpointTable(self.graph)
         self._holders: set[str] = set()  # enterable nodes with a breakpoint somewhere inside
+        self._inside: dict[str, set[str]] = {}  # node id -> ids of the nodes inside it
         self._localize: set[str] = set()  # enterable nodes whose watch fired: step into them to find the node
         self._pause = threading.Event()
         self._run_options: ort.RunOptions | None = None
@@ -384,9 +385,8 @@ class DebugSession:
         scope = self.graph.subscope(node, "body")
         if any(sc.has_value(ITERATION) for sc in self.graph.scopes.values()):
             return 0  # a value of that name: conditions read it
-        inside = {n.id for n in self.graph.all_nodes() if any(s.node == node.id for s in n.path)}
         direct = {n.id for n in scope.nodes}
-        if any(self.breakpoint_table.at(nid) for nid in inside - direct):
+        if any(self.breakpoint_table.at(nid) for nid in self._nested_in(node) - direct):
             return 0  # (a nested loop's own iteration is what ``iteration`` reads there)
         trip = self._trip_count(node)
         limit = min(trip, _SKIP_LIMIT) if trip is not None else _SKIP_LIMIT
@@ -397,6 +397,12 @@ class DebugSession:
             return None
         return first
 
+    def _nested_in(self, node: Node) -> set[str]:
+        """Ids of every node inside ``node``, at any depth."""
+        if node.id not in self._inside:
+            self._inside[node.id] = {n.id for n in self.graph.all_nodes() if any(s.node == node.id for s in n.path)}
+        return self._inside[node.id]
+
     def _trip_count(self, node: Node) -> int | None:
         m = node.inputs[0] if node.inputs else ""
         if not m:
@@ -404,16 +410,17 @@ class DebugSession:
         value = np.asarray(self.top.values.get(m))
         return int(value.reshape(-1)[0]) if value.size == 1 else None
 
-    def _run_truncated(self, node: Node, iterations: int) -> dict[str, Any]:
-        """``node``'s first ``iterations`` iterations in one onnxruntime call (see ControlFlow.truncated)."""
+    def _run_truncated(self, node: Node, iterations: int, values: Values) -> dict[str, Any]:
+        """``node``'s first ``iterations`` iterations in one onnxruntime call (see ControlFlow.truncated),
+        over ``values``: those of the level ``node`` is in."""
         made = self.flow.truncated(node)
-        return self.top.values.execute(made, count=False, extra={TRIP: np.array(iterations, np.int64)})
+        return values.execute(made, count=False, extra={TRIP: np.array(iterations, np.int64)})
 
     def _enter_at(self, node: Node, iteration: int) -> None:
         """Run ``node``'s first ``iteration`` iterations whole and push its frame at the start of the next;
         when the loop ends before, keep its outputs and move past it."""
         parent = self.top
-        outs = self._run_truncated(node, iteration)
+        outs = self._run_truncated(node, iteration, parent.values)
         begun = self.flow.begin_at(node, parent.values.get, outs, iteration)
         if isinstance(begun, dict):
             parent.values.keep(begun)
@@ -1002,10 +1009,11 @@ class DebugSession:
                 acc.pop()
         inputs = loop.inputs[loop.iteration]
         if inputs is None:  # an iteration run whole before a breakpoint's first: what it started from, again
-            assert frame.owner is not None
-            outs = self._run_truncated(frame.owner, loop.iteration) if loop.iteration > 0 else {}
-            carried = [outs[n] for n in self.flow.truncated(frame.owner).outputs[: len(frame.owner.inputs) - 2]] if outs else None
-            inputs = self.flow.loop_inputs_at(frame.owner, frame.scope, loop.iteration, carried, frame.parent.values.get)  # type: ignore[union-attr]
+            owner, parent = frame.owner, frame.parent
+            assert owner is not None and parent is not None
+            outs = self._run_truncated(owner, loop.iteration, parent.values) if loop.iteration > 0 else {}
+            carried = [outs[n] for n in self.flow.truncated(owner).outputs[: len(owner.inputs) - 2]] if outs else None
+            inputs = self.flow.loop_inputs_at(owner, frame.scope, loop.iteration, carried, parent.values.get)
             loop.inputs[loop.iteration] = inputs
         self._start_frame(frame, inputs)
         sequence = frame.timeline.sequence
