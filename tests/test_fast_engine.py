@@ -16,6 +16,7 @@ R = np.random.default_rng(5)
 W4 = R.standard_normal((4, 4)).astype(np.float32)
 RULES = [
     ("Add", [("k", W4)], {}, [4, 4], True),
+    ("Sum", [("k", W4)], {}, [4, 4], True),
     ("Sub", [("k", W4)], {}, [4, 4], True),
     ("Mul", [("k", W4)], {}, [4, 4], True),
     ("Div", [("k", W4 + 5)], {}, [4, 4], True),

@@ -379,3 +379,55 @@ def test_a_weight_made_once_and_then_set_is_fed_with_its_new_value():
     changed.graph.node.extend(nodes)
     changed.graph.input.append(tensor("k", list(k.shape)))  # fed, as the original graph computes it: not pre-packed
     exact(s.outputs()["y"], unoptimized(changed, {**feeds, "k": k}, ["y"])["y"], "y with the new k")
+
+
+def relu_chain(w1: np.ndarray):
+    """x -> Relu -> Conv -> BatchNormalization -> Relu -> Conv -> BatchNormalization -> Relu: each Conv's input is >= 0."""
+    c = w1.shape[0]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r0"], name="relu0"),
+        helper.make_node("Conv", ["r0", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "g", "b", "m", "v"], ["b1"], name="bn1"),
+        helper.make_node("Relu", ["b1"], ["y1"], name="relu1"),
+        helper.make_node("Conv", ["y1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c2", "g", "b", "m", "v"], ["b2"], name="bn2"),
+        helper.make_node("Relu", ["b2"], ["y2"], name="relu2"),
+    ]
+    inits = [init("w1", w1), init("w2", R.standard_normal((c, c, 3, 3)).astype(np.float32)), init("g", np.full(c, 0.5, np.float32)),
+             init("b", np.full(c, 0.1, np.float32)), init("m", np.zeros(c, np.float32)), init("v", np.ones(c, np.float32))]  # fmt: skip
+    return make_model(nodes, [tensor("x", [1, 4, 8, 8])], [tensor("y2", [1, c, 8, 8])], inits)
+
+
+def test_with_the_inf_filter_a_relu_is_fused_into_its_conv_and_a_hidden_minus_inf_is_still_found():
+    """A Relu hides -Inf (Relu(-Inf) is 0), so the Inf watch had to sum the tensor before it, which kept
+    onnxruntime from fusing the Relu into its Conv. A Conv of a >= 0 input can only make -Inf by overflow,
+    which the sum of its input, scaled by the weights' norms, rules out or flags: the Relu's output and
+    the Conv's input are watched instead, both ends of fused chains."""
+    model = relu_chain(R.standard_normal((6, 4, 3, 3)).astype(np.float32))
+    feeds = {"x": R.standard_normal((1, 4, 8, 8)).astype(np.float32)}
+    s = DebugSession(model, feeds, break_on=["nan", "inf"])
+    s.start()
+    plan = s.planner.plan(
+        0, len(s.sequence), filt=FaultFilter(True, True), dtypes=s.executor.dtypes, budget=s.store.budget, conditions=lambda a, b: [],
+        constants=s.store.fixed, version="probe", optimized=True,
+    )  # fmt: skip
+    assert plan is not None and plan.watch is not None
+    assert plan.watch.bounded == {"c1": "r0", "b1": "r0", "c2": "y1", "b2": "y1"}
+    assert set(plan.watch.watched) == {"r0", "y1", "y2"}
+    segment, _ = s.segments.build_model(plan.ran, feeds, s.store.fixed, plan.wanted, plan.watch)
+    own = [n for n in _optimized_nodes(segment) if not all(o.startswith("__g") for o in n.output)]  # (the watch's are __g...)
+    assert [n.op_type for n in own] == [n.op_type for n in _optimized_nodes(model)]
+    convs = [n for n in own if n.op_type in ("Conv", "FusedConv")]
+    assert len(convs) == 2 and all(dict((a.name, a.s) for a in n.attribute).get("activation") == b"Relu" for n in convs)
+    assert s.continue_().reason is StopReason.END
+    exact(s.value("y2"), unoptimized(model, feeds, ["y2"])["y2"], "y2")
+
+    # Negative weights and a huge input: conv1 overflows to -Inf, which the Relu turns into 0
+    bad = relu_chain(np.full((6, 4, 3, 3), -1.0, np.float32))
+    huge = {"x": np.full((1, 4, 8, 8), 1e37, np.float32)}
+    values = unoptimized(bad, huge, ["c1", "y1", "y2"])
+    assert np.isneginf(values["c1"]).any() and np.isfinite(values["y1"]).all() and np.isfinite(values["y2"]).all()
+    s = DebugSession(bad, huge, break_on=["nan", "inf"])
+    stop = s.continue_()
+    assert stop.reason is StopReason.INF and stop.node.id == "conv1" and stop.tensor == "c1", stop.message
+    exact(s.value("c1"), values["c1"], "c1")

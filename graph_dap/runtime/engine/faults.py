@@ -111,7 +111,9 @@ class FaultFilter:
         # Every faulty tensor is flagged or guarded by a flagged one. A flagged sum does not
         # prove a fault (a NaN sum may be +Inf and -Inf under the inf filter alone; an infinite
         # one may be an overflow), so candidates are confirmed in run order, all of them if need be.
-        candidates = sorted(flagged | {t for t, guard in plan.guards.items() if guard in flagged}, key=lambda c: _position(graph, c, plan))
+        # (a Relu's input left to a bound is looked at when the sum of the bound's source fires too)
+        shown = {t for t, guard in plan.guards.items() if guard in flagged} | {t for t, source in plan.bounded.items() if source in flagged}
+        candidates = sorted(flagged | shown, key=lambda c: _position(graph, c, plan))
         # In batches: up to the first flagged tensor (its sum fired: most likely the fault) with the guarded
         # ones before it, then the rest; an inner flag ends a batch (the session steps into it instead).
         inner_at = next((k for k, c in enumerate(candidates) if c in plan.inner), len(candidates))

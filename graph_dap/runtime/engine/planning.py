@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graph_dap.runtime.engine.bounds import Bounds
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.store import nbytes
@@ -39,6 +40,7 @@ class SegmentPlanner:
         self.seq = seq
         self.last_use = last_use
         self._plans: dict[tuple[Any, ...], SegmentPlan] = {}
+        self._bounds: Bounds | None = None
 
     def plan(
         self,
@@ -85,7 +87,8 @@ class SegmentPlanner:
                 if cost <= room:
                     wanted += live
                     room -= cost
-        watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf) if filt.active else None
+        bounds = self._bounds_over(constants) if optimized and filt.nan and filt.inf else None
+        watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf, bounds) if filt.active else None
         if watch is not None and instruments is not None:
             for n in nodes:
                 if n.enterable and instruments.can(n):
@@ -118,6 +121,14 @@ class SegmentPlanner:
                     bounds.append(pos)
                     break
         return bounds + [end]
+
+    def _bounds_over(self, constants: Mapping[str, Any] | None) -> Bounds | None:
+        """The bounds of the watch (see :mod:`.bounds`) over ``constants``, the weights as computed; none without them."""
+        if constants is None:
+            return None
+        if self._bounds is None or self._bounds.constants is not constants:
+            self._bounds = Bounds(self.graph, constants)
+        return self._bounds
 
     def with_constants(self, nodes: list[Node], constants: Mapping[str, Any]) -> list[Node]:
         """``nodes`` preceded by the small constant nodes whose outputs they read (and what those read).

@@ -15,6 +15,7 @@ values can overflow: hits are always confirmed on the exact tensor.
 
 from __future__ import annotations
 
+import math
 import tempfile
 import threading
 import time
@@ -343,11 +344,22 @@ class SegmentRunner:
                     if watch is not None and o in watch.to_float:  # no ReduceSum for it on the CPU: sum it as float32
                         source = f"__gd_f32_{i}"
                         node_protos.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
-                    if self.opt_level != "none" and pooled_first(self.graph.info_at(scope.path, o)):
+                    info = self.graph.info_at(scope.path, o)
+                    pixels = 1
+                    if self.opt_level != "none" and pooled_first(info):
                         node_protos.append(helper.make_node("GlobalAveragePool", [source], [f"__gd_gap{i}"]))
                         source = f"__gd_gap{i}"
+                        pixels = math.prod(d for d in (info.shape or ())[2:] if isinstance(d, int))  # (known: pooled_first)
                     node_protos.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
                     node_protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
+                    if watch is not None and o in watch.scales:  # a bound's check (see .bounds): A * sum + B
+                        scale, offset = watch.scales[o]
+                        with np.errstate(over="ignore"):
+                            a, b = np.float32(scale * pixels), np.float32(offset)
+                        inits += [numpy_helper.from_array(np.array(a), f"__gd_a{i}"), numpy_helper.from_array(np.array(b), f"__gd_b{i}")]
+                        node_protos.append(helper.make_node("Mul", [c, f"__gd_a{i}"], [f"__gd_m{i}"]))
+                        node_protos.append(helper.make_node("Add", [f"__gd_m{i}", f"__gd_b{i}"], [f"__gd_bound{i}"]))
+                        c = f"__gd_bound{i}"
                     node_protos.append(helper.make_node("Reshape", [c, "__graph_dap_shape1"], [r]))
                     sums.append(r)
                     watched.append(o)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph_dap.runtime.dtypes import EXTRA_FLOATS
+from graph_dap.runtime.engine.bounds import MARGIN, Bounds
 from graph_dap.runtime.graph import Lookup, Node, ValueInfo
 
 #: Element types the watch sums in-graph. onnxruntime's CPU provider sums neither bfloat16
@@ -26,6 +27,7 @@ WATCHABLE = {"float32", "float64", "float16"} | EXTRA_FLOATS
 # watched, need not be watched itself: the consumer's sum shows the fault.
 _PROPAGATES: dict[str, tuple[int, ...] | None] = {
     "Add": None,
+    "Sum": None,  # (a residual connection, in older exports)
     "Sub": None,
     "Mul": None,
     "Div": (0,),
@@ -167,7 +169,9 @@ class WatchPlan:
 
     ``inner``: the flags of control-flow nodes watched inside (see :mod:`.instrument`), each with
     its node; ``rewrites``: those nodes as the segment runs them, by node id; ``to_float``: the
-    watched tensors cast to float32 before they are summed (bfloat16, float8).
+    watched tensors cast to float32 before they are summed (bfloat16, float8); ``bounded``: a Relu's
+    input left unwatched -> the watched tensor whose scaled sum (``scales``: scale and offset, see
+    :mod:`.bounds`) rules out a -Inf in it.
     """
 
     watched: list[str]
@@ -175,6 +179,8 @@ class WatchPlan:
     inner: dict[str, Node] = field(default_factory=dict)
     rewrites: dict[str, Any] = field(default_factory=dict)
     to_float: frozenset[str] = frozenset()
+    bounded: dict[str, str] = field(default_factory=dict)
+    scales: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def watch_plan(
@@ -184,11 +190,14 @@ def watch_plan(
     never_prune: Callable[[Node], bool],
     nan: bool = True,
     inf: bool = True,
+    bounds: Bounds | None = None,
 ) -> WatchPlan:
     """Tensors to watch among ``nodes``' outputs, pruned where a watched consumer shows the fault.
 
     ``nan``/``inf``: the faults watched for (an activation that keeps NaN only guards for NaN).
     A node whose Inf is excluded (``never_prune``) neither is pruned nor guards another.
+    ``bounds`` (watching both, for an optimized segment): a Relu's input is left to its output and
+    to a bound (see :mod:`.bounds`), so that onnxruntime can fuse the Relu.
     """
     candidates: list[str] = []
     for n in nodes:
@@ -196,19 +205,37 @@ def watch_plan(
             if o and dtypes.get(o) in WATCHABLE:
                 candidates.append(o)
     in_segment = {n.id for n in nodes}
+    produced = set(candidates)
     watched: set[str] = set()
     guards: dict[str, str] = {}
+    bounded: dict[str, str] = {}
+    scales: dict[str, tuple[float, float]] = {}
     # Decide from the last tensor back, so a consumer's own status is known first.
     for name in reversed(candidates):
         producer = graph.producer(name)
         assert producer is not None
+        if name in scales:  # a bound reads its sum (it comes before what it bounds: known by now)
+            watched.add(name)
+            continue
         if not never_prune(producer) and name not in graph.output_names:
             for c in graph.consumers(name):
                 out = c.outputs[0] if c.outputs else ""
                 guarded_by = out in watched or out in guards
-                if c.id in in_segment and guarded_by and not never_prune(c) and propagates(graph, c, name, nan, inf):
-                    guards[name] = out if out in watched else guards[out]
-                    break
+                if not (c.id in in_segment and guarded_by and not never_prune(c)):
+                    continue
+                bound = None
+                if not propagates(graph, c, name, nan, inf):
+                    if bounds is None or not (nan and inf and c.op_type == "Relu" and c.domain in ("", "ai.onnx") and c.inputs[0] == name):
+                        continue
+                    bound = bounds.of(name, lambda x: x in produced and dtypes.get(x) == "float32")
+                    if bound is None:
+                        continue
+                guards[name] = out if out in watched else guards[out]
+                if bound is not None:  # its NaN and +Inf reach the Relu's output; a -Inf needs an overflow
+                    bounded.update(dict.fromkeys(bound.chain, bound.source))
+                    scale, offset = scales.get(bound.source, (0.0, 0.0))
+                    scales[bound.source] = (max(scale, MARGIN * bound.scale), max(offset, MARGIN * bound.offset))
+                break
         if name not in guards:
             watched.add(name)
     if nan and inf:
@@ -221,6 +248,7 @@ def watch_plan(
             source = graph.producer(data) if data else None
             if (
                 name in watched
+                and name not in scales
                 and producer.op_type in _KEEPS_FINITE
                 and producer.domain in ("", "ai.onnx")
                 and producer.outputs[0] == name
@@ -233,4 +261,5 @@ def watch_plan(
                 watched.discard(name)
                 implied.add(name)
     kept = [c for c in candidates if c in watched]
-    return WatchPlan(kept, guards, to_float=frozenset(c for c in kept if dtypes.get(c) in EXTRA_FLOATS))
+    to_float = frozenset(c for c in kept if dtypes.get(c) in EXTRA_FLOATS)
+    return WatchPlan(kept, guards, to_float=to_float, bounded=bounded, scales=scales)
