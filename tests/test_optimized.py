@@ -431,3 +431,20 @@ def test_with_the_inf_filter_a_relu_is_fused_into_its_conv_and_a_hidden_minus_in
     stop = s.continue_()
     assert stop.reason is StopReason.INF and stop.node.id == "conv1" and stop.tensor == "c1", stop.message
     exact(s.value("c1"), values["c1"], "c1")
+
+
+def test_a_normalization_that_makes_minus_inf_itself_keeps_its_output_watched():
+    """An Inf shift makes -Inf of any value: no bound holds, the tensor before the Relu is summed itself."""
+    model = relu_chain(R.standard_normal((6, 4, 3, 3)).astype(np.float32))
+    shift = next(t for t in model.graph.initializer if t.name == "b")
+    shift.CopyFrom(init("b", np.array([0.1, -np.inf, 0.1, 0.1, 0.1, 0.1], np.float32)))
+    feeds = {"x": R.standard_normal((1, 4, 8, 8)).astype(np.float32)}
+    s = DebugSession(model, feeds, break_on=["nan", "inf"])
+    s.start()
+    plan = s.planner.plan(
+        0, len(s.sequence), filt=FaultFilter(True, True), dtypes=s.executor.dtypes, budget=s.store.budget, conditions=lambda a, b: [],
+        constants=s.store.fixed, version="probe", optimized=True,
+    )  # fmt: skip
+    assert plan is not None and plan.watch is not None and "b1" in plan.watch.watched and "b1" not in plan.watch.bounded
+    stop = s.continue_()
+    assert stop.reason is StopReason.INF and stop.node.id == "bn1" and stop.tensor == "b1", stop.message

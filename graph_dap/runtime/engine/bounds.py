@@ -27,6 +27,9 @@ import numpy as np
 from graph_dap.runtime.graph import Lookup, Node
 
 MARGIN = 16.0  # on A and B: rounding in the sums, and a pool's mean times its size
+# The largest A and B a check can take: A is multiplied by a pool's pixel count (up to 2**24) and both
+# must stay float32 numbers, or the check would not see an overflow.
+LIMIT = float(np.finfo(np.float32).max) / 2**25
 _CHUNK = 1 << 22  # elements of a weight read at a time
 
 # Ops whose output is >= 0 whatever their input, and ops that keep a >= 0 input >= 0 (first input).
@@ -156,13 +159,16 @@ class Bounds:
             scale, shift, mean, var = (self.constants.get(i) for i in ins[1:5])
             if inner is None or not all(isinstance(v, np.ndarray) for v in (scale, shift, mean, var)):
                 return None
+            mean_max, shift_max = self._const_max(ins[3]), self._const_max(ins[2])
+            if mean_max is None or shift_max is None:
+                return None  # (an Inf shift makes -Inf of any value: nothing to bound)
             eps = float(a.get("epsilon", 1e-5))
             with np.errstate(all="ignore"):
                 gain = float(np.max(np.abs(np.asarray(scale, np.float64)) / np.sqrt(np.asarray(var, np.float64) + eps)))
             if not np.isfinite(gain):
                 return None
             scaled = max(gain, 1.0)  # (the chain's earlier tensors are within the unscaled bound)
-            return Bound(inner.source, scaled * inner.scale, scaled * (inner.offset + _max_abs(mean)) + _max_abs(shift), (*inner.chain, name))
+            return Bound(inner.source, scaled * inner.scale, scaled * (inner.offset + mean_max) + shift_max, (*inner.chain, name))
         if op in ("Add", "Sub", "Mul") and len(ins) == 2:  # with a constant (a scale or a bias, as some exporters write a BN)
             for k in (0, 1):
                 c = self._const_max(ins[1 - k]) if ins[1 - k] in self.constants else None

@@ -91,6 +91,7 @@ class SegmentRunner:
             tuple(n.id for n in nodes),
             tuple(dict.fromkeys(outputs)),
             tuple(watch.watched) if watch else (),
+            tuple(sorted(watch.scales.items())) if watch else (),  # (the bounds' checks are in the graph)
             tuple((k, signature(v)) for k, v in sorted(feeds.items())),
             version,
         )
@@ -345,17 +346,18 @@ class SegmentRunner:
                         source = f"__gd_f32_{i}"
                         node_protos.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
                     info = self.graph.info_at(scope.path, o)
-                    pixels = 1
-                    if self.opt_level != "none" and pooled_first(info):
+                    pixels = math.prod(d for d in (info.shape or ())[2:] if isinstance(d, int))
+                    bounded = watch is not None and o in watch.scales
+                    if self.opt_level != "none" and pooled_first(info) and not (bounded and pixels > 2**24):  # (see bounds.LIMIT)
                         node_protos.append(helper.make_node("GlobalAveragePool", [source], [f"__gd_gap{i}"]))
                         source = f"__gd_gap{i}"
-                        pixels = math.prod(d for d in (info.shape or ())[2:] if isinstance(d, int))  # (known: pooled_first)
+                    else:
+                        pixels = 1
                     node_protos.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
                     node_protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
-                    if watch is not None and o in watch.scales:  # a bound's check (see .bounds): A * sum + B
+                    if watch is not None and bounded:  # a bound's check (see .bounds): A * sum + B
                         scale, offset = watch.scales[o]
-                        with np.errstate(over="ignore"):
-                            a, b = np.float32(scale * pixels), np.float32(offset)
+                        a, b = np.float32(scale * pixels), np.float32(offset)  # (finite: see bounds.LIMIT)
                         inits += [numpy_helper.from_array(np.array(a), f"__gd_a{i}"), numpy_helper.from_array(np.array(b), f"__gd_b{i}")]
                         node_protos.append(helper.make_node("Mul", [c, f"__gd_a{i}"], [f"__gd_m{i}"]))
                         node_protos.append(helper.make_node("Add", [f"__gd_m{i}", f"__gd_b{i}"], [f"__gd_bound{i}"]))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph_dap.runtime.dtypes import EXTRA_FLOATS
-from graph_dap.runtime.engine.bounds import MARGIN, Bounds
+from graph_dap.runtime.engine.bounds import LIMIT, MARGIN, Bounds
 from graph_dap.runtime.graph import Lookup, Node, ValueInfo
 
 #: Element types the watch sums in-graph. onnxruntime's CPU provider sums neither bfloat16
@@ -228,7 +228,7 @@ def watch_plan(
                     if bounds is None or not (nan and inf and c.op_type == "Relu" and c.domain in ("", "ai.onnx") and c.inputs[0] == name):
                         continue
                     bound = bounds.of(name, lambda x: x in produced and dtypes.get(x) == "float32")
-                    if bound is None:
+                    if bound is None or not (MARGIN * bound.scale <= LIMIT and MARGIN * bound.offset <= LIMIT):
                         continue
                 guards[name] = out if out in watched else guards[out]
                 if bound is not None:  # its NaN and +Inf reach the Relu's output; a -Inf needs an overflow
