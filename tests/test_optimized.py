@@ -398,6 +398,17 @@ def relu_chain(w1: np.ndarray):
     return make_model(nodes, [tensor("x", [1, 4, 8, 8])], [tensor("y2", [1, c, 8, 8])], inits)
 
 
+def watched_whole(model: onnx.ModelProto, feeds: dict):
+    """A session stopped at entry with the nan and inf filters, and the plan of its whole run as an optimized continue."""
+    s = DebugSession(model, feeds, break_on=["nan", "inf"])
+    s.start()
+    plan = s.planner.plan(
+        0, len(s.sequence), filt=FaultFilter(True, True), dtypes=s.executor.dtypes, budget=s.store.budget, conditions=lambda a, b: [],
+        constants=s.store.fixed, version="probe", optimized=True,
+    )  # fmt: skip
+    return s, plan
+
+
 def test_with_the_inf_filter_a_relu_is_fused_into_its_conv_and_a_hidden_minus_inf_is_still_found():
     """A Relu hides -Inf (Relu(-Inf) is 0), so the Inf watch had to sum the tensor before it, which kept
     onnxruntime from fusing the Relu into its Conv. A Conv of a >= 0 input can only make -Inf by overflow,
@@ -405,12 +416,7 @@ def test_with_the_inf_filter_a_relu_is_fused_into_its_conv_and_a_hidden_minus_in
     the Conv's input are watched instead, both ends of fused chains."""
     model = relu_chain(R.standard_normal((6, 4, 3, 3)).astype(np.float32))
     feeds = {"x": R.standard_normal((1, 4, 8, 8)).astype(np.float32)}
-    s = DebugSession(model, feeds, break_on=["nan", "inf"])
-    s.start()
-    plan = s.planner.plan(
-        0, len(s.sequence), filt=FaultFilter(True, True), dtypes=s.executor.dtypes, budget=s.store.budget, conditions=lambda a, b: [],
-        constants=s.store.fixed, version="probe", optimized=True,
-    )  # fmt: skip
+    s, plan = watched_whole(model, feeds)
     assert plan is not None and plan.watch is not None
     assert plan.watch.bounded == {"c1": "r0", "b1": "r0", "c2": "y1", "b2": "y1"}
     assert set(plan.watch.watched) == {"r0", "y1", "y2"}
@@ -439,12 +445,7 @@ def test_a_normalization_that_makes_minus_inf_itself_keeps_its_output_watched():
     shift = next(t for t in model.graph.initializer if t.name == "b")
     shift.CopyFrom(init("b", np.array([0.1, -np.inf, 0.1, 0.1, 0.1, 0.1], np.float32)))
     feeds = {"x": R.standard_normal((1, 4, 8, 8)).astype(np.float32)}
-    s = DebugSession(model, feeds, break_on=["nan", "inf"])
-    s.start()
-    plan = s.planner.plan(
-        0, len(s.sequence), filt=FaultFilter(True, True), dtypes=s.executor.dtypes, budget=s.store.budget, conditions=lambda a, b: [],
-        constants=s.store.fixed, version="probe", optimized=True,
-    )  # fmt: skip
+    s, plan = watched_whole(model, feeds)
     assert plan is not None and plan.watch is not None and "b1" in plan.watch.watched and "b1" not in plan.watch.bounded
     stop = s.continue_()
     assert stop.reason is StopReason.INF and stop.node.id == "bn1" and stop.tensor == "b1", stop.message

@@ -116,9 +116,8 @@ class ControlFlow:
             return self.graph.subscope(node, taken), {}, None
         scope = self.graph.subscope(node, "body")
         if op == "Loop":
-            m = node.inputs[0] if node.inputs else ""
             c = node.inputs[1] if len(node.inputs) > 1 else ""
-            trip = int(_scalar(read(m), "the trip count M", node)) if m else None
+            trip = self.trip_count(node, read)
             cond = bool(_scalar(read(c), "the condition", node)) if c else True
             carried = [read(n) if n else None for n in node.inputs[2:]]
             if (trip is not None and trip <= 0) or not cond:
@@ -200,6 +199,18 @@ class ControlFlow:
         self._truncated[node.id] = made
         return made
 
+    def split_truncated(self, node: Node, outs: Mapping[str, Any]) -> tuple[list[Any], list[Any], np.ndarray]:
+        """What :meth:`truncated` computed (``outs``) as the carried values, the scan outputs, and the conditions."""
+        values = [outs[name] for name in self.truncated(node).outputs]
+        n_carried = len(node.inputs) - 2
+        return values[:n_carried], values[n_carried:-1], np.asarray(values[-1])
+
+    @staticmethod
+    def trip_count(node: Node, read: Any) -> int | None:
+        """A Loop's trip count M; None when it has none."""
+        m = node.inputs[0] if node.inputs else ""
+        return int(_scalar(read(m), "the trip count M", node)) if m else None
+
     def loop_inputs_at(self, node: Node, scope: Scope, iteration: int, carried: list[Any] | None, read: Any) -> dict[str, Any]:
         """What iteration ``iteration`` of Loop ``node`` starts from: the carried values after the ones
         before (``carried``), or for iteration 0 the node's own inputs."""
@@ -212,10 +223,7 @@ class ControlFlow:
     def begin_at(self, node: Node, read: Any, outs: Mapping[str, Any], iteration: int) -> tuple[Scope, dict[str, Any], LoopState] | dict[str, Any]:
         """From what :meth:`truncated` computed for ``iteration`` iterations (``outs``): the frame at the
         start of that iteration, or, when the loop ended before, the node's own outputs."""
-        made = self.truncated(node)
-        values = [outs[name] for name in made.outputs]
-        n_carried = len(node.inputs) - 2
-        carried, scans, conds = values[:n_carried], values[n_carried:-1], np.asarray(values[-1])
+        carried, scans, conds = self.split_truncated(node, outs)
         outputs = {name: v for name, v in zip(node.outputs, carried + scans) if name}
         begun = self.begin(node, read)
         if begun is None:

@@ -379,7 +379,7 @@ class DebugSession:
             or node.calls is not None
             or node.id in self._localize
             or self._filter.active  # (the iterations run whole would have to be watched too)
-            or (until is not None and self.graph.has_node(until) and any(s.node == node.id for s in self.graph.node(until).path))
+            or self._until_inside(node, until)
         ):
             return 0
         scope = self.graph.subscope(node, "body")
@@ -388,7 +388,7 @@ class DebugSession:
         direct = {n.id for n in scope.nodes}
         if any(self.breakpoint_table.at(nid) for nid in self._nested_in(node) - direct):
             return 0  # (a nested loop's own iteration is what ``iteration`` reads there)
-        trip = self._trip_count(node)
+        trip = self.flow.trip_count(node, self.top.values.get)
         limit = min(trip, _SKIP_LIMIT) if trip is not None else _SKIP_LIMIT
         first = self.breakpoint_table.first_iteration(direct, ITERATION, limit)
         if first is None:
@@ -403,13 +403,6 @@ class DebugSession:
             self._inside[node.id] = {n.id for n in self.graph.all_nodes() if any(s.node == node.id for s in n.path)}
         return self._inside[node.id]
 
-    def _trip_count(self, node: Node) -> int | None:
-        m = node.inputs[0] if node.inputs else ""
-        if not m:
-            return None
-        value = np.asarray(self.top.values.get(m))
-        return int(value.reshape(-1)[0]) if value.size == 1 else None
-
     def _run_truncated(self, node: Node, iterations: int, values: Values) -> dict[str, Any]:
         """``node``'s first ``iterations`` iterations in one onnxruntime call (see ControlFlow.truncated),
         over ``values``: those of the level ``node`` is in."""
@@ -423,10 +416,7 @@ class DebugSession:
         outs = self._run_truncated(node, iteration, parent.values)
         begun = self.flow.begin_at(node, parent.values.get, outs, iteration)
         if isinstance(begun, dict):
-            parent.values.keep(begun)
-            parent.timeline.advance(node)
-            parent.values.evict()
-            self.executor.executions[node.id] += 1
+            self._past(parent, node, begun)
             return
         scope, inputs, loop = begun
         self._push(node, scope, inputs, loop)
@@ -472,12 +462,19 @@ class DebugSession:
             return "iterated"
         outs = self.flow.results(frame)
         self.frames.pop()
-        parent = frame.parent
-        parent.values.keep(outs)
-        parent.timeline.advance(frame.owner)
-        parent.values.evict()
-        self.executor.executions[frame.owner.id] += 1
+        self._past(frame.parent, frame.owner, outs)
         return "left"
+
+    def _past(self, level: Frame, node: Node, outs: Mapping[str, Any]) -> None:
+        """``node`` (a control-flow node at ``level``) is done, with outputs ``outs``: move past it."""
+        level.values.keep(outs)
+        level.timeline.advance(node)
+        level.values.evict()
+        self.executor.executions[node.id] += 1
+
+    def _until_inside(self, node: Node, until: str | None) -> bool:
+        """Whether the node a run goes to (``until``) is inside ``node``."""
+        return until is not None and self.graph.has_node(until) and any(s.node == node.id for s in self.graph.node(until).path)
 
     def _must_enter(self, node: Node, until: str | None) -> bool:
         """Whether a run must step into ``node`` rather than run it whole."""
@@ -485,7 +482,7 @@ class DebugSession:
             return False
         if node.id in self._holders or node.id in self._localize:
             return True
-        if until is not None and self.graph.has_node(until) and any(s.node == node.id for s in self.graph.node(until).path):
+        if self._until_inside(node, until):
             return True
         # The NaN/Inf watch looks inside bodies: in a segment that watches inside the node, or node by node.
         return self._filter.active and not (self.fast and self.instruments.can(node))
@@ -1012,7 +1009,7 @@ class DebugSession:
             owner, parent = frame.owner, frame.parent
             assert owner is not None and parent is not None
             outs = self._run_truncated(owner, loop.iteration, parent.values) if loop.iteration > 0 else {}
-            carried = [outs[n] for n in self.flow.truncated(owner).outputs[: len(owner.inputs) - 2]] if outs else None
+            carried = self.flow.split_truncated(owner, outs)[0] if outs else None
             inputs = self.flow.loop_inputs_at(owner, frame.scope, loop.iteration, carried, parent.values.get)
             loop.inputs[loop.iteration] = inputs
         self._start_frame(frame, inputs)
