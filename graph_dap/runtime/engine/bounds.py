@@ -1,4 +1,4 @@
-"""Bounds that let the Inf watch leave a Relu's input unwatched, so onnxruntime can fuse the Relu.
+"""Bounds that let the Inf watch leave an activation's input unwatched, so onnxruntime can fuse it.
 
 With the inf filter, a Relu hides a -Inf in its input (Relu(-Inf) is 0): the tensor before it
 had to be summed itself, which keeps onnxruntime from fusing the Relu into its Conv, MatMul or
@@ -14,13 +14,22 @@ the biases and the normalization's shifts add. For ``x >= 0`` (a Relu's output, 
 checks ``A * sum(x) + B`` instead of ``sum(x)``. That is non-finite when ``x`` holds NaN or Inf, or
 when an overflow cannot be ruled out; the exact check then looks at ``pre`` too. A NaN or +Inf in
 ``pre`` reaches the Relu's output, which is watched.
+
+Bounds compose. ``x`` may itself be bounded (an FPN's sum of lateral Convs and upsamplings), or be a
+value the segment is fed, of any sign (a model's input, what the part before made): the check reads
+``sum(|x|)``. A residual ``Add`` (``Sum`` in older exports) of bounded tensors adds their bounds, one
+check reading all their sums (a projection shortcut); before a Relu, a term ``>= 0`` made in the
+segment (an earlier block's Relu) needs none: ``pre + shortcut >= pre``, and its +Inf reaches the
+Relu's output. With every source finite and the check finite, every tensor inside a bound is finite:
+one that holds a NaN or an Inf fires the check, and needs no sum of its own. So an activation that
+hides both infinities (a Sigmoid) can leave its input to a bound too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,18 +48,63 @@ _KEEPS_SIGN = frozenset(
      "Unsqueeze", "Dropout"}
 )  # fmt: skip
 _ALL_INPUTS = frozenset({"Add", "Concat", "Mul", "Max"})  # >= 0 when every input is
+_WITHIN = _KEEPS_SIGN - {"Dropout"}  # the largest magnitude out at most the first input's (a Dropout's only in inference)
 
 
 @dataclass(frozen=True, slots=True)
 class Bound:
-    """``|tensor| <= scale * sum(source) + offset``, ``source >= 0``; ``chain``: the tensors from
-    the Conv's (MatMul's, Gemm's) output to this one, each within the bound (and each may hold the
-    first -Inf: the exact check looks at them all)."""
+    """``|tensor| <= sum(scale * sum(source) for source, scale in terms) + offset``, each source >= 0 (or fed to the
+    segment: ``sum(|source|)``); ``chain``: the tensors from the Convs' (MatMuls', Gemms') outputs to this one, each
+    within the bound (and each may hold the first fault: the exact check looks at them all)."""
 
-    source: str
-    scale: float
+    terms: tuple[tuple[str, float], ...]
     offset: float
     chain: tuple[str, ...]
+
+    def scaled(self, factor: float, name: str, offset: float = 0.0) -> Bound:
+        """``factor`` times this bound plus ``offset``, the bound of ``name`` (made from this tensor)."""
+        return Bound(tuple((x, factor * a) for x, a in self.terms), factor * self.offset + offset, (*self.chain, name))
+
+
+@dataclass(frozen=True, slots=True)
+class Within:
+    """The tensors of a segment a bound may read: ``made`` (in its chain, or a source: float32, computed in the
+    segment by a node whose Inf counts) and ``fed`` (float32 values it reads from outside: a check reads ``sum(|x|)``)."""
+
+    made: Callable[[str], bool]
+    fed: Callable[[str], bool]
+
+
+class Check(NamedTuple):
+    """What the watch checks in place of a tensor's sum: ``scale * sum(tensor) + offset`` plus ``a * sum(y)`` for each
+    ``(y, a)`` of ``terms``, the other sources of the bounds it covers (earlier in the run and watched, or fed)."""
+
+    scale: float
+    offset: float
+    terms: tuple[tuple[str, float], ...] = ()
+
+    def covering(self, bound: Bound, home: str) -> Check:
+        """This check made to rule out an overflow within ``bound`` too (with the margin), at ``home`` (one of its sources,
+        or a watched tensor >= 0 after them): each factor the larger of the two, and never under 1 (0 times a sum that
+        overflowed would read NaN, as if the segment had made one)."""
+        terms = dict(self.terms)
+        own = max(self.scale, 1.0)
+        for x, a in bound.terms:
+            if x == home:
+                own = max(own, MARGIN * a)
+            else:
+                terms[x] = max(terms.get(x, 1.0), MARGIN * a)
+        return Check(own, max(self.offset, MARGIN * bound.offset), tuple(sorted(terms.items())))
+
+
+def _sum(bounds: list[Bound], name: str) -> Bound:
+    """The bound of ``name``, a sum of tensors within ``bounds`` (a source twice adds its scales)."""
+    terms: dict[str, float] = {}
+    for b in bounds:
+        for x, a in b.terms:
+            terms[x] = terms.get(x, 0.0) + a
+    chain = dict.fromkeys(t for b in bounds for t in b.chain)
+    return Bound(tuple(terms.items()), sum(b.offset for b in bounds), (*chain, name))
 
 
 def _standard(node: Node) -> bool:
@@ -89,7 +143,7 @@ class Bounds:
         self.graph = graph
         self.constants = constants
         self._norms: dict[tuple[str, int], float] = {}
-        self._signs: dict[str, bool] = {}
+        self._signs: dict[str, frozenset[str] | None] = {}
 
     def _norm(self, name: str, axis: int) -> float | None:
         value = self.constants.get(name)
@@ -110,33 +164,47 @@ class Bounds:
         m = _max_abs(value)
         return m if np.isfinite(m) else None
 
-    def non_negative(self, name: str, depth: int = 0) -> bool:
-        """Whether ``name`` is >= 0 (or NaN) by how it is made."""
+    def non_negative(self, name: str, produced: Callable[[str], bool]) -> bool:
+        """Whether ``name`` is >= 0 (or NaN) by how it is made, every tensor it is made from down to a
+        Relu (Sigmoid...) computed in the segment (``produced``): a value from outside may have been set."""
+        made_from = self._made_from(name)
+        return made_from is not None and all(produced(t) for t in made_from)
+
+    def _made_from(self, name: str, depth: int = 0) -> frozenset[str] | None:
+        """The tensors that make ``name`` >= 0 (it among them), None when nothing does."""
         if name not in self._signs:
             producer = self.graph.producer(name)
-            ok = False
+            found: frozenset[str] | None = None
             if producer is not None and _standard(producer) and depth < 64 and producer.outputs[0] == name:
                 op = producer.op_type
                 data = [i for i in producer.inputs if i]
+                reads = data[:1] if op in _KEEPS_SIGN else data if op in _ALL_INPUTS else []
+                parts = [self._made_from(i, depth + 1) for i in reads]
                 if op in _NON_NEGATIVE:
-                    ok = True
-                elif op in _KEEPS_SIGN:
-                    ok = bool(data) and self.non_negative(data[0], depth + 1)
-                elif op in _ALL_INPUTS:
-                    ok = bool(data) and all(self.non_negative(i, depth + 1) for i in data)
-            self._signs[name] = ok
+                    found = frozenset((name,))
+                elif parts and all(p is not None for p in parts):
+                    found = frozenset((name,)).union(*(p for p in parts if p is not None))
+            self._signs[name] = found
         return self._signs[name]
 
-    def of(self, name: str, produced: Callable[[str], bool]) -> Bound | None:
-        """The bound of ``name`` over the sum of a non-negative tensor that ``produced`` (in the same segment)."""
+    def held(self, x: str, within: Within, depth: int = 0) -> Bound | None:
+        """A bound on ``max|x|``: ``x``'s own sum when ``x >= 0`` (``x`` a source: watched), the sum of ``|x|`` when the
+        segment is fed ``x`` (of any sign: a value from outside may have been set), else ``x``'s bound."""
+        if self.non_negative(x, within.made) or within.fed(x):
+            return Bound(((x, 1.0),), 0.0, ())
+        return self.of(x, within, depth=depth + 1)
+
+    def of(self, name: str, within: Within, below: bool = False, depth: int = 0) -> Bound | None:
+        """The bound of ``name``, made in the segment, over the sums of the non-negative tensors it makes (or of ``|x|``, ``x`` fed).
+
+        ``below``: a bound from below is enough (a Relu's input: only -Inf hides), so a residual ``Add``
+        or ``Sum`` leaves out its terms >= 0 (``a + b >= a`` for ``b >= 0``, rounding included)."""
         producer = self.graph.producer(name)
-        if producer is None or not _standard(producer) or producer.outputs[0] != name:
+        if producer is None or not _standard(producer) or producer.outputs[0] != name or depth > 64 or not within.made(name):
             return None
         op, ins, a = producer.op_type, producer.inputs, producer.attributes
         if op in ("Conv", "MatMul", "Gemm"):
-            x = ins[0]
-            if len(ins) < 2 or not produced(x) or not self.non_negative(x):
-                return None
+            inner = self.held(ins[0], within, depth) if len(ins) >= 2 else None
             if op == "Conv":
                 norm, bias = self._norm(ins[1], 0), self._const_max(ins[2] if len(ins) > 2 else "")
             elif op == "MatMul":
@@ -151,11 +219,15 @@ class Bounds:
                 c = self._const_max(ins[2] if len(ins) > 2 else "")
                 norm = None if norm is None else alpha * norm
                 bias = None if c is None else beta * c
-            if norm is None or bias is None:
+            if inner is None or norm is None or bias is None:
                 return None
-            return Bound(x, norm, bias, (name,))
+            factor = max(norm, 1.0) if inner.chain else norm  # (the chain's earlier tensors are within the bound)
+            return inner.scaled(factor, name, bias)
+        if op in _WITHIN or (op in ("Resize", "Upsample") and _interpolates(producer)):
+            inner = self.held(ins[0], within, depth) if ins else None
+            return None if inner is None else inner.scaled(1.0, name)
         if op == "BatchNormalization" and not a.get("training_mode", 0) and len(ins) >= 5:
-            inner = self.of(ins[0], produced)
+            inner = self.of(ins[0], within, depth=depth + 1)
             scale, shift, mean, var = (self.constants.get(i) for i in ins[1:5])
             if inner is None or not all(isinstance(v, np.ndarray) for v in (scale, shift, mean, var)):
                 return None
@@ -168,14 +240,30 @@ class Bounds:
             if not np.isfinite(gain):
                 return None
             scaled = max(gain, 1.0)  # (the chain's earlier tensors are within the unscaled bound)
-            return Bound(inner.source, scaled * inner.scale, scaled * (inner.offset + mean_max) + shift_max, (*inner.chain, name))
-        if op in ("Add", "Sub", "Mul") and len(ins) == 2:  # with a constant (a scale or a bias, as some exporters write a BN)
-            for k in (0, 1):
+            return inner.scaled(scaled, name, scaled * mean_max + shift_max)
+        if op in ("Add", "Sub", "Mul") and len(ins) == 2 and any(i in self.constants for i in ins):
+            for k in (0, 1):  # with a constant (a scale or a bias, as some exporters write a BN)
                 c = self._const_max(ins[1 - k]) if ins[1 - k] in self.constants else None
-                inner = self.of(ins[k], produced) if c is not None else None
+                inner = self.of(ins[k], within, depth=depth + 1) if c is not None else None
                 if inner is not None and c is not None:
                     if op == "Mul":
-                        m = max(c, 1.0)  # (the chain's earlier tensors are within the unscaled bound)
-                        return Bound(inner.source, m * inner.scale, m * inner.offset, (*inner.chain, name))
-                    return Bound(inner.source, inner.scale, inner.offset + c, (*inner.chain, name))
+                        return inner.scaled(max(c, 1.0), name)  # (the chain's earlier tensors are within the unscaled bound)
+                    return inner.scaled(1.0, name, c)
+            return None
+        if op in ("Add", "Sum", "Concat") and ins and all(ins):  # a residual connection (a projection shortcut, an FPN's)
+            left = [i for i in ins if not (below and self.non_negative(i, within.made))]
+            parts = [self.held(i, within, depth) for i in left]
+            kept = [b for b in parts if b is not None]
+            return _sum(kept, name) if kept and len(kept) == len(parts) else None
         return None
+
+
+def _interpolates(node: Node) -> bool:
+    """Whether a Resize (Upsample) makes each output a weighted mean of inputs (nearest, linear): ``max|out| <= max|in|``.
+    Not cubic (it overshoots), nor crop-and-resize (it fills with ``extrapolation_value``), nor antialiased."""
+    a = node.attributes
+    return (
+        a.get("mode", "nearest") in ("nearest", "linear", "bilinear")
+        and a.get("coordinate_transformation_mode") != "tf_crop_and_resize"
+        and not a.get("antialias", 0)
+    )

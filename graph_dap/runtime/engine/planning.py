@@ -21,6 +21,7 @@ from graph_dap.runtime.graph import Lookup, Node
 
 CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
 INLINE_CONSTANT_BYTES = 64 << 10  # constants up to this size are recomputed in segments, not fed
+_ELEMENTWISE = frozenset({"Add", "Sum", "Sub", "Mul", "Div", "Max", "Min"})  # (see SegmentPlanner.parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class SegmentPlanner:
         self.seq = seq
         self.last_use = last_use
         self._plans: dict[tuple[Any, ...], SegmentPlan] = {}
+        self._parts: dict[tuple[int, int, int], list[int]] = {}
         self._bounds: Bounds | None = None
 
     def plan(
@@ -108,19 +110,36 @@ class SegmentPlanner:
         return plan
 
     def parts(self, start: int, end: int, count: int) -> list[int]:
-        """Positions that cut ``start..end`` into about ``count`` parts, each where every value live
-        across the cut has two readers or more (a residual, a branch: onnxruntime materializes those
-        anyway, so running the parts in turn undoes no fusion). The bounds, ``start`` and ``end`` included."""
+        """Positions that cut ``start..end`` into about ``count`` parts, each where every value live across the
+        cut has two readers or more (a residual, a branch: onnxruntime materializes those anyway, so running the
+        parts in turn undoes no fusion). The bounds, ``start`` and ``end`` included.
+
+        Where one can be had within half a part of the even cut, none of those values is read by an elementwise
+        op: onnxruntime runs a Conv of a model input in its blocked layout (it reorders the input), but an Add or
+        Sum of one in the plain layout, and so every residual Sum after it (resnet50 cut inside a stage: each
+        identity block's Conv, Sum and Relu unfused, with a reorder each way). Computed once: each continue asks."""
+        if (start, end, count) in self._parts:
+            return list(self._parts[start, end, count])
         bounds = [start]
+        half = (end - start) // (2 * count)
         for k in range(1, count):
             want = start + k * (end - start) // count
-            for pos in range(max(want, bounds[-1] + 1), end):
-                live = [o for n in self.seq[bounds[-1] : pos] for o in n.outputs if o and self.last_use.get(o, -1) >= pos]
-                live += [o for n in self.seq[start : bounds[-1]] for o in n.outputs if o and self.last_use.get(o, -1) >= pos]
-                if live and all(len(self.graph.consumers(o)) >= 2 for o in live):
-                    bounds.append(pos)
-                    break
+            near = sorted(range(max(want - half, bounds[-1] + 1), min(want + half, end)), key=lambda pos: abs(pos - want))
+            cut = next((pos for pos in near if self._cut(start, pos, clean=True)), None)
+            if cut is None:
+                cut = next((pos for pos in range(max(want, bounds[-1] + 1), end) if self._cut(start, pos, clean=False)), None)
+            if cut is not None:
+                bounds.append(cut)
+        self._parts[start, end, count] = bounds + [end]
         return bounds + [end]
+
+    def _cut(self, start: int, pos: int, clean: bool) -> bool:
+        """Whether the values of ``start..pos-1`` live at ``pos`` all have two readers or more (``clean``: none elementwise)."""
+        live = [o for n in self.seq[start:pos] for o in n.outputs if o and self.last_use.get(o, -1) >= pos]
+        readers = [self.graph.consumers(o) for o in live]
+        if not live or not all(len(r) >= 2 for r in readers):
+            return False
+        return not clean or not any(c.op_type in _ELEMENTWISE for r in readers for c in r)
 
     def _bounds_over(self, constants: Mapping[str, Any] | None) -> Bounds | None:
         """The bounds of the watch (see :mod:`.bounds`) over ``constants``, the weights as computed; none without them."""

@@ -322,6 +322,8 @@ class SegmentRunner:
         reads = list(dict.fromkeys(i for n in nodes for i in n.all_inputs if i not in produced))
         inits: list[onnx.TensorProto] = []
         watch_set = set(watch.watched) if watch is not None else set()
+        checked = watch.checked if watch is not None else set()
+        sums_of: dict[str, tuple[str, int]] = {}  # a checked tensor -> its sum, and the pixels its pool divided it by
         rewrites = watch.rewrites if watch is not None else {}
         node_protos: list[onnx.NodeProto] = []
         sums: list[str] = []
@@ -329,6 +331,17 @@ class SegmentRunner:
         scope = self.graph.scope_of(nodes[0])
         if watch:
             inits.append(numpy_helper.from_array(np.array([1], np.int64), "__graph_dap_shape1"))
+        fed = sorted(checked - produced)  # values the segment is fed, of any sign: a check reads sum(|y|)
+        if fed:  # (its NaN made +Inf: a NaN the segment did not make must not read as one it made, see .faults)
+            inits.append(numpy_helper.from_array(np.array(np.inf, np.float32), "__gd_inf"))
+        for k, y in enumerate(fed):
+            node_protos += [
+                helper.make_node("ReduceL1", [y], [f"__gd_l1_{k}"], keepdims=0),
+                helper.make_node("Cast", [f"__gd_l1_{k}"], [f"__gd_l1f{k}"], to=TensorProto.FLOAT),
+                helper.make_node("IsNaN", [f"__gd_l1f{k}"], [f"__gd_l1nan{k}"]),
+                helper.make_node("Where", [f"__gd_l1nan{k}", "__gd_inf", f"__gd_l1f{k}"], [f"__gd_fed{k}"]),
+            ]
+            sums_of[y] = (f"__gd_fed{k}", 1)
         for n in nodes:
             inner = rewrites.get(n.id)
             if inner is not None:  # a control-flow node watched inside: its flag is one more sum
@@ -347,20 +360,25 @@ class SegmentRunner:
                         node_protos.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
                     info = self.graph.info_at(scope.path, o)
                     pixels = math.prod(d for d in (info.shape or ())[2:] if isinstance(d, int))
-                    bounded = watch is not None and o in watch.scales
-                    if self.opt_level != "none" and pooled_first(info) and not (bounded and pixels > 2**24):  # (see bounds.LIMIT)
+                    if self.opt_level != "none" and pooled_first(info) and not (o in checked and pixels > 2**24):  # (see bounds.LIMIT)
                         node_protos.append(helper.make_node("GlobalAveragePool", [source], [f"__gd_gap{i}"]))
                         source = f"__gd_gap{i}"
                     else:
                         pixels = 1
                     node_protos.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
                     node_protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
-                    if watch is not None and bounded:  # a bound's check (see .bounds): A * sum + B
-                        scale, offset = watch.scales[o]
-                        a, b = np.float32(scale * pixels), np.float32(offset)  # (finite: see bounds.LIMIT)
-                        inits += [numpy_helper.from_array(np.array(a), f"__gd_a{i}"), numpy_helper.from_array(np.array(b), f"__gd_b{i}")]
-                        node_protos.append(helper.make_node("Mul", [c, f"__gd_a{i}"], [f"__gd_m{i}"]))
-                        node_protos.append(helper.make_node("Add", [f"__gd_m{i}", f"__gd_b{i}"], [f"__gd_bound{i}"]))
+                    if o in checked:
+                        sums_of[o] = (c, pixels)
+                    if watch is not None and o in watch.scales:  # a bound's check (see .bounds): A * sum + A' * sum' ... + B
+                        check = watch.scales[o]
+                        read = [(o, check.scale), *check.terms]
+                        parts = [f"__gd_part{i}_{k}" for k in range(len(read))]
+                        for k, (y, a) in enumerate(read):
+                            total, px = sums_of[y]  # (a * px: a finite float32, see bounds.LIMIT)
+                            inits.append(numpy_helper.from_array(np.array(a * px, np.float32), f"__gd_a{i}_{k}"))
+                            node_protos.append(helper.make_node("Mul", [total, f"__gd_a{i}_{k}"], [parts[k]]))
+                        inits.append(numpy_helper.from_array(np.array(check.offset, np.float32), f"__gd_b{i}"))
+                        node_protos.append(helper.make_node("Sum", [*parts, f"__gd_b{i}"], [f"__gd_bound{i}"]))
                         c = f"__gd_bound{i}"
                     node_protos.append(helper.make_node("Reshape", [c, "__graph_dap_shape1"], [r]))
                     sums.append(r)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph_dap.runtime.dtypes import EXTRA_FLOATS
-from graph_dap.runtime.engine.bounds import LIMIT, MARGIN, Bounds
+from graph_dap.runtime.engine.bounds import LIMIT, MARGIN, Bound, Bounds, Check, Within
 from graph_dap.runtime.graph import Lookup, Node, ValueInfo
 
 #: Element types the watch sums in-graph. onnxruntime's CPU provider sums neither bfloat16
@@ -170,8 +170,9 @@ class WatchPlan:
     ``inner``: the flags of control-flow nodes watched inside (see :mod:`.instrument`), each with
     its node; ``rewrites``: those nodes as the segment runs them, by node id; ``to_float``: the
     watched tensors cast to float32 before they are summed (bfloat16, float8); ``bounded``: a Relu's
-    input left unwatched -> the watched tensor whose scaled sum (``scales``: scale and offset, see
-    :mod:`.bounds`) rules out a -Inf in it.
+    input left unwatched (and the tensors it is made from within its bound) -> the watched tensor whose
+    check (``scales``, see :mod:`.bounds`: its sum scaled, plus the scaled sums of the bound's other
+    sources) rules out a -Inf in it; a check that fires has the exact check look at them all.
     """
 
     watched: list[str]
@@ -180,7 +181,12 @@ class WatchPlan:
     rewrites: dict[str, Any] = field(default_factory=dict)
     to_float: frozenset[str] = frozenset()
     bounded: dict[str, str] = field(default_factory=dict)
-    scales: dict[str, tuple[float, float]] = field(default_factory=dict)
+    scales: dict[str, Check] = field(default_factory=dict)
+
+    @property
+    def checked(self) -> set[str]:
+        """The tensors whose sums the checks read: watched ones, and values the segment is fed (the sum of ``|x|``)."""
+        return set(self.scales) | {y for c in self.scales.values() for y, _ in c.terms}
 
 
 def watch_plan(
@@ -196,8 +202,9 @@ def watch_plan(
 
     ``nan``/``inf``: the faults watched for (an activation that keeps NaN only guards for NaN).
     A node whose Inf is excluded (``never_prune``) neither is pruned nor guards another.
-    ``bounds`` (watching both, for an optimized segment): a Relu's input is left to its output and
-    to a bound (see :mod:`.bounds`), so that onnxruntime can fuse the Relu.
+    ``bounds`` (watching both, for an optimized segment): the input of an activation that keeps NaN but
+    may hide an Inf (a Relu's, a Sigmoid's) is left to its output and to a bound (see :mod:`.bounds`),
+    so that onnxruntime can fuse the activation (or need not reorder the input to sum it).
     """
     candidates: list[str] = []
     for n in nodes:
@@ -206,16 +213,51 @@ def watch_plan(
                 candidates.append(o)
     in_segment = {n.id for n in nodes}
     produced = set(candidates)
+    outputs = {o for n in nodes for o in n.outputs if o}
+    reads = {i for n in nodes for i in n.inputs if i and i not in outputs}
+    order = {o: n.order for n in nodes for o in n.outputs if o}
     watched: set[str] = set()
     guards: dict[str, str] = {}
     bounded: dict[str, str] = {}
-    scales: dict[str, tuple[float, float]] = {}
+    scales: dict[str, Check] = {}
+    sources: set[str] = set()  # the tensors whose sums the checks read
+    covered: set[str] = set()  # inside a bound: any NaN or Inf in them fires its check (see .bounds)
+
+    def made(x: str) -> bool:  # (not an excluded node's output: its Inf would not fire a check)
+        p = graph.producer(x)
+        return x in produced and dtypes.get(x) == "float32" and p is not None and not never_prune(p)
+
+    def fed(x: str) -> bool:  # (not a constant the segment computes: its sum would come before it; IsNaN: opset 9)
+        p = graph.producer(x)
+        static = p is not None and p.is_static
+        return x in reads and dtypes.get(x) == "float32" and not static and graph.opsets.get("ai.onnx", 0) >= 9
+
+    within = Within(made, fed)
+
+    def bound_at(name: str, c: Node, out: str) -> tuple[Bound, str] | None:
+        """The bound that lets ``c``, an activation that keeps NaN but may hide an Inf, guard ``name`` (with ``out``, its
+        output, watched or guarded), and the watched tensor whose check covers it."""
+        if bounds is None or not (nan and inf) or c.op_type not in _UNARY_NAN or c.domain not in ("", "ai.onnx") or c.inputs[0] != name:
+            return None
+        bound = bounds.of(name, within, below=c.op_type == "Relu")  # (a Relu hides -Inf alone)
+        if bound is None or not all(MARGIN * v <= LIMIT for v in (bound.offset, *(a for _, a in bound.terms))):
+            return None
+        # One check for the whole bound, at its source last in the run (it reads the others' sums), or at the
+        # watched tensor that shows c's faults when the segment is fed every source (it comes after them all)
+        made_here = [x for x, _ in bound.terms if x in produced]
+        home = max(made_here, key=order.__getitem__) if made_here else (out if out in watched else guards[out])
+        if not made_here and not bounds.non_negative(home, made):
+            return None  # (its own sum, of any sign, could cancel the others')
+        return bound, home
+
     # Decide from the last tensor back, so a consumer's own status is known first.
     for name in reversed(candidates):
         producer = graph.producer(name)
         assert producer is not None
-        if name in scales:  # a bound reads its sum (it comes before what it bounds: known by now)
+        if name in sources:  # a check reads its sum (it comes before what it bounds: known by now)
             watched.add(name)
+            continue
+        if name in covered and not never_prune(producer) and name not in graph.output_names:
             continue
         if not never_prune(producer) and name not in graph.output_names:
             for c in graph.consumers(name):
@@ -223,18 +265,18 @@ def watch_plan(
                 guarded_by = out in watched or out in guards
                 if not (c.id in in_segment and guarded_by and not never_prune(c)):
                     continue
-                bound = None
+                placed = None
                 if not propagates(graph, c, name, nan, inf):
-                    if bounds is None or not (nan and inf and c.op_type == "Relu" and c.domain in ("", "ai.onnx") and c.inputs[0] == name):
-                        continue
-                    bound = bounds.of(name, lambda x: x in produced and dtypes.get(x) == "float32")
-                    if bound is None or not (MARGIN * bound.scale <= LIMIT and MARGIN * bound.offset <= LIMIT):
+                    placed = bound_at(name, c, out)
+                    if placed is None:
                         continue
                 guards[name] = out if out in watched else guards[out]
-                if bound is not None:  # its NaN and +Inf reach the Relu's output; a -Inf needs an overflow
-                    bounded.update(dict.fromkeys(bound.chain, bound.source))
-                    scale, offset = scales.get(bound.source, (0.0, 0.0))
-                    scales[bound.source] = (max(scale, MARGIN * bound.scale), max(offset, MARGIN * bound.offset))
+                if placed is not None:  # its NaN (a Relu's +Inf too) reaches c's output; an Inf c hides needs an overflow
+                    bound, home = placed
+                    bounded.update(dict.fromkeys(bound.chain, home))
+                    covered.update(t for t in bound.chain if t != name)
+                    scales[home] = scales.get(home, Check(0.0, 0.0)).covering(bound, home)
+                    sources.update(x for x, _ in bound.terms if x in produced)
                 break
         if name not in guards:
             watched.add(name)
@@ -248,6 +290,7 @@ def watch_plan(
             source = graph.producer(data) if data else None
             if (
                 name in watched
+                and name not in sources
                 and name not in scales
                 and producer.op_type in _KEEPS_FINITE
                 and producer.domain in ("", "ai.onnx")
