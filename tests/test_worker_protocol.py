@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 from dap_client import reference
-from models import chain_files
+from models import chain_files, init, make_model, tensor
+from onnx import helper
 
 from graph_dap import errors
 from graph_dap.errors import ExpressionError, GraphDapError, ProtocolError, UnknownNameError, ValueNotFoundError, error_of_kind
@@ -171,5 +173,28 @@ def test_typed_calls_and_errors_raised_by_type(tmp_path: Path) -> None:
         assert stop.reason == "end" and stop.node is None
         y, side = await worker.outputs()
         assert y.name == "y" and y.text.startswith("float32[1,4,8,8]") and side.name == "side"
+
+    _with_worker(body)
+
+
+def test_outputs_as_the_run_left_them_or_as_the_original_graph_computes_them(tmp_path: Path) -> None:
+    """The console's end summary reads the outputs as the optimized run left them (no second run of the
+    model); ``exact`` recomputes them with the original graph's nodes. Here the two differ: the Conv folded
+    with its BatchNormalization (a scale of 1e30) computes inf - inf = NaN where the original nodes give 0."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["y"], name="bn")]
+    inits = [init("w", np.array([[[[1.0]], [[-1.0]]]], np.float32)), init("g", np.array([1e30], np.float32))]
+    inits += [init("b", np.zeros(1, np.float32)), init("m", np.zeros(1, np.float32)), init("v", np.ones(1, np.float32))]
+    model, inputs = tmp_path / "folded.onnx", tmp_path / "x.npz"
+    onnx.save(make_model(nodes, [tensor("x", [1, 2, 2, 2])], [tensor("y", [1, 1, 2, 2])], inits), str(model))
+    np.savez(inputs, x=np.full((1, 2, 2, 2), 1e10, np.float32))
+
+    async def body(worker: WorkerClient) -> None:
+        await worker.load(p.LoadArgs(str(model), str(inputs), write_listing=False, opt_level="all"))
+        await worker.run(p.RunArgs(p.RunCommand.START))
+        assert (await worker.run(p.RunArgs(p.RunCommand.CONTINUE))).reason == "end"
+        (as_run,) = await worker.outputs(exact=False)
+        assert dict(as_run.stats)["nan"] == "4"  # what the user's own optimized run gives
+        (original,) = await worker.outputs()
+        assert dict(original.stats)["nan"] == "0" and dict(original.stats)["zeros"] == "4"
 
     _with_worker(body)

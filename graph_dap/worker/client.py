@@ -25,10 +25,10 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from graph_dap.errors import AddressError, ProtocolError, WorkerDied, error_of_kind
+from graph_dap.errors import ProtocolError, WorkerDied, error_of_kind
 from graph_dap.worker import protocol as p
 
-__all__ = ["WorkerClient", "WorkerDied", "parse_address"]
+__all__ = ["WorkerClient", "WorkerDied"]
 
 _READ_SIZE = 1 << 16
 _MAX_MESSAGE = 1 << 31
@@ -105,7 +105,7 @@ class WorkerClient:
     @classmethod
     async def connect(cls, address: str, token: str, timeout: float = 10.0) -> WorkerClient:
         """Reach a worker started with ``graph-dap worker --listen HOST:PORT --token TOKEN``."""
-        host, port = parse_address(address)
+        host, port = p.parse_address(address)
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         except (TimeoutError, OSError) as error:
@@ -216,8 +216,8 @@ class WorkerClient:
     async def set_value(self, args: p.SetValueArgs) -> p.ValueSet:
         return await self._call(p.SET_VALUE, args)
 
-    async def outputs(self) -> tuple[p.Summary, ...]:
-        return await self._call(p.OUTPUTS, p.NoArgs())
+    async def outputs(self, exact: bool = True) -> tuple[p.Summary, ...]:
+        return await self._call(p.OUTPUTS, p.OutputsArgs(exact))
 
     async def tensor_view(self, args: p.TensorViewArgs) -> p.TensorView:
         return await self._call(p.TENSOR_VIEW, args)
@@ -350,14 +350,3 @@ class WorkerClient:
                 self.process.kill()
             except ProcessLookupError:
                 pass
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """``"HOST:PORT"`` (or ``"[v6]:PORT"``, or just ``"PORT"`` for 127.0.0.1) as a pair."""
-    host, sep, port = address.rpartition(":")
-    if not sep:
-        host, port = "127.0.0.1", address
-    host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 <= int(port) < 65536:
-        raise AddressError(f"bad worker address {address!r}: expected HOST:PORT")
-    return host, int(port)

@@ -25,16 +25,28 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
+from graph_dap.errors import AddressError
 from graph_dap.worker.codec import decode, encode
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 #: onnxruntime's graph optimization levels, as launches and ``LoadArgs.opt_level`` name them.
 OPT_LEVEL_NAMES = ("none", "basic", "extended", "all")
 HELLO = "graph-dap-worker"
 
 A = TypeVar("A")
 R = TypeVar("R")
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` (or ``"[v6]:PORT"``, or just ``"PORT"`` for 127.0.0.1) as a pair."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", address
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise AddressError(f"bad worker address {address!r}: expected HOST:PORT")
+    return host, int(port)
 
 
 # -- what the worker sends about the model and its values ---------------------------------
@@ -416,6 +428,16 @@ class ProfileArgs:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputsArgs:
+    """Which outputs :data:`OUTPUTS` summarizes: the original graph's (``exact``, recomputed with its own
+    nodes where an optimized segment made them), or the values as the run left them (what the user's own
+    run at the launch's optimization level gives: the console's summary at the end, which must not run
+    the model again)."""
+
+    exact: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class LevelArgs:
     """A call about the values of one level of the program counter (0: the innermost)."""
 
@@ -573,7 +595,7 @@ CHILDREN: Method[ChildrenArgs, ChildrenPage] = Method("children", ChildrenArgs, 
 READ_MEMORY: Method[ReadMemoryArgs, MemoryRead] = Method("read_memory", ReadMemoryArgs, MemoryRead)
 EVALUATE: Method[EvaluateArgs, Evaluated] = Method("evaluate", EvaluateArgs, Evaluated)
 SET_VALUE: Method[SetValueArgs, ValueSet] = Method("set_value", SetValueArgs, ValueSet)
-OUTPUTS: Method[NoArgs, tuple[Summary, ...]] = Method("outputs", NoArgs, tuple[Summary, ...])
+OUTPUTS: Method[OutputsArgs, tuple[Summary, ...]] = Method("outputs", OutputsArgs, tuple[Summary, ...])
 TENSOR_VIEW: Method[TensorViewArgs, TensorView] = Method("tensor_view", TensorViewArgs, TensorView)
 SAVE_OUTPUTS: Method[SaveOutputsArgs, SavedOutputs] = Method("save_outputs", SaveOutputsArgs, SavedOutputs)
 SHUTDOWN: Method[NoArgs, None] = Method("shutdown", NoArgs, type(None))

@@ -27,9 +27,9 @@ from typing import Any
 import msgpack
 
 from graph_dap.errors import AddressError
+from graph_dap.runtime.engine.options import one_malloc_arena
 from graph_dap.stdio import take_over_stdout, write_all
 from graph_dap.worker import protocol as p
-from graph_dap.worker.client import parse_address
 from graph_dap.worker.service import WorkerService
 from graph_dap.worker.wire import plain
 
@@ -146,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--listen", metavar="HOST:PORT", help="serve adapters over TCP (default host 127.0.0.1)")
     parser.add_argument("--token", help="secret that adapters must present (or set GRAPH_DAP_WORKER_TOKEN)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    one_malloc_arena()  # before the reading thread allocates: see its docstring
     if not args.listen:
         return _serve_stdio()
     token = args.token or os.environ.get("GRAPH_DAP_WORKER_TOKEN")
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("graph-dap worker: --listen needs --token (or GRAPH_DAP_WORKER_TOKEN)", file=sys.stderr)
         return 2
     try:
-        host, port = parse_address(args.listen)
+        host, port = p.parse_address(args.listen)
     except AddressError as e:
         print(f"graph-dap worker: {e}", file=sys.stderr)
         return 2

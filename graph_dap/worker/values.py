@@ -176,8 +176,8 @@ class ValueCalls:
             return p.ValueSet(tuple(stale), scalar=wire.number_text(np.asarray(part)[()]))
         return p.ValueSet(tuple(stale), wire.summary(name, part))
 
-    def rpc_outputs(self, _: p.NoArgs) -> tuple[p.Summary, ...]:
-        return tuple(wire.summary(name, v) for name, v in self.s.outputs().items())
+    def rpc_outputs(self, a: p.OutputsArgs) -> tuple[p.Summary, ...]:
+        return tuple(wire.summary(name, v) for name, v in self.s.outputs(exact=a.exact).items())
 
     def rpc_tensor_view(self, a: p.TensorViewArgs) -> p.TensorView:
         """A 2-D slice of a value (or of what an expression gives), downsampled here, with its statistics."""
