@@ -40,6 +40,7 @@ from graph_dap.runtime.graph import Graph, Node
 
 SENTINEL = "__graph_dap_sentinel"
 WARM_UP_DELAY_S = 0.3  # how long a session built ahead waits before it warms up (see SegmentRunner.prepare)
+WARM_UP_RUNS = 2  # onnxruntime's runs of a session reach their speed at the third (see SegmentRunner.prepare)
 _logger = _log.get_logger(__name__)
 
 
@@ -211,8 +212,10 @@ class SegmentRunner:
         """Build the session of a segment in the background (None when it is built already).
 
         ``warm_up``: ``feeds`` are the values the run will be fed, not placeholders: the session also
-        runs once on them, its results dropped. onnxruntime's first run of a session is slower than the
-        next ones (it sizes its memory arena and plans its buffers: resnet50 168 ms against 65). The
+        runs :data:`WARM_UP_RUNS` times on them, its results dropped. onnxruntime's first run of a session
+        is slower than the next ones (it sizes its memory arena and plans its buffers: resnet50 168 ms
+        against 65), and so is its second (it lays its buffers out by the plan the first one recorded: the
+        first continue after one warm-up run took det640 246-287 ms, after two 174-188, its plain run 160). The
         warm-up waits :data:`WARM_UP_DELAY_S` first, is skipped when a run has asked for the session
         meanwhile, and is stopped by the run that asks for it while it is in flight.
         """
@@ -238,7 +241,10 @@ class SegmentRunner:
                         return  # a run needs it now: a warm-up beside it would only slow it down
                     self._warming[key] = options
                 try:
-                    ortio.run(sess, fetch, feeds, options)
+                    for _ in range(WARM_UP_RUNS):
+                        ortio.run(sess, fetch, feeds, options)
+                        if key in self._claimed:
+                            break
                 except ORT_ERRORS + (ortio.FeedError,):
                     pass  # stopped by the run that needs it, or a failure that run will report
                 finally:
