@@ -79,7 +79,7 @@ class UsageError(Exception):
 
 def run(args: argparse.Namespace) -> int:
     """Run the scan the options describe, print as it goes and at the end; the exit status."""
-    from graph_dap.cli_progress import ProgressBar
+    from graph_dap.cli.progress import ProgressBar
     from graph_dap.runtime.loading import load_graph
     from graph_dap.runtime.tools.scan import open_source, run_scan
 

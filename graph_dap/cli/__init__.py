@@ -1,0 +1,84 @@
+"""The ``graph-dap`` command line: a thin layer over the runtime's public API.
+
+Exit status: 0 when a command completed, 1 when ``run`` stopped on a break or
+``compare`` found a value out of tolerance, 2 on bad usage, a bad model or bad
+inputs (one line on stderr, never a traceback), 130 when interrupted, 143 when
+terminated (a dump in progress then leaves no file under its final name).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from graph_dap.cli.commands import COMMANDS
+from graph_dap.cli.options import DELEGATED, EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, UsageError, build_parser
+from graph_dap.cli.scripts import SCRIPTS
+from graph_dap.errors import GraphDapError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SCRIPTS:
+        try:
+            return SCRIPTS[argv[0]](argv[1:])
+        except UsageError as e:
+            print(e, file=sys.stderr)
+            return EXIT_USAGE
+    if argv and argv[0] in DELEGATED:
+        import importlib
+
+        module = importlib.import_module(DELEGATED[argv[0]][1])
+        return int(module.main(argv[1:]) or 0)
+    parser = build_parser()
+    restore = _terminate_as_exception()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        command = COMMANDS.get(args.command)
+        if command is not None:
+            return command(args)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return EXIT_USAGE
+    except GraphDapError as e:
+        print(f"graph-dap: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryError:
+        print("graph-dap: out of memory (the model, its inputs or its values do not fit in this machine's memory)", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("graph-dap: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except _Terminated:
+        print("graph-dap: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+    finally:
+        restore()
+    return EXIT_USAGE
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that files being written are cleaned up."""
+
+def _terminate_as_exception() -> Callable[[], None]:
+    """Turn SIGTERM into :class:`_Terminated` while ``main`` runs; returns what undoes it."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return lambda: None
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore

@@ -1,0 +1,247 @@
+"""The ``graph-dap`` command line's arguments: the parser of every command, and what checks its values."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from graph_dap.worker.protocol import OPT_LEVEL_NAMES
+
+EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
+EXIT_DIVERGED = 1
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+class UsageError(Exception):
+    pass
+
+def parse_dims(items: Sequence[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, n = item.partition("=")
+        if not sep or not name or not n.strip().isdigit():
+            raise UsageError(f"--dim expects NAME=N with N a non-negative integer, got '{item}'")
+        out[name.strip()] = int(n)
+    return out
+
+def parse_filters(text: str | None) -> list[str]:
+    if not text:
+        return []
+    return [f.strip() for f in text.split(",") if f.strip()]
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="graph-dap", description="Debug ONNX models: break, step, inspect tensors.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+
+    run = sub.add_parser("run", help="run a model under the debugger and report the first break")
+    run.add_argument("model", help="path to the .onnx model")
+    run.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
+    run.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    run.add_argument(
+        "--break",
+        dest="breaks",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="node id, value name, op:TYPE, a glob on node ids, or FILE.py:LINE (a line of the model's Python source)",
+    )
+    run.add_argument("--break-on", default="error", metavar="FILTERS", help="comma list of nan, inf, error (default: error)")
+    run.add_argument(
+        "--inf-exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="node glob or op:TYPE whose Inf the inf filter ignores (e.g. attention masks)",
+    )
+    run.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
+    run.add_argument(
+        "--opt-level",
+        choices=OPT_LEVEL_NAMES,
+        default="all",
+        metavar="LEVEL",
+        help="onnxruntime's graph optimizations for the runs between stops (none, basic, extended, all; default all, "
+        "as a plain InferenceSession); values shown at a stop are computed without them",
+    )
+    run.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="replace value NAME by the array in FILE.npy when it is computed (an input or initializer: at the start)",
+    )
+    run.add_argument(
+        "--set-from",
+        dest="set_from",
+        action="append",
+        default=[],
+        metavar="DUMP.npz[:NAME,...]",
+        help="replace values by those of a dump (every value it holds, or the names given)",
+    )
+    run.add_argument(
+        "--repeat",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="run the model N times and report each run's time and whether the outputs were identical",
+    )
+    run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+    for name, (text, _) in DELEGATED.items():
+        sub.add_parser(name, help=text, add_help=False)
+    from graph_dap.cli import scan as cli_scan
+
+    cli_scan.add_parser(sub)
+    sub.add_parser(
+        "run-script",
+        help="run a Python program and report the first run call that meets a break (see graph-dap run-script --help)",
+        add_help=False,
+    )
+    sub.add_parser("capture", help="record every run call of a program for replay (see graph-dap capture --help)", add_help=False)
+    lst = sub.add_parser("listing", help="print the model's graph listing")
+    lst.add_argument("model")
+    lst.add_argument("--out", help="write it to this file instead of stdout")
+
+    dump = sub.add_parser(
+        "dump",
+        help="run a model and write every computed value to an .npz",
+        description="Run the model node by node and write every computed value (or those --values selects) to an .npz "
+        "keyed by value name, while the run goes: memory stays at the run's working set. The graph inputs are stored too. "
+        "A JSON side file (OUT.json) records the model's and inputs' hashes, the providers and options, and the node that "
+        "produced each value. The archive is renamed into place at the end: an interrupted dump leaves no file under OUT.",
+    )
+    _model_options(dump)
+    dump.add_argument(
+        "--values",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only values whose name (or producing node id) matches; repeatable",
+    )
+    dump.add_argument("--out", required=True, metavar="OUT.npz", help="the archive to write")
+    dump.add_argument("--json", action="store_true", help="print what was written as one JSON object")
+
+    cmp_ = sub.add_parser(
+        "compare",
+        help="compare a run with a reference value by value and name the first divergence (exit 1 when one differs)",
+        description="Run the model and a reference in lockstep, node by node, and compare every value both have. "
+        "The first divergence is the earliest node whose outputs break the tolerance while all its compared inputs "
+        "are within it: where a difference starts, not where it propagates. "
+        "Exit status: 0 when every compared value is within tolerance, 1 when some value is not, 2 on bad usage.",
+    )
+    _model_options(cmp_)
+    ref = cmp_.add_mutually_exclusive_group(required=True)
+    ref.add_argument(
+        "--reference", metavar="DUMP.npz", help="a dump written by graph-dap dump (its inputs are used unless --inputs)"
+    )
+    ref.add_argument("--against-provider", metavar="NAME", help="the same model on another execution provider")
+    ref.add_argument("--against-model", metavar="OTHER.onnx", help="another model; values are matched by name")
+    ref.add_argument(
+        "--against-opt-level",
+        choices=OPT_LEVEL_NAMES,
+        metavar="LEVEL",
+        help="the model at another onnxruntime optimization level (none, basic, extended, all); "
+        "an optimized side runs whole and only the values its graph still names are compared",
+    )
+    cmp_.add_argument(
+        "--opt-level",
+        choices=OPT_LEVEL_NAMES,
+        metavar="LEVEL",
+        help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
+    )
+    cmp_.add_argument("--atol", type=_non_negative, default=None, metavar="A", help="absolute tolerance (default 1e-5)")
+    cmp_.add_argument("--rtol", type=_non_negative, default=None, metavar="R", help="relative tolerance (default 1e-4)")
+    cmp_.add_argument(
+        "--fail-if",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="fail a value when METRIC<X or METRIC>X holds (e.g. cosine<0.999, snr<40, max_abs>1e-3) "
+        "instead of the atol/rtol rule; repeatable, any one fails",
+    )
+    cmp_.add_argument(
+        "--metric",
+        default="max_abs,max_rel,mse,cosine,snr",
+        metavar="LIST",
+        help="metrics to show: any of max_abs, max_rel, mse, cosine, snr (default: all)",
+    )
+    cmp_.add_argument("--failed", action="store_true", help="list only the values out of tolerance")
+    cmp_.add_argument(
+        "--by",
+        choices=("value", "module"),
+        default="value",
+        help="value: a row per value (default); module: the metrics aggregated per module scope of the model's source",
+    )
+    cmp_.add_argument("--json", action="store_true", help="print {rows, first_divergence, ...} as one JSON object")
+
+    prof = sub.add_parser(
+        "profile",
+        help="time every node of the model (onnxruntime's own profiling) and list the slowest first",
+        description="Run the whole model under onnxruntime's profiler (SessionOptions.enable_profiling) and map each "
+        "kernel's time back to its node: median over --repeat runs after one warm-up, share of the total, bytes produced. "
+        "With --opt-level above none, the nodes are those of onnxruntime's optimized graph, each with the original "
+        "nodes it came from.",
+    )
+    _model_options(prof)
+    prof.add_argument("--repeat", type=_positive, default=3, metavar="N", help="timed runs (default 3), after one warm-up")
+    prof.add_argument(
+        "--opt-level",
+        choices=OPT_LEVEL_NAMES,
+        default=None,
+        metavar="LEVEL",
+        help="onnxruntime optimization level (default none: the model's own nodes; all with --fused)",
+    )
+    prof.add_argument(
+        "--fused",
+        action="store_true",
+        help="also list onnxruntime's optimized graph: each of its nodes with the original nodes it came from",
+    )
+    prof.add_argument("--top", type=int, default=25, metavar="K", help="rows to print, slowest first (0: all; default 25)")
+    prof.add_argument(
+        "--by",
+        choices=("node", "line", "module"),
+        default="node",
+        help="node (default), or the times per line of the model's Python source or per module scope "
+        "(a fused node's time split over its original nodes')",
+    )
+    prof.add_argument("--chrome-trace", metavar="OUT.json", help="also write the runs as a Chrome/Perfetto trace")
+    prof.add_argument("--save-optimized", metavar="OUT.onnx", help="also write onnxruntime's optimized model (with --opt-level)")
+    prof.add_argument("--json", action="store_true", help='print {"total_ms", "nodes": [...], ...} as one JSON object')
+    return p
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path to the .onnx model")
+    p.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return n
+
+def _non_negative(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got '{text}'") from None
+    if not x >= 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got '{text}'")
+    return x
+
+# Subcommands with parsers of their own: the DAP server and the runtime worker.
+DELEGATED = {
+    "adapter": ("serve DAP on stdio, or over TCP with --port (see graph-dap adapter --help)", "graph_dap.adapter.__main__"),
+    "worker": (
+        "run a runtime worker for an adapter, e.g. on a GPU box (see graph-dap worker --help)",
+        "graph_dap.worker.server",
+    ),
+    "lsp": ("serve the language server of graph listings on stdio, or over TCP with --tcp (see graph-dap lsp --help)", "graph_dap.lsp.__main__"),
+}

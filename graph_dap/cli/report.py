@@ -1,0 +1,85 @@
+"""What ``graph-dap run`` says of a stop: the report as JSON, and as text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from graph_dap.runtime import DebugSession, Stop
+
+
+def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
+    """``run --json``: the stop as :meth:`Stop.to_dict` gives it, with a status and the summaries of what it is about."""
+    from graph_dap.runtime import StopReason, summarize
+    from graph_dap.runtime.source import source_fields
+
+    completed = stop.completed
+    node = stop.node
+    summaries: dict[str, Any] = {}
+    if node is not None:
+        for name in list(node.all_inputs) + [o for o in node.outputs if o]:
+            if session.has_value(name):
+                summaries[name] = summarize(session.value(name)).to_dict()
+    else:
+        for name, v in session.outputs().items():
+            summaries[name] = summarize(v).to_dict()
+    d = stop.to_dict()
+    reason = None if completed else d["reason"]
+    status = "completed" if completed else "failed" if stop.reason is StopReason.FAILED else "stopped"
+    out = {
+        "status": status,
+        "reason": reason,
+        **{k: d[k] for k in ("node", "tensor", "message", "details")},
+        "summaries": summaries,
+    }
+    if node is not None:
+        out.update(source_fields(session.graph.sources, [node.id]))
+    return out
+
+def stop_text(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
+    from graph_dap.runtime import StopReason, summarize
+    from graph_dap.runtime.stops import path_text
+    node = stop.node
+    lines: list[str] = []
+    if report["status"] == "completed":
+        lines.append(f"completed: {len(session.sequence)} nodes ran")
+        lines.append("outputs:")
+        for name, v in session.outputs().items():
+            lines.append(f"  {name}: {summarize(v).text()}")
+        return "\n".join(lines)
+    assert node is not None
+    why = {"nan": "NaN", "inf": "Inf", "error": "node error", "breakpoint": "breakpoint"}.get(
+        str(report["reason"]), str(report["reason"])
+    )
+    lines.append(f"stopped ({why}) at {node.id} ({node.op_type})")
+    if stop.path:
+        scope = session.graph.scope_of(node)
+        lines.append(f"  in:    {path_text(stop.path)} > {node.id}")
+        lines.append(f"  where: node {node.order + 1} of {len(scope.nodes)} in run order there, index {node.index} in its graph")
+    else:
+        lines.append(f"  where: node {node.order + 1} of {len(session.graph.nodes)} in run order, index {node.index} in the file")
+    if stop.message:
+        lines.append(f"  why:   {stop.message}")
+    source = session.graph.sources.of(node)
+    frame = source.user_frame if source is not None else None
+    if frame is not None:
+        lines.append(f"  source: {frame.location} in {frame.qualname}" + (f": {frame.code}" if frame.code else ""))
+    if source is not None and source.module is not None:
+        lines.append(f"  module: {source.module.text()}")
+    lines.append("  inputs:")
+    for name in node.all_inputs:
+        text = summarize(session.value(name)).text() if session.has_value(name) else "(not computed)"
+        lines.append(f"    {name}: {text}")
+    if stop.reason in (StopReason.NAN, StopReason.INF):
+        lines.append("  outputs:")
+        for name in node.outputs:
+            if name and session.has_value(name):
+                lines.append(f"    {name}: {summarize(session.value(name)).text()}")
+    return "\n".join(lines)
+
+def json_default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, tuple):
+        return list(o)
+    return str(o)
