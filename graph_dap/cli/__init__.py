@@ -62,8 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         restore()
     return EXIT_USAGE
 
+
 class _Terminated(BaseException):
     """SIGTERM, raised in the main thread so that files being written are cleaned up."""
+
 
 def _terminate_as_exception() -> Callable[[], None]:
     """Turn SIGTERM into :class:`_Terminated` while ``main`` runs; returns what undoes it."""

@@ -27,6 +27,7 @@ def _listing(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     return EXIT_COMPLETED
 
+
 def _run(args: argparse.Namespace) -> int:
     from graph_dap.runtime import BreakpointSpec, DebugSession
     from graph_dap.runtime.tools.inject import Injection, InjectionSpecError
@@ -76,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         print(text)
     return EXIT_COMPLETED if report["status"] == "completed" else EXIT_STOPPED
 
+
 def _dump(args: argparse.Namespace) -> int:
     from graph_dap.runtime.tensor import format_bytes
     from graph_dap.runtime.tools.dump import dump_model
@@ -101,6 +103,7 @@ def _dump(args: argparse.Namespace) -> int:
     if result.skipped:
         print(f"not stored (not an array): {', '.join(result.skipped)}")
     return EXIT_COMPLETED
+
 
 def _compare(args: argparse.Namespace) -> int:
     from graph_dap.runtime.tools.compare import METRICS, Reference, Tolerance, compare_model
@@ -148,6 +151,7 @@ def _compare(args: argparse.Namespace) -> int:
         print(_compare_text(result, report, args.failed, args.by))
     return EXIT_DIVERGED if report["failed"] else EXIT_COMPLETED
 
+
 def _compare_text(result: Any, report: dict[str, Any], only_failed: bool, by: str = "value") -> str:
     comparison = result.comparison
     lines = [
@@ -184,13 +188,12 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool, by: st
         lines.append("no divergence: every compared value is within tolerance")
     return "\n".join(lines)
 
+
 def _scan(args: argparse.Namespace) -> int:
     from graph_dap.cli import scan as cli_scan
 
-    try:
-        return cli_scan.run(args)
-    except cli_scan.UsageError as e:
-        raise UsageError(str(e)) from None
+    return cli_scan.run(args)
+
 
 def _profile(args: argparse.Namespace) -> int:
     from graph_dap.runtime.tools.profile import fused_graph, profile_model

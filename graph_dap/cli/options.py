@@ -11,12 +11,15 @@ EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
 EXIT_DIVERGED = 1
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
 
+
 class UsageError(Exception):
-    pass
+    """Bad usage (an unknown option, a bad value, options that do not go together): one line, exit 2."""
+
 
 def parse_dims(items: Sequence[str]) -> dict[str, int]:
     out: dict[str, int] = {}
@@ -27,10 +30,12 @@ def parse_dims(items: Sequence[str]) -> dict[str, int]:
         out[name.strip()] = int(n)
     return out
 
+
 def parse_filters(text: str | None) -> list[str]:
     if not text:
         return []
     return [f.strip() for f in text.split(",") if f.strip()]
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="graph-dap", description="Debug ONNX models: break, step, inspect tensors.")
@@ -83,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--repeat",
-        type=_positive,
+        type=positive_int,
         default=1,
         metavar="N",
         help="run the model N times and report each run's time and whether the outputs were identical",
@@ -186,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         "nodes it came from.",
     )
     _model_options(prof)
-    prof.add_argument("--repeat", type=_positive, default=3, metavar="N", help="timed runs (default 3), after one warm-up")
+    prof.add_argument("--repeat", type=positive_int, default=3, metavar="N", help="timed runs (default 3), after one warm-up")
     prof.add_argument(
         "--opt-level",
         choices=OPT_LEVEL_NAMES,
@@ -212,13 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--json", action="store_true", help='print {"total_ms", "nodes": [...], ...} as one JSON object')
     return p
 
+
 def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="path to the .onnx model")
     p.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
     p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
 
-def _positive(text: str) -> int:
+
+def positive_int(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
@@ -226,6 +233,7 @@ def _positive(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
     return n
+
 
 def _non_negative(text: str) -> float:
     try:
@@ -237,6 +245,8 @@ def _non_negative(text: str) -> float:
     return x
 
 # Subcommands with parsers of their own: the DAP server and the runtime worker.
+
+
 DELEGATED = {
     "adapter": ("serve DAP on stdio, or over TCP with --port (see graph-dap adapter --help)", "graph_dap.adapter.__main__"),
     "worker": (

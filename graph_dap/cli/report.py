@@ -36,6 +36,7 @@ def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
         out.update(source_fields(session.graph.sources, [node.id]))
     return out
 
+
 def stop_text(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
     from graph_dap.runtime import StopReason, summarize
     from graph_dap.runtime.stops import path_text
@@ -76,6 +77,7 @@ def stop_text(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
             if name and session.has_value(name):
                 lines.append(f"    {name}: {summarize(session.value(name)).text()}")
     return "\n".join(lines)
+
 
 def json_default(o: Any) -> Any:
     if hasattr(o, "item"):

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from graph_dap.cli.options import UsageError, parse_dims, positive_int
+
 EXIT_CLEAN, EXIT_FAILED = 0, 1
 _SHOWN = 12  # failing inputs listed in the text summary
 
@@ -38,7 +40,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     src.add_argument("--inputs-from", metavar="MODULE:FUNCTION", help="a Python function returning an iterable of feed dicts (or (id, dict) pairs)")
     p.add_argument("--sample-axis", type=int, default=None, metavar="K", help="one .npz: each slice along axis K of its arrays is one input")
-    p.add_argument("--batch", type=_positive, default=1, metavar="N", help="with --sample-axis: N slices per run (default 1)")
+    p.add_argument("--batch", type=positive_int, default=1, metavar="N", help="with --sample-axis: N slices per run (default 1)")
     p.add_argument("--break-on", default=None, metavar="FILTERS", help="comma list of nan, inf, error, mismatch (default: nan,inf,error; +mismatch with --reference)")
     p.add_argument("--inf-exclude", action="append", default=[], metavar="PATTERN", help="node glob or op:TYPE whose Inf is expected")
     p.add_argument("--reference", metavar="REF", help="compare each input's outputs with provider:NAME, opt_level:LEVEL or model:OTHER.onnx")
@@ -52,29 +54,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--metric", default=None, metavar="NAME", help="how the worst inputs are ranked: max_abs, max_rel, mse, cosine or snr")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
     p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
-    p.add_argument("--workers", type=_positive, default=None, metavar="N", help="worker processes (default: cores / threads per run)")
-    p.add_argument("--threads", type=_positive, default=1, metavar="N", help="onnxruntime threads per run, per worker (default 1)")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N", help="worker processes (default: cores / threads per run)")
+    p.add_argument("--threads", type=positive_int, default=1, metavar="N", help="onnxruntime threads per run, per worker (default 1)")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", help="run on Ray: a local one, or the cluster at ADDRESS")
     p.add_argument("--ship", action="store_true", help="with --ray: put the model and the inputs in Ray's object store (paths need not be shared)")
-    p.add_argument("--shard-size", type=_positive, default=8, metavar="N", help="with --ray: inputs per task (default 8)")
+    p.add_argument("--shard-size", type=positive_int, default=8, metavar="N", help="with --ray: inputs per task (default 8)")
     p.add_argument("--out", metavar="DIR", help="where scan.json, failing/ and report.html go (default: ./<model>-scan)")
     p.add_argument("--resume", action="store_true", help="skip the inputs DIR/scan.json already holds")
     p.add_argument("--json", action="store_true", help="print one JSON object per line as the scan goes (start, result, incident, saved), the summary last")
     return p
-
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
-    return n
-
-
-class UsageError(Exception):
-    """Options that do not go together: one line, exit 2."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,22 +152,12 @@ def _config(args: argparse.Namespace) -> Any:
         reference=reference,
         tolerance=tolerance,
         metric=metric,
-        dims=tuple(_dims(args.dim).items()),
+        dims=tuple(parse_dims(args.dim).items()),
         providers=tuple(args.provider),
         base_dir=str(Path.cwd()),
     )
     config.check()
     return config
-
-
-def _dims(items: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        name, sep, n = item.partition("=")
-        if not sep or not name or not n.strip().isdigit():
-            raise UsageError(f"--dim expects NAME=N with N a non-negative integer, got '{item}'")
-        out[name.strip()] = int(n)
-    return out
 
 
 def _json_line(obj: dict[str, Any]) -> None:

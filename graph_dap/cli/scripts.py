@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 from graph_dap.cli.options import EXIT_COMPLETED, Parser, UsageError, parse_filters
 
-
 _RUN_SCRIPT_USAGE = """usage: graph-dap run-script [--break-on FILTERS] [--break SPEC]... [--inf-exclude PATTERN]...
                             [--provider NAME]... [--json] (SCRIPT | -m MODULE) [ARGS...] [-- ARGS...]
 
@@ -18,6 +17,7 @@ print graph-dap run's report of that call, the call's number and the caller's Py
 graph-dap's options may come anywhere before --; what follows -- goes to the program as it is.
 Exit status: 1 after a break, 0 when the program ended without one, else the program's own."""
 
+
 _CAPTURE_USAGE = """usage: graph-dap capture --out DIR [--only-nonfinite] -- COMMAND [ARGS...]
 
 Run COMMAND (e.g. python infer.py ARGS) and record every InferenceSession run call of every Python process it
@@ -25,6 +25,7 @@ starts: DIR/run-0001.npz (the feeds), run-0001.outputs.npz, run-0001.json (the m
 line, the time). Replay one with: graph-dap run MODEL --inputs DIR/run-0001.npz
 --only-nonfinite keeps only the calls whose outputs hold NaN or Inf (and those that failed).
 Exit status: COMMAND's."""
+
 
 def _run_script(argv: list[str]) -> int:
     """``graph-dap run-script``: graph-dap's options wherever they are (before ``--``), the rest is the program."""
@@ -66,6 +67,7 @@ def _run_script(argv: list[str]) -> int:
         raise UsageError(f"graph-dap run-script: no such program: {program[0]}")
     options = ScriptOptions(tuple(filters), tuple(found["breaks"]), tuple(found["inf_exclude"]), tuple(found["providers"]), as_json)
     return run_script(program, options)
+
 
 def _capture(argv: list[str]) -> int:
     """``graph-dap capture --out DIR [--only-nonfinite] -- COMMAND...``."""
