@@ -8,14 +8,14 @@ segment rewinds the run to just after its node.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from graph_dap.runtime.graph import Node
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One entry of the history: the counter before, the nodes it marked as run, the last node before."""
+class Entry(NamedTuple):
+    """One entry of the history: the counter before, the nodes it marked as run, the last node before.
+    (A tuple: a continue through densenet121 makes 1,746 of them, a frozen dataclass took 0.6 ms.)"""
 
     pc: int
     ran: tuple[int, ...]  # orders of the nodes this entry marked as run
@@ -67,8 +67,9 @@ class Timeline:
     def advance_segment(self, nodes: Sequence[Node], end: int) -> None:
         """The nodes at positions ``pc..end-1`` ran in one call: one entry each, so each can be undone."""
         start, last = self.pc, self.last
-        self.history.extend(Entry(start + k, (n.order,), nodes[k - 1] if k else last) for k, n in enumerate(nodes))
-        self.ran.update(n.order for n in nodes)
+        orders = [n.order for n in nodes]
+        self.history += map(Entry, range(start, start + len(nodes)), [(o,) for o in orders], [last, *nodes[:-1]])
+        self.ran.update(orders)
         if nodes:
             self.last = nodes[-1]
         self.pc = end

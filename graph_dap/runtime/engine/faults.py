@@ -97,8 +97,8 @@ class FaultFilter:
     ) -> tuple[Node, str, str] | None:
         """The first node, in run order, whose output holds a fault: from the sums, confirmed exactly.
 
-        ``prefetch(names)``: makes the candidates' values ready at once before they are read one by one
-        (recomputed each on its own, each would run again everything before it)."""
+        ``prefetch(names)``: makes the candidates' values (and their producers' inputs) ready at once before they
+        are read one by one (recomputed each on its own, each would run again everything before it)."""
         flagged = set()
         for name, s in zip(plan.watched if order is None else order, sums.tolist()):
             producer = plan.inner.get(name) or graph.producer(name)
@@ -121,7 +121,11 @@ class FaultFilter:
         batch_ends = {0: first_end, first_end: inner_at}  # where a batch starts -> where it ends
         for k, name in enumerate(candidates):
             if prefetch is not None and batch_ends.get(k, k) > k:
-                prefetch(candidates[k : batch_ends[k]])
+                # with their producers' inputs: the stop reads them (which held the fault already), and
+                # left out they would be recomputed on their own, everything before them again
+                batch = candidates[k : batch_ends[k]]
+                reads = [i for c in batch for i in graph.producer(c).inputs if i]  # type: ignore[union-attr]
+                prefetch(list(dict.fromkeys(batch + reads)))
             if name in plan.inner:
                 return plan.inner[name], name, "inner"  # somewhere inside this node: step into it to find where
             producer = graph.producer(name)

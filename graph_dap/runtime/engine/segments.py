@@ -8,9 +8,10 @@ weights in external data stay there, referenced, and onnxruntime reads the file 
 
 Watching adds, right after each watched tensor's producer, ``ReduceSum`` to a
 scalar (above optimization level ``none``, a float32 image is pooled by
-``GlobalAveragePool`` first, see :func:`.watch.pooled_first`); all scalars are concatenated into one small extra output. A sum is
-non-finite iff the tensor holds NaN or Inf, except that a sum of large finite
-values can overflow: hits are always confirmed on the exact tensor.
+``GlobalAveragePool`` first, see :func:`.watch.pooled_first`); all scalars are concatenated into
+one small extra output, the sentinel, and the bounds' checks are computed from them after the run
+(see :mod:`.sentinel`). A sum is non-finite iff the tensor holds NaN or Inf, except that a sum of
+large finite values can overflow: hits are always confirmed on the exact tensor.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from graph_dap.runtime.engine import cache, ortio
 from graph_dap.runtime.engine.budget import COUNTED_BYTES, WeightBudget, weight_bytes
 from graph_dap.runtime.engine.models import add_memory, assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
+from graph_dap.runtime.engine.sentinel import Readout
 from graph_dap.runtime.engine.watch import WatchPlan, pooled_first
 from graph_dap.runtime.graph import Graph, Node
 
@@ -51,7 +53,7 @@ class SegmentResult:
     sums: np.ndarray | None  # one float32 sum per watched tensor
 
 
-_Entry = tuple[ort.InferenceSession, list[str], list[str], list[Any]]  # the session, what it fetches, its watched tensors, what it reads in place
+_Entry = tuple[ort.InferenceSession, list[str], Readout, list[Any]]  # the session, what it fetches, how its sentinel reads, what it reads in place
 
 
 class SegmentRunner:
@@ -92,7 +94,7 @@ class SegmentRunner:
             tuple(n.id for n in nodes),
             tuple(dict.fromkeys(outputs)),
             tuple(watch.watched) if watch else (),
-            tuple(sorted(watch.scales.items())) if watch else (),  # (the bounds' checks are in the graph)
+            tuple(sorted(watch.scales.items())) if watch else (),  # (the bounds' checks: read with the session)
             tuple((k, signature(v)) for k, v in sorted(feeds.items())),
             version,
         )
@@ -110,8 +112,9 @@ class SegmentRunner:
         outs: list[str],
         watch: WatchPlan | None,
         version: int,
+        key: tuple[Any, ...] | None = None,
     ) -> _Entry:
-        key = self.key(nodes, feeds, outs, watch, version)
+        key = self.key(nodes, feeds, outs, watch, version) if key is None else key
         with self._lock:
             future = self._sessions.get(key)
             mine = future is None
@@ -159,7 +162,7 @@ class SegmentRunner:
     ) -> _Entry:
         """``folded``: the bytes of the weights it fills (see :meth:`_folded_bytes`)."""
         memory: dict[str, np.ndarray] = {}
-        model, watched = self.build_model(nodes, feeds, constants, outs, watch, memory)
+        model, readout = self.build_model(nodes, feeds, constants, outs, watch, memory)
         data = model.SerializeToString()
         so = self._options()
         held = add_memory(so, memory)
@@ -196,8 +199,8 @@ class SegmentRunner:
         if isinstance(source, str):
             self.sessions_from_disk += 1
         self.sessions_built += 1
-        fetch = outs + ([SENTINEL] if watched else [])
-        return sess, fetch, watched, held
+        fetch = outs + ([SENTINEL] if readout.watched else [])
+        return sess, fetch, readout, held
 
     def prepare(
         self,
@@ -267,14 +270,14 @@ class SegmentRunner:
     ) -> SegmentResult:
         """Run ``nodes`` (in run order); ``constants`` are embedded, ``feeds`` fed."""
         outs = list(dict.fromkeys(outputs))
+        key = self.key(nodes, feeds, outs, watch, version)
         if self._prepared:
-            key = self.key(nodes, feeds, outs, watch, version)
             with self._lock:
                 self._claimed.add(key)
                 warming = self._warming.get(key)
             if warming is not None:
                 warming.terminate = True  # this run is the one that counts
-        sess, fetch, watched, _ = self._entry(nodes, feeds, constants, outs, watch, version)
+        sess, fetch, readout, _ = self._entry(nodes, feeds, constants, outs, watch, version, key)
 
         try:
             results = ortio.run(sess, fetch, feeds, run_options)
@@ -283,7 +286,7 @@ class SegmentRunner:
         except ortio.FeedError as e:
             raise SegmentError(str(e)) from None
         values = dict(zip(outs, results[: len(outs)]))
-        return SegmentResult(values, watched, results[-1] if watched else None)
+        return SegmentResult(values, readout.watched, readout.sums(results[-1]) if readout.watched else None)
 
     def optimized_model(
         self,
@@ -321,33 +324,22 @@ class SegmentRunner:
         outputs: Sequence[str],
         watch: WatchPlan | None,
         memory: dict[str, np.ndarray] | None = None,
-    ) -> tuple[onnx.ModelProto, list[str]]:
-        """The segment's model and the watched tensors in the order of its sentinel; the constants
+    ) -> tuple[onnx.ModelProto, Readout]:
+        """The segment's model and how its sentinel reads (see :mod:`.sentinel`); the constants
         of :attr:`from_memory` it embeds go into ``memory`` (when given) instead of the model."""
         produced = {o for n in nodes for o in n.outputs if o}
         reads = list(dict.fromkeys(i for n in nodes for i in n.all_inputs if i not in produced))
         inits: list[onnx.TensorProto] = []
         watch_set = set(watch.watched) if watch is not None else set()
         checked = watch.checked if watch is not None else set()
-        sums_of: dict[str, tuple[str, int]] = {}  # a checked tensor -> its sum, and the pixels its pool divided it by
         rewrites = watch.rewrites if watch is not None else {}
         node_protos: list[onnx.NodeProto] = []
         sums: list[str] = []
         watched: list[str] = []
+        pixels_of: dict[str, int] = {}  # a checked tensor -> the pixels its pool divided its sum by
         scope = self.graph.scope_of(nodes[0])
         if watch:
             inits.append(numpy_helper.from_array(np.array([1], np.int64), "__graph_dap_shape1"))
-        fed = sorted(checked - produced)  # values the segment is fed, of any sign: a check reads sum(|y|)
-        if fed:  # (its NaN made +Inf: a NaN the segment did not make must not read as one it made, see .faults)
-            inits.append(numpy_helper.from_array(np.array(np.inf, np.float32), "__gd_inf"))
-        for k, y in enumerate(fed):
-            node_protos += [
-                helper.make_node("ReduceL1", [y], [f"__gd_l1_{k}"], keepdims=0),
-                helper.make_node("Cast", [f"__gd_l1_{k}"], [f"__gd_l1f{k}"], to=TensorProto.FLOAT),
-                helper.make_node("IsNaN", [f"__gd_l1f{k}"], [f"__gd_l1nan{k}"]),
-                helper.make_node("Where", [f"__gd_l1nan{k}", "__gd_inf", f"__gd_l1f{k}"], [f"__gd_fed{k}"]),
-            ]
-            sums_of[y] = (f"__gd_fed{k}", 1)
         for n in nodes:
             inner = rewrites.get(n.id)
             if inner is not None:  # a control-flow node watched inside: its flag is one more sum
@@ -373,22 +365,27 @@ class SegmentRunner:
                         pixels = 1
                     node_protos.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
                     node_protos.append(helper.make_node("Cast", [s], [c], to=TensorProto.FLOAT))
-                    if o in checked:
-                        sums_of[o] = (c, pixels)
-                    if watch is not None and o in watch.scales:  # a bound's check (see .bounds): A * sum + A' * sum' ... + B
-                        check = watch.scales[o]
-                        read = [(o, check.scale), *check.terms]
-                        parts = [f"__gd_part{i}_{k}" for k in range(len(read))]
-                        for k, (y, a) in enumerate(read):
-                            total, px = sums_of[y]  # (a * px: a finite float32, see bounds.LIMIT)
-                            inits.append(numpy_helper.from_array(np.array(a * px, np.float32), f"__gd_a{i}_{k}"))
-                            node_protos.append(helper.make_node("Mul", [total, f"__gd_a{i}_{k}"], [parts[k]]))
-                        inits.append(numpy_helper.from_array(np.array(check.offset, np.float32), f"__gd_b{i}"))
-                        node_protos.append(helper.make_node("Sum", [*parts, f"__gd_b{i}"], [f"__gd_bound{i}"]))
-                        c = f"__gd_bound{i}"
                     node_protos.append(helper.make_node("Reshape", [c, "__graph_dap_shape1"], [r]))
+                    pixels_of[o] = pixels
                     sums.append(r)
                     watched.append(o)
+        # Values the segment is fed, of any sign, that a check reads: sum(|y|), after the watched tensors' sums.
+        fed = sorted(checked - produced)
+        for k, y in enumerate(fed):
+            node_protos += [
+                helper.make_node("ReduceL1", [y], [f"__gd_l1_{k}"], keepdims=0),
+                helper.make_node("Cast", [f"__gd_l1_{k}"], [f"__gd_l1f{k}"], to=TensorProto.FLOAT),
+                helper.make_node("Reshape", [f"__gd_l1f{k}", "__graph_dap_shape1"], [f"__gd_fed{k}"]),
+            ]
+            sums.append(f"__gd_fed{k}")
+            pixels_of[y] = 1
+        at = {name: k for k, name in enumerate([*watched, *fed])}
+        checks = []
+        for o, check in (watch.scales.items() if watch is not None else ()):
+            if o in at:  # a bound's check (see .bounds): A * sum + A' * sum' ... + B, each sum times its pool's pixels
+                read = [(o, check.scale), *check.terms]
+                checks.append((at[o], [(at[y], a * pixels_of[y]) for y, a in read], check.offset))
+        readout = Readout.of(watched, len(fed), sorted(checks))
         if sums:
             node_protos.append(helper.make_node("Concat", sums, [SENTINEL], axis=0))
         outs = list(outputs) + ([SENTINEL] if sums else [])
@@ -411,7 +408,7 @@ class SegmentRunner:
             memory=memory,
             from_memory=self.from_memory,
         )
-        return model, watched
+        return model, readout
 
 
 class SegmentError(Exception):

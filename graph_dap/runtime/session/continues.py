@@ -223,7 +223,7 @@ class Continues(Levels):
         frame.timeline.advance_segment(plan.nodes, end)
         values.keep(result.values, approx=self.executor.optimized)
         values.evict()
-        if result.sums is not None and plan.watch is not None:
+        if result.sums is not None and plan.watch is not None and not np.isfinite(result.sums).all():
             found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value, result.watched, values.prefetch)
             if found is None and self.executor.optimized:
                 fired = filt.fired(plan.watch, result.sums, result.watched)
