@@ -75,6 +75,15 @@ def median_time(fn: Any, repeat: int) -> float:
     return statistics.median(times)
 
 
+def interleaved(fn: Any, plain: Any, repeat: int) -> tuple[float, float]:
+    """Medians of ``fn`` and of ``plain``, run in turn ``repeat`` times (machine noise hits both alike)."""
+    ours, theirs = [], []
+    for _ in range(repeat):
+        ours.append(median_time(fn, 1))
+        theirs.append(median_time(plain, 1))
+    return statistics.median(ours), statistics.median(theirs)
+
+
 def plain_options(level: str = "all") -> Any:
     """onnxruntime's defaults (``all``: what a plain ``InferenceSession`` does), on the global thread pool graph-dap uses."""
     from graph_dap.runtime.engine.options import session_options
@@ -126,7 +135,7 @@ def bench_in_process(name: str, repeat: int) -> dict[str, Any]:
     out["continue_watch_s"] = statistics.median(watches)
     out["continue_ratio"] = out["continue_watch_s"] / out["plain_s"]
     out["first_ratio"] = out["continue_first_s"] / out["plain_s"]
-    out.update(nan_at_half(path, feeds, exclude, plain_s=out["plain_s"], repeat=repeat))
+    out.update(nan_at_half(path, feeds, exclude, plain=lambda: plain.run(None, feeds), repeat=repeat))
 
     seq = s.sequence
     target = seq[int(0.9 * (len(seq) - 1))]
@@ -142,8 +151,9 @@ def bench_in_process(name: str, repeat: int) -> dict[str, Any]:
         b.restart()
         b.continue_()
 
-    out["bp90_warm_s"] = max(median_time(to_bp, repeat) - restart_s, 0.0)
-    out["bp90_ratio"] = out["bp90_warm_s"] / out["plain_s"]
+    bp_times, bp_plains = interleaved(to_bp, lambda: plain.run(None, feeds), repeat)
+    out["bp90_warm_s"] = max(bp_times - restart_s, 0.0)
+    out["bp90_ratio"] = out["bp90_warm_s"] / bp_plains
 
     # one step in the middle: step, then step back, many times
     mid = seq[len(seq) // 2]
@@ -186,7 +196,7 @@ def bench_in_process(name: str, repeat: int) -> dict[str, Any]:
     return out
 
 
-def nan_at_half(path: Path, feeds: dict[str, np.ndarray], exclude: list[str], plain_s: float, repeat: int) -> dict[str, Any]:
+def nan_at_half(path: Path, feeds: dict[str, np.ndarray], exclude: list[str], plain: Any, repeat: int) -> dict[str, Any]:
     """A NaN written into the first weight read at 50% depth: the watched continue stops at its reader, exactly."""
     from graph_dap.runtime import DebugSession, load_graph
 
@@ -219,7 +229,8 @@ def nan_at_half(path: Path, feeds: dict[str, np.ndarray], exclude: list[str], pl
         assert stop.node is not None and stop.node.id == node.id
 
     found()  # warm: its parts built
-    return {"nan_half_s": median_time(found, repeat), "nan_half_ratio": median_time(found, repeat) / plain_s, "nan_half_node": node.id}
+    ours, theirs = interleaved(found, plain, repeat)
+    return {"nan_half_s": ours, "nan_half_ratio": ours / theirs, "nan_half_node": node.id}
 
 
 def peak_rss(cmd: list[str]) -> tuple[float, float, int]:

@@ -123,3 +123,22 @@ def layered_model(n_nodes: int, width: int = 64) -> onnx.ModelProto:
         nodes.append(helper.make_node("Relu", [x], [out], name=f"tail/relu{len(nodes)}"))
         x = out
     return make_model(nodes, [tensor("x", [1, width])], [tensor(x, [1, width])], inits)
+
+
+def residual_stages(kinds: str, c: int = 16):
+    """Residual blocks in a row, ``p`` a projection block (its shortcut a 1x1 Conv), ``i`` an identity block."""
+    rng = np.random.default_rng(4)
+    nodes, inits, x = [helper.make_node("Relu", ["x"], ["r0"], name="relu0")], [], "r0"
+
+    def conv(src: str, name: str, k: int = 3) -> str:
+        inits.append(init(f"{name}.w", (rng.standard_normal((c, c, k, k)) * 0.2).astype(np.float32)))
+        nodes.append(helper.make_node("Conv", [src, f"{name}.w"], [name], name=name, pads=[k // 2] * 4))
+        return name
+
+    for i, kind in enumerate(kinds):
+        nodes.append(helper.make_node("Relu", [conv(x, f"b{i}a")], [f"b{i}r"], name=f"b{i}r"))
+        short = conv(x, f"b{i}s", 1) if kind == "p" else x
+        nodes.append(helper.make_node("Add", [conv(f"b{i}r", f"b{i}b"), short], [f"b{i}sum"], name=f"b{i}sum"))
+        nodes.append(helper.make_node("Relu", [f"b{i}sum"], [f"b{i}out"], name=f"b{i}out"))
+        x = f"b{i}out"
+    return make_model(nodes, [tensor("x", [1, c, 8, 8])], [tensor(x, [1, c, 8, 8])], inits)

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from models import init, make_model, tensor
+from models import init, make_model, residual_stages, tensor
 from onnx import helper
 
 from graph_dap.runtime import DebugSession, StopReason
@@ -719,25 +719,6 @@ def test_a_nan_in_a_fed_value_that_no_node_reads_stops_nothing():
     assert plan is not None and plan.watch is not None and plan.watch.bounded == {"c": "r"} and "x" in plan.watch.checked
     stop = s.continue_()
     assert stop.reason is StopReason.END, stop.message
-
-
-def residual_stages(kinds: str, c: int = 16):
-    """Residual blocks in a row, ``p`` a projection block (its shortcut a 1x1 Conv), ``i`` an identity block."""
-    rng = np.random.default_rng(4)
-    nodes, inits, x = [helper.make_node("Relu", ["x"], ["r0"], name="relu0")], [], "r0"
-
-    def conv(src: str, name: str, k: int = 3) -> str:
-        inits.append(init(f"{name}.w", (rng.standard_normal((c, c, k, k)) * 0.2).astype(np.float32)))
-        nodes.append(helper.make_node("Conv", [src, f"{name}.w"], [name], name=name, pads=[k // 2] * 4))
-        return name
-
-    for i, kind in enumerate(kinds):
-        nodes.append(helper.make_node("Relu", [conv(x, f"b{i}a")], [f"b{i}r"], name=f"b{i}r"))
-        short = conv(x, f"b{i}s", 1) if kind == "p" else x
-        nodes.append(helper.make_node("Add", [conv(f"b{i}r", f"b{i}b"), short], [f"b{i}sum"], name=f"b{i}sum"))
-        nodes.append(helper.make_node("Relu", [f"b{i}sum"], [f"b{i}out"], name=f"b{i}out"))
-        x = f"b{i}out"
-    return make_model(nodes, [tensor("x", [1, c, 8, 8])], [tensor(x, [1, c, 8, 8])], inits)
 
 
 def test_a_watched_run_in_parts_is_cut_where_no_residual_sum_reads_across():

@@ -27,6 +27,7 @@ hides both infinities (a Sigmoid) can leave its input to a bound too.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -113,9 +114,10 @@ def _standard(node: Node) -> bool:
 
 def _row_l1_max(w: np.ndarray, axis: int) -> float:
     """The largest sum of absolute values over all axes but ``axis`` (0, or 1 of a matrix), in float64,
-    a few million elements at a time (a classifier's weight may be hundreds of MB)."""
+    a few million elements at a time (a classifier's weight may be hundreds of MB). +Inf for a weight that
+    holds a NaN or an Inf: it bounds nothing (its reader makes the fault from finite inputs)."""
     if w.size and all(s == 0 for s in w.strides):  # one value broadcast (a ConstantOfShape weight)
-        return float(abs(w.flat[0])) * (w.size // w.shape[axis])
+        return _finite_or_inf(float(abs(w.flat[0])) * (w.size // w.shape[axis]))
     if w.size == 0:
         return 0.0
     per_row = max(1, w.size // w.shape[0])
@@ -123,17 +125,22 @@ def _row_l1_max(w: np.ndarray, axis: int) -> float:
     if axis == 0:
         best = 0.0
         for i in range(0, w.shape[0], step):
-            best = max(best, float(np.abs(w[i : i + step].reshape(min(step, w.shape[0] - i), -1)).sum(axis=1, dtype=np.float64).max()))
+            row = _finite_or_inf(float(np.abs(w[i : i + step].reshape(min(step, w.shape[0] - i), -1)).sum(axis=1, dtype=np.float64).max()))
+            best = max(best, row)  # (not a NaN: max() would drop it)
         return best
     acc = np.zeros(w.shape[1], np.float64)
     for i in range(0, w.shape[0], step):
         acc += np.abs(w[i : i + step]).sum(axis=0, dtype=np.float64)
-    return float(acc.max())
+    return _finite_or_inf(float(acc.max()))
 
 
 def _max_abs(v: Any) -> float:
     a = np.asarray(v)
-    return float(np.abs(a.astype(np.float64)).max()) if a.size else 0.0
+    return _finite_or_inf(float(np.abs(a.astype(np.float64)).max())) if a.size else 0.0
+
+
+def _finite_or_inf(x: float) -> float:
+    return x if math.isfinite(x) else math.inf
 
 
 class Bounds:

@@ -125,13 +125,19 @@ class SegmentPlanner:
         for k in range(1, count):
             want = start + k * (end - start) // count
             near = sorted(range(max(want - half, bounds[-1] + 1), min(want + half, end)), key=lambda pos: abs(pos - want))
-            cut = next((pos for pos in near if self._cut(start, pos, clean=True)), None)
+            # Of those, the one with the fewest bytes live across it: onnxruntime reorders each value a part
+            # returns out of its blocked layout, and the next part reorders it back.
+            clean = [pos for pos in near if self._cut(start, pos, clean=True)]
+            cut = min(clean, key=lambda pos: self._live_bytes(start, pos)) if clean else None
             if cut is None:
                 cut = next((pos for pos in range(max(want, bounds[-1] + 1), end) if self._cut(start, pos, clean=False)), None)
             if cut is not None:
                 bounds.append(cut)
         self._parts[start, end, count] = bounds + [end]
         return bounds + [end]
+
+    def _live_bytes(self, start: int, pos: int) -> int:
+        return sum(self.estimated_bytes(o) for n in self.seq[start:pos] for o in n.outputs if o and self.last_use.get(o, -1) >= pos)
 
     def _cut(self, start: int, pos: int, clean: bool) -> bool:
         """Whether the values of ``start..pos-1`` live at ``pos`` all have two readers or more (``clean``: none elementwise)."""

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+_F32_MAX = float(np.finfo(np.float32).max)
+
 
 @dataclass(frozen=True, slots=True)
 class Readout:
@@ -59,10 +61,11 @@ class Readout:
         if not len(self.checks):
             return raw[:n]
         values = raw.astype(np.float64)
-        fed = values[n:]
-        fed[np.isnan(fed)] = np.inf
+        if self.fed:
+            fed = values[n:]
+            fed[np.isnan(fed)] = np.inf
         checked = np.add.reduceat(values[self.terms] * self.factors, self.starts) + self.offsets
+        checked[checked > _F32_MAX] = np.inf  # (what the float32 sums overflow to; rounding aside, see the margin)
         out = raw[:n].astype(np.float32)
-        with np.errstate(over="ignore"):
-            out[self.checks] = checked.astype(np.float32)
+        out[self.checks] = checked
         return out
