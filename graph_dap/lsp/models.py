@@ -1,7 +1,7 @@
 """The models behind the listings: loaded once per file version, kept without their weights.
 
 A :class:`ModelVersion` is what the server knows about one model file as it was at
-one ``(mtime, size)``: its :class:`~graph_dap.runtime.graph.Graph`, its listing
+one ``(mtime, size)``: its :class:`~graph_dap.runtime.graph.model.Graph`, its listing
 (rendered by :func:`~graph_dap.runtime.listing.render_listing`, the text the listing
 file must hold), the statistics of its initializers, and what the checker and strict
 shape inference said. The initializers' data is read once, for the statistics, and

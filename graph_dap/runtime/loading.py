@@ -19,7 +19,7 @@ from graph_dap import log as _log
 from graph_dap.errors import ModelError
 from graph_dap.files import path_problem
 from graph_dap.runtime.checks import check_tensors
-from graph_dap.runtime.graph import Graph, ValueInfo, _value_info
+from graph_dap.runtime.graph import Graph, ValueInfo, value_info
 from graph_dap.runtime.tensor import numel
 from graph_dap.runtime.weights import locate, uses_external_data
 
@@ -117,7 +117,7 @@ def _inferred_infos(model: onnx.ModelProto) -> tuple[InferredInfos, tuple[str, .
     out: InferredInfos = {}
 
     def collect(graph: onnx.GraphProto, where: tuple[tuple[int, str], ...]) -> None:
-        out[where] = {v.name: _value_info(v) for v in list(graph.value_info) + list(graph.output)}
+        out[where] = {v.name: value_info(v) for v in list(graph.value_info) + list(graph.output)}
         for index, node in enumerate(graph.node):
             for a in node.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:

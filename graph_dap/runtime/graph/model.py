@@ -1,30 +1,17 @@
-"""The graph model: scopes of nodes in run order, their ids, values, producers and consumers.
-
-A :class:`Graph` is built once from an ONNX model and never changes; everything a
-debugger needs to name (a node, a value, its producer) is looked up here. Names
-follow onnx_ir: ``node.op_type``, ``node.inputs``, ``graph.producer(value)``.
-
-A model is a tree of :class:`Scope` s: the main graph, and for every If, Loop and Scan
-node the graphs of its attributes (``then_branch``, ``else_branch``, ``body``), and for
-every call of a model-local function its body at that call site. A node's ``path``
-names the scopes it is nested in, outermost first; ``Graph`` answers for the main
-scope as before and finds nodes of every scope by id.
-"""
+"""Nodes, scopes and the graph: built once from a model, then only looked up (see the package)."""
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import onnx
-from onnx import helper
 
 from graph_dap.errors import ModelError, NodeNotFoundError
-from graph_dap.runtime.dtypes import dtype_of
-from graph_dap.runtime.tensor import numel
+from graph_dap.runtime.graph.order import MAX_CALL_DEPTH, bind_attributes, name_counts, outer_scope_reads, topological_order
+from graph_dap.runtime.graph.types import ValueInfo, attribute_value, dtype_name, value_info
 from graph_dap.runtime.weights import Weights
 
 if TYPE_CHECKING:
@@ -35,72 +22,6 @@ CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 _NONDETERMINISTIC_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
-_MAX_CALL_DEPTH = 64  # nested calls of model-local functions
-
-_DTYPE_NAMES: dict[int, str] = {
-    onnx.TensorProto.FLOAT: "float32",
-    onnx.TensorProto.DOUBLE: "float64",
-    onnx.TensorProto.FLOAT16: "float16",
-    onnx.TensorProto.BFLOAT16: "bfloat16",
-    onnx.TensorProto.INT8: "int8",
-    onnx.TensorProto.INT16: "int16",
-    onnx.TensorProto.INT32: "int32",
-    onnx.TensorProto.INT64: "int64",
-    onnx.TensorProto.UINT8: "uint8",
-    onnx.TensorProto.UINT16: "uint16",
-    onnx.TensorProto.UINT32: "uint32",
-    onnx.TensorProto.UINT64: "uint64",
-    onnx.TensorProto.BOOL: "bool",
-    onnx.TensorProto.STRING: "string",
-    onnx.TensorProto.COMPLEX64: "complex64",
-    onnx.TensorProto.COMPLEX128: "complex128",
-    onnx.TensorProto.FLOAT8E4M3FN: "float8_e4m3fn",
-    onnx.TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
-    onnx.TensorProto.FLOAT8E5M2: "float8_e5m2",
-    onnx.TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
-    onnx.TensorProto.INT4: "int4",
-    onnx.TensorProto.UINT4: "uint4",
-}
-
-Dim = int | str | None
-
-
-@dataclass(frozen=True, slots=True)
-class ValueInfo:
-    """What the model declares (or shape inference found) about one value."""
-
-    name: str
-    dtype: str | None = None  # numpy-style name ("float32"), None when unknown
-    shape: tuple[Dim, ...] | None = None  # None: rank unknown; str: symbolic dim; None in it: unknown dim
-    kind: str = "tensor"  # "tensor", "sequence", "map", "optional" or "unknown"
-    proto: onnx.TypeProto | None = field(default=None, compare=False, hash=False, repr=False)  # as the model declares it
-
-    @property
-    def numel(self) -> int | None:
-        """Elements of a tensor of this type; None when the rank or a dimension is unknown."""
-        if self.kind != "tensor" or self.shape is None or not all(isinstance(d, int) for d in self.shape):
-            return None
-        return numel(self.shape)  # type: ignore[arg-type]
-
-    @property
-    def nbytes(self) -> int | None:
-        """Bytes of a tensor of this type; None when its dtype or a dimension is unknown."""
-        n = self.numel
-        if n is None or self.dtype in (None, "string"):
-            return None
-        return n * dtype_of(self.dtype).itemsize
-
-    def type_text(self) -> str:
-        """``float32[1,3,H,W]``-style text; ``?`` for what is unknown."""
-        dtype = self.dtype or "?"
-        if self.kind == "sequence":
-            return f"seq({dtype})"
-        if self.kind == "optional":
-            return f"optional({dtype})"
-        if self.shape is None:
-            return dtype
-        dims = ",".join("?" if d is None else str(d) for d in self.shape)
-        return f"{dtype}[{dims}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +64,6 @@ class Node:
     @property
     def has_subgraphs(self) -> bool:
         return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in self.proto.attribute)
-
 
     @property
     def label(self) -> str:
@@ -188,7 +108,7 @@ class Scope:
         self.outputs: tuple[ValueInfo, ...] = tuple(outputs)
         self._infos: dict[str, ValueInfo] = dict(infos)
         for t in initializers:
-            self._infos[t.name] = ValueInfo(t.name, _DTYPE_NAMES.get(t.data_type), tuple(t.dims))
+            self._infos[t.name] = ValueInfo(t.name, dtype_name(t.data_type), tuple(t.dims))
         self._own = {v.name for v in inputs} | inits
         self.nodes: tuple[Node, ...] = ()
         self.outer_reads: tuple[str, ...] = ()
@@ -300,7 +220,7 @@ class Graph:
         self._sources: SourceMap | None = None
         self.scopes: dict[ScopePath, Scope] = {}
         self._by_id: dict[str, Node] = {}
-        self._names = _name_counts(g, self.functions)
+        self._names = name_counts(g, self.functions)
         self._taken: set[str] = {name for name, c in self._names.items() if c == 1}
         self.main = self._build_graph_scope(g, (), None, (), frozenset(), frozenset())
         m = self.main
@@ -399,13 +319,13 @@ class Graph:
         """The scope of graph ``g``; ``proto_path``: where it sits in the model (None inside a function body)."""
         infos: dict[str, ValueInfo] = {}
         for v in list(g.input) + list(g.output) + list(g.value_info):
-            infos[v.name] = _value_info(v)
+            infos[v.name] = value_info(v)
         inferred = self._inferred.get(proto_path, {}) if proto_path is not None else {}
         for name, info in inferred.items():
             if name not in infos or infos[name].shape is None:
                 infos[name] = info
-        inputs = [_value_info(v) for v in g.input]
-        outputs = [_value_info(v) for v in g.output]
+        inputs = [value_info(v) for v in g.input]
+        outputs = [value_info(v) for v in g.output]
         scope = Scope(path, owner, inputs, outputs, list(g.initializer), infos, self.opsets)
         if owner is not None:
             scope.enclosing = self.scopes.get(owner.path)
@@ -415,17 +335,17 @@ class Graph:
         return scope
 
     def _build_function_scope(self, call: Node, function: onnx.FunctionProto, depth: int) -> Scope:
-        if depth > _MAX_CALL_DEPTH:
-            raise ModelError(f"model-local functions nest more than {_MAX_CALL_DEPTH} calls deep at node {call.id}")
+        if depth > MAX_CALL_DEPTH:
+            raise ModelError(f"model-local functions nest more than {MAX_CALL_DEPTH} calls deep at node {call.id}")
         path = (*call.path, ScopeStep(call.id, function.name))
         opsets = dict(self.opsets)
         opsets.update({o.domain or "ai.onnx": o.version for o in function.opset_import})
-        infos = {v.name: _value_info(v) for v in getattr(function, "value_info", ())}
+        infos = {v.name: value_info(v) for v in getattr(function, "value_info", ())}
         inputs = [infos.get(n) or ValueInfo(n) for n in function.input]
         outputs = [infos.get(n) or ValueInfo(n) for n in function.output]
         scope = Scope(path, call, inputs, outputs, [], infos, opsets)
         self.scopes[path] = scope
-        protos = [_bind_attributes(p, call.proto, function) for p in function.node]
+        protos = [bind_attributes(p, call.proto, function) for p in function.node]
         # A function sees no outer scope: its values are its inputs and what its nodes compute.
         self._fill(scope, protos, None, set(function.input), frozenset(), frozenset(), depth)
         return scope
@@ -442,8 +362,8 @@ class Graph:
     ) -> None:
         """Order ``protos`` into ``scope``'s nodes and build the scopes they hold."""
         ids = [self._node_id(p, i, scope.path) for i, p in enumerate(protos)]
-        implicit = [tuple(sorted(_outer_scope_reads(p))) for p in protos]
-        order = _topological_order(protos, ids, implicit, defined, visible, scope)
+        implicit = [tuple(sorted(outer_scope_reads(p))) for p in protos]
+        order = topological_order(protos, ids, implicit, defined, visible, f" in {scope.label}" if scope.path else "")
         static = set(static_values)
         here_defined = set(defined) | {o for p in protos for o in p.output if o}
         nodes: list[Node] = []
@@ -515,177 +435,6 @@ def _scope_attributes(node: Node) -> list[str]:
     if node.calls is not None:
         return [node.calls]
     return [a.name for a in node.proto.attribute if a.type == onnx.AttributeProto.GRAPH]
-
-
-def _name_counts(g: onnx.GraphProto, functions: Mapping[tuple[str, str], onnx.FunctionProto]) -> dict[str, int]:
-    """How often each node name occurs in the model, each call of a function counting its body once."""
-    counts: dict[str, int] = {}
-
-    def walk(nodes: Iterable[onnx.NodeProto], depth: int) -> None:
-        if depth > _MAX_CALL_DEPTH:
-            return
-        for p in nodes:
-            if p.name:
-                counts[p.name] = counts.get(p.name, 0) + 1
-            f = functions.get((p.domain, p.op_type))
-            if f is not None:
-                walk(f.node, depth + 1)
-            for a in p.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    walk(a.g.node, depth)
-
-    walk(g.node, 0)
-    return counts
-
-
-def _topological_order(
-    protos: list[onnx.NodeProto],
-    ids: list[str],
-    implicit: list[tuple[str, ...]],
-    defined: set[str],
-    visible: frozenset[str],
-    scope: Scope,
-) -> list[int]:
-    """Kahn's algorithm over one graph's nodes, the lowest file index first (a sorted file keeps its order)."""
-    where = f" in {scope.label}" if scope.path else ""
-    producer_index: dict[str, int] = {}
-    for i, p in enumerate(protos):
-        for o in p.output:
-            if o:
-                if o in producer_index or o in defined:
-                    raise ModelError(
-                        f"value '{o}' is produced twice{where} (again by node {ids[i]}); a graph must assign each value once"
-                    )
-                producer_index[o] = i
-    deps: list[set[int]] = []
-    for i, p in enumerate(protos):
-        d: set[int] = set()
-        for name in [n for n in p.input if n] + list(implicit[i]):
-            if name in producer_index:
-                d.add(producer_index[name])
-            elif name not in defined and name not in visible:
-                raise ModelError(
-                    f"node {ids[i]} ({p.op_type}){where} reads '{name}', which no node, graph input or initializer provides"
-                )
-        deps.append(d)
-    users: list[list[int]] = [[] for _ in protos]
-    missing = [len(d) for d in deps]
-    for i, d in enumerate(deps):
-        for j in d:
-            users[j].append(i)
-    ready = [i for i, m in enumerate(missing) if m == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users[i]:
-            missing[u] -= 1
-            if missing[u] == 0:
-                heapq.heappush(ready, u)
-    if len(order) != len(protos):
-        stuck = min(i for i, m in enumerate(missing) if m > 0)
-        raise ModelError(f"the graph has a cycle through node {ids[stuck]} ({protos[stuck].op_type}){where}")
-    return order
-
-
-def _bind_attributes(p: onnx.NodeProto, call: onnx.NodeProto, function: onnx.FunctionProto) -> onnx.NodeProto:
-    """A function body node with its attribute references (``ref_attr_name``) bound to the call's attributes."""
-    if not any(a.ref_attr_name for a in p.attribute):
-        return p
-    given = {a.name: a for a in call.attribute}
-    defaults = {a.name: a for a in getattr(function, "attribute_proto", ())}
-    bound = onnx.NodeProto()
-    bound.CopyFrom(p)
-    del bound.attribute[:]
-    for a in p.attribute:
-        if not a.ref_attr_name:
-            bound.attribute.append(a)
-            continue
-        source = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
-        if source is None:
-            continue  # not given and no default: the attribute is absent
-        attr = onnx.AttributeProto()
-        attr.CopyFrom(source)
-        attr.name = a.name
-        bound.attribute.append(attr)
-    return bound
-
-
-def _outer_scope_reads(node: onnx.NodeProto) -> set[str]:
-    """Names a node's subgraphs read from enclosing scopes."""
-    reads: set[str] = set()
-    for a in node.attribute:
-        graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
-        for sub in graphs:
-            reads |= _free_names(sub)
-    return reads
-
-
-def _free_names(g: onnx.GraphProto) -> set[str]:
-    defined = {v.name for v in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
-    free: set[str] = set()
-    for n in g.node:
-        for i in n.input:
-            if i and i not in defined:
-                free.add(i)
-        for inner in _outer_scope_reads(n):
-            if inner not in defined:
-                free.add(inner)
-        defined.update(n.output)
-    for o in g.output:
-        if o.name not in defined:
-            free.add(o.name)
-    return free
-
-
-def attribute_value(a: onnx.AttributeProto) -> Any:
-    """An attribute as plain Python: strings decoded, graphs and tensors as short ``<...>`` placeholders."""
-    if a.type == onnx.AttributeProto.GRAPH:
-        return f"<graph {a.g.name or a.name}: {len(a.g.node)} nodes>"
-    if a.type == onnx.AttributeProto.GRAPHS:
-        return [f"<graph {g.name}: {len(g.node)} nodes>" for g in a.graphs]
-    if a.type == onnx.AttributeProto.TENSOR:
-        t = a.t
-        return f"<tensor {_DTYPE_NAMES.get(t.data_type, '?')}[{','.join(map(str, t.dims))}]>"
-    v = helper.get_attribute_value(a)
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    if isinstance(v, list):
-        return [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
-    return v
-
-
-def _dims(shape: onnx.TensorShapeProto) -> tuple[Dim, ...]:
-    # paddle2onnx writes dim_value -1 for a dynamic dimension; onnxruntime accepts any size there.
-    return tuple(
-        (d.dim_value if d.dim_value >= 0 else None) if d.HasField("dim_value") else (d.dim_param or None) for d in shape.dim
-    )
-
-
-def _type_info(name: str, t: onnx.TypeProto) -> ValueInfo:
-    kind = t.WhichOneof("value")
-    if kind == "tensor_type":
-        tt = t.tensor_type
-        return ValueInfo(name, _DTYPE_NAMES.get(tt.elem_type), _dims(tt.shape) if tt.HasField("shape") else None, proto=t)
-    if kind == "sequence_type":
-        elem = _type_info(name, t.sequence_type.elem_type)
-        return ValueInfo(name, elem.dtype, elem.shape, "sequence", proto=t)
-    if kind == "optional_type":
-        elem = _type_info(name, t.optional_type.elem_type)
-        return ValueInfo(name, elem.dtype, elem.shape, "optional", proto=t)
-    if kind == "map_type":
-        return ValueInfo(name, None, None, "map", proto=t)
-    return ValueInfo(name, None, None, "unknown")
-
-
-def _value_info(v: onnx.ValueInfoProto) -> ValueInfo:
-    return _type_info(v.name, v.type)
-
-
-def dtype_name(elem_type: int) -> str | None:
-    """numpy-style name of an ONNX element type."""
-    return _DTYPE_NAMES.get(elem_type)
 
 
 #: Where values are looked up: a scope, or a graph (its main scope).
