@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,4 +155,46 @@ def test_disconnect_during_a_run_ends_the_worker(tmp_path: Path) -> None:
     with pytest.raises(ProcessLookupError):
         os.kill(worker, 0)
     client.check()
+    assert "Traceback" not in client.stderr_text()
+
+
+def _first_child(pid: int) -> int:
+    deadline = time.monotonic() + TIMEOUT
+    while not (children := _children(pid)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (child,) = children
+    return child
+
+
+def test_on_stdio_the_worker_starts_with_the_adapter_and_serves_the_launch(tmp_path: Path) -> None:
+    client = DapClient.stdio()
+    assert client.process is not None
+    try:
+        worker = _first_child(client.process.pid)  # before any message: its imports overlap the adapter's
+        with open(f"/proc/{worker}/cmdline", "rb") as f:
+            assert f.read().split(b"\0")[1:3] == [b"-m", b"graph_dap.worker"]
+        model, inputs, _ = chain_files(tmp_path)
+        client.start(str(model), inputs=str(inputs), stopOnEntry=True)
+        client.wait_for_stop("entry")
+        assert _children(client.process.pid) == [worker]
+        client.request("continue", threadId=1)
+        client.wait_for_event("terminated")
+        client.request("disconnect")
+    finally:
+        client.close()
+    assert client.process.returncode == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker, 0)
+    client.check()
+
+
+def test_a_client_that_leaves_before_launching_leaves_no_worker_behind() -> None:
+    client = DapClient.stdio()
+    assert client.process is not None
+    worker = _first_child(client.process.pid)
+    client.initialize()
+    client.close()  # the stream ends: no launch, no disconnect
+    assert client.process.returncode == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker, 0)
     assert "Traceback" not in client.stderr_text()

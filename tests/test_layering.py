@@ -93,8 +93,8 @@ def test_the_language_server_imports_neither_worker_nor_adapter():
     assert _offenders(_modules("lsp"), ("graph_dap.worker", "graph_dap.adapter", "graph_dap.cli", "graph_dap.runtime.tools")) == []
 
 
-def test_the_adapter_imports_only_the_worker_client_its_protocol_and_the_leaves():
-    allowed = {"graph_dap.worker.client", "graph_dap.worker.protocol", "graph_dap.host.protocol", *LEAVES}
+def test_the_adapter_imports_only_the_worker_client_its_protocol_its_process_start_and_the_leaves():
+    allowed = {"graph_dap.worker.client", "graph_dap.worker.protocol", "graph_dap.worker.spawn", "graph_dap.host.protocol", *LEAVES}
     offenders = []
     for path in _modules("adapter"):
         for module in _imports(path):

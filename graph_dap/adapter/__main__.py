@@ -25,14 +25,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "required when --host is not a loopback address",
     )
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    from graph_dap.adapter.server import serve_stdio, serve_tcp
-
     if args.port is None:
         if args.token:
             print("graph-dap adapter: --token needs --port (on stdio no one else can connect)", file=sys.stderr)
             return 2
-        serve_stdio()
+        # The worker first: its imports (numpy, onnx, onnxruntime) run beside this process's own
+        # instead of after the client's initialize (only the one client on stdio can reach it).
+        from graph_dap.worker import spawn
+
+        try:
+            worker = spawn.start()
+        except OSError:
+            worker = None  # spawned again at initialize, which says why it cannot start
+        from graph_dap.adapter.server import serve_stdio
+
+        serve_stdio(worker)
         return 0
+    from graph_dap.adapter.server import serve_tcp
+
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if token is None and not is_loopback(args.host):
         print(

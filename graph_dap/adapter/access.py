@@ -7,12 +7,15 @@ configuration as ``adapterToken``. Until a client has shown it, the adapter answ
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import ipaddress
 import socket
+from typing import TYPE_CHECKING
 
 from graph_dap.adapter.requests import Request, UserError
+
+if TYPE_CHECKING:
+    import asyncio  # (not imported here: the adapter's __main__ reads this module before it starts the worker)
 
 TOKEN_ENV = "GRAPH_DAP_ADAPTER_TOKEN"
 TOKEN_KEY = "adapterToken"

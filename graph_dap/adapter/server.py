@@ -11,6 +11,7 @@ this module puts them together, reads requests and serves the transports.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from graph_dap.adapter.requests import InvalidRequest, Request, RequestError
 from graph_dap.adapter.run_handlers import RunRequests
 from graph_dap.adapter.session_handlers import CAPABILITIES, SessionRequests
 from graph_dap.errors import GraphDapError, WorkerDied
+from graph_dap.worker.client import WorkerClient
 
 __all__ = ["CAPABILITIES", "DebugAdapter", "serve_stdio", "serve_tcp", "serve_tcp_async"]
 
@@ -133,13 +135,18 @@ class DebugAdapter(MixedRequests, SessionRequests, RunRequests, InspectionReques
 # -- transports ---------------------------------------------------------------------------
 
 
-async def serve_stdio_async() -> None:
-    """One session over this process's stdin and stdout."""
-    await DebugAdapter(Channel(StdioStream())).serve()
+async def serve_stdio_async(worker: subprocess.Popen[bytes] | None = None) -> None:
+    """One session over this process's stdin and stdout; ``worker``: its worker, started already."""
+    await DebugAdapter(Channel(StdioStream()), spawn_worker=WorkerClient.first_started(worker)).serve()
 
 
-def serve_stdio() -> None:
-    asyncio.run(serve_stdio_async())
+def serve_stdio(worker: subprocess.Popen[bytes] | None = None) -> None:
+    try:
+        asyncio.run(serve_stdio_async(worker))
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()  # never adopted (a launch on another Python, or no launch at all)
+            worker.wait()
 
 
 async def serve_tcp_async(host: str, port: int, ready: Callable[[int], None] | None = None, token: str | None = None) -> None:

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 import signal
 import socket
+import subprocess
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import msgpack
 
 from graph_dap.errors import ProtocolError, WorkerDied, error_of_kind
 from graph_dap.worker import protocol as p
+from graph_dap.worker import spawn
 
 __all__ = ["WorkerClient", "WorkerDied"]
 
@@ -34,6 +34,25 @@ _READ_SIZE = 1 << 16
 _MAX_MESSAGE = 1 << 31
 A = TypeVar("A")
 R = TypeVar("R")
+
+
+class _Started:
+    """A :class:`subprocess.Popen` seen as the :class:`asyncio.subprocess.Process` the client uses."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], stderr: asyncio.StreamReader) -> None:
+        self._popen, self.stderr, self.pid = popen, stderr, popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    def kill(self) -> None:
+        self._popen.kill()
+
+    async def wait(self) -> int:
+        while (code := self._popen.poll()) is None:
+            await asyncio.sleep(0.01)
+        return code
 
 
 # -- the connection -----------------------------------------------------------------------
@@ -85,22 +104,39 @@ class WorkerClient:
     @classmethod
     async def spawn(cls, python: str = sys.executable, env: dict[str, str] | None = None) -> WorkerClient:
         """Start ``python -m graph_dap.worker`` with pipes to talk to it."""
-        environment = dict(os.environ if env is None else env)
-        root = str(Path(__file__).resolve().parents[2])
-        environment["PYTHONPATH"] = os.pathsep.join(p for p in (root, environment.get("PYTHONPATH", "")) if p)
-        environment.setdefault("PYTHONUNBUFFERED", "1")
+        command = spawn.command(python)
         process = await asyncio.create_subprocess_exec(
-            python,
-            "-m",
-            "graph_dap.worker",
+            *command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=environment,
+            env=spawn.environment(env),
             limit=_READ_SIZE,
         )
         assert process.stdin is not None and process.stdout is not None
         return cls(process.stdout, process.stdin, process, place=f"the worker process (pid {process.pid})")
+
+    @classmethod
+    async def adopt(cls, popen: subprocess.Popen[bytes]) -> WorkerClient:
+        """Talk to a worker started before the event loop ran (:func:`.spawn.start`)."""
+        assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
+        loop = asyncio.get_running_loop()
+        reader, errors = asyncio.StreamReader(limit=_READ_SIZE), asyncio.StreamReader(limit=_READ_SIZE)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(errors), popen.stderr)
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, popen.stdin)
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        return cls(reader, writer, _Started(popen, errors), place=f"the worker process (pid {popen.pid})")  # type: ignore[arg-type]
+
+    @staticmethod
+    def first_started(popen: subprocess.Popen[bytes] | None) -> Callable[[], Awaitable[WorkerClient]]:
+        """A worker factory whose first worker is ``popen`` (when given) and every later one spawned."""
+        left = [popen] if popen is not None else []
+
+        async def factory() -> WorkerClient:
+            return await WorkerClient.adopt(left.pop()) if left else await WorkerClient.spawn()
+
+        return factory
 
     @classmethod
     async def connect(cls, address: str, token: str, timeout: float = 10.0) -> WorkerClient:
