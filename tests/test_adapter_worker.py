@@ -166,13 +166,23 @@ def _first_child(pid: int) -> int:
     return child
 
 
+def _command_line(pid: int) -> list[bytes]:
+    """The arguments ``pid`` runs with, once it has exec'd (a child just forked shows none, or its parent's)."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+        if b"graph_dap.worker" in args or time.monotonic() > deadline:
+            return args
+        time.sleep(0.02)
+
+
 def test_on_stdio_the_worker_starts_with_the_adapter_and_serves_the_launch(tmp_path: Path) -> None:
     client = DapClient.stdio()
     assert client.process is not None
     try:
         worker = _first_child(client.process.pid)  # before any message: its imports overlap the adapter's
-        with open(f"/proc/{worker}/cmdline", "rb") as f:
-            assert f.read().split(b"\0")[1:3] == [b"-m", b"graph_dap.worker"]
+        assert _command_line(worker)[1:3] == [b"-m", b"graph_dap.worker"]
         model, inputs, _ = chain_files(tmp_path)
         client.start(str(model), inputs=str(inputs), stopOnEntry=True)
         client.wait_for_stop("entry")
