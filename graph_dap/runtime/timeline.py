@@ -74,7 +74,7 @@ class Timeline:
         self.pc += 1
 
     def advance_segment(self, nodes: Sequence[Node], end: int) -> None:
-        """The nodes at positions ``pc..end-1`` ran in one call: one entry each, so each can be undone."""
+        """The nodes at positions ``pc..end-1`` ran in one call: one record, undone a node at a time (see ``undo``)."""
         if nodes:
             self.history.append(_Run(self.pc, nodes, self.last))
             self.ran.update(n.order for n in nodes)

@@ -136,12 +136,16 @@ class SegmentPlanner:
         self._parts[start, end, count] = bounds + [end]
         return bounds + [end]
 
+    def _live(self, start: int, pos: int) -> list[str]:
+        """The values made by ``start..pos-1`` that are read at ``pos`` or after."""
+        return [o for n in self.seq[start:pos] for o in n.outputs if o and self.last_use.get(o, -1) >= pos]
+
     def _live_bytes(self, start: int, pos: int) -> int:
-        return sum(self.estimated_bytes(o) for n in self.seq[start:pos] for o in n.outputs if o and self.last_use.get(o, -1) >= pos)
+        return sum(self.estimated_bytes(o) for o in self._live(start, pos))
 
     def _cut(self, start: int, pos: int, clean: bool) -> bool:
         """Whether the values of ``start..pos-1`` live at ``pos`` all have two readers or more (``clean``: none elementwise)."""
-        live = [o for n in self.seq[start:pos] for o in n.outputs if o and self.last_use.get(o, -1) >= pos]
+        live = self._live(start, pos)
         readers = [self.graph.consumers(o) for o in live]
         if not live or not all(len(r) >= 2 for r in readers):
             return False
