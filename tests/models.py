@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +101,10 @@ def layered_model(n_nodes: int, width: int = 64) -> onnx.ModelProto:
     x, k = "x", 0
     while len(nodes) + 9 <= n_nodes:
         p = f"layer{k}"
-        inits += [init(f"{p}.w", (rng.standard_normal((width, width)) * 0.1).astype(np.float32)), init(f"{p}.b", np.zeros(width, np.float32))]
+        inits += [
+            init(f"{p}.w", (rng.standard_normal((width, width)) * 0.1).astype(np.float32)),
+            init(f"{p}.b", np.zeros(width, np.float32)),
+        ]
         add_eps = "Sub" if k % 50 == 49 else "Add"
         nodes += [
             helper.make_node("MatMul", [x, f"{p}.w"], [f"{p}.mm"], name=f"{p}/matmul"),
@@ -142,3 +147,28 @@ def residual_stages(kinds: str, c: int = 16):
         nodes.append(helper.make_node("Relu", [f"b{i}sum"], [f"b{i}out"], name=f"b{i}out"))
         x = f"b{i}out"
     return make_model(nodes, [tensor("x", [1, c, 8, 8])], [tensor(x, [1, c, 8, 8])], inits)
+
+
+def optimized_nodes(model: onnx.ModelProto, level: str = "all") -> list[onnx.NodeProto]:
+    """The nodes of the graph onnxruntime's optimizer makes of ``model`` at ``level``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        so = session_options(level)
+        so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return list(onnx.load(so.optimized_model_filepath).graph.node)
+
+
+def assert_exact(got: Any, want: Any, what: str) -> None:
+    """The same dtype, shape and values, bit for bit (NaN where NaN)."""
+    a, b = np.asarray(got), np.asarray(want)
+    assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True), what
+
+
+def whole_plan(session: Any) -> Any:
+    """The plan of ``session``'s whole run (stopped at entry) as an optimized continue with its own filters."""
+    plan = session.planner.plan(
+        0, len(session.sequence), filt=session._filter, dtypes=session.executor.dtypes, budget=session.store.budget,
+        conditions=lambda a, b: [], constants=session.store.fixed, version=0, optimized=True,
+    )  # fmt: skip
+    assert plan is not None
+    return plan
