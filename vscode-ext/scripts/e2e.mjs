@@ -360,7 +360,7 @@ async function scenario(page, ws, server) {
 	await shot('ended');
 
 	await runFromExplorer(page, server, shot);
-	await controlFlowSteps(page, ws, shot).catch(async (e) => {
+	await controlFlowSteps(page, ws, shot, server).catch(async (e) => {
 		if (!(e instanceof Failure)) throw e;
 		check(false, e.message);
 		await shot('control-flow-failure');
@@ -385,7 +385,40 @@ async function scenario(page, ws, server) {
 	await debugServerVariant(page, server, ws, shot);
 }
 
-async function controlFlowSteps(page, ws, shot) {
+/** The pids of the graph-dap adapters on stdio under code-server (not pytest's, which may run beside this test). */
+function stdioAdapters(server) {
+	const parent = new Map();
+	const adapters = [];
+	for (const entry of readdirSync('/proc')) {
+		if (!/^\d+$/.test(entry)) continue;
+		try {
+			const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+			parent.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+			const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+			if (argv.includes('graph_dap.adapter') && !argv.includes('--port')) adapters.push(Number(entry));
+		} catch {
+			// gone meanwhile
+		}
+	}
+	const under = (pid) => {
+		for (let p = pid, hops = 0; p > 1 && hops < 64; p = parent.get(p) ?? 0, hops++) {
+			if (p === server.child.pid) return true;
+		}
+		return false;
+	};
+	return adapters.filter(under);
+}
+
+async function controlFlowSteps(page, ws, shot, server) {
+	// 8a. The sessions before this one ended: the extension has started the next session's adapter ahead.
+	// (The same one twice, 1.5 s apart: the last session's own adapter may still be on its way out.)
+	let waiting = [];
+	await until_('an adapter started ahead for the next session', async () => {
+		const first = stdioAdapters(server);
+		await sleep(1500);
+		waiting = stdioAdapters(server);
+		return first.length === 1 && waiting.length === 1 && first[0] === waiting[0];
+	}, 30000);
 	// 8b. Inside control flow: a breakpoint on a line inside a Loop's body, F5: the call stack has two levels.
 	await openFile(page, 'loop.onnx', 'loop.onnxtxt');
 	const lines = readFileSync(join(ws, 'loop.onnxtxt'), 'utf8').split('\n');
@@ -406,6 +439,8 @@ async function controlFlowSteps(page, ws, shot) {
 	const rows = await page.locator('.debug-call-stack .monaco-list-row').allInnerTexts();
 	check(rows.some((r) => r.includes('tanh (Tanh)')) && rows.some((r) => r.includes('loop (Loop) body, iteration 0')), `a breakpoint inside a Loop's body: the call stack shows two levels (${rows.filter((r) => r.includes('(')).length} frames)`);
 	await shot('control-flow-two-levels');
+	const serving = stdioAdapters(server);
+	check(serving.length === 1 && serving[0] === waiting[0], `the session took the adapter started ahead (pid ${waiting[0]}; adapters now: ${serving.join(', ') || 'none'})`);
 	await page.locator('.debug-toolbar .codicon-debug-stop, .debug-toolbar .codicon-debug-disconnect').first().click();
 	await page.locator('.debug-toolbar').first().waitFor({ state: 'hidden', timeout: 30000 });
 }

@@ -28,6 +28,7 @@ import { TensorViews } from './tensorView';
 import { VariablesContext, tensorNameFromContext } from './variablesContext';
 import { ProtocolTracker, registerTracker } from './tracker';
 import { registerScan } from './scan';
+import { WarmAdapters } from './warmAdapter';
 
 export function activate(context: vscode.ExtensionContext): void {
 	const tracker = new ProtocolTracker(() => vscode.workspace.getConfiguration('graphDap').get<boolean>('trace', false));
@@ -36,6 +37,8 @@ export function activate(context: vscode.ExtensionContext): void {
 	const interpreter = new InterpreterService();
 	const listingFeatures = new ListingLanguageFeatures();
 	const python = async (resource?: vscode.Uri) => (await interpreter.get(resource)).command;
+	const warm = new WarmAdapters(() => vscode.workspace.getConfiguration('graphDap').get<boolean>('warmStart', true));
+	const adapters = new AdapterFactory(interpreter, warm);
 	// The model of the last model editor that was active: F5 from the model's Python source debugs it.
 	let recentModel: string | undefined;
 	const rememberModel = () => {
@@ -63,6 +66,16 @@ export function activate(context: vscode.ExtensionContext): void {
 		},
 	);
 	void server.start();
+	// A model or a listing was opened: the F5 that likely follows finds its adapter started.
+	void interpreter.get(undefined).then((chosen) => {
+		const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+		if (folder) {
+			const d = describeAdapter({}, chosen.command);
+			if (d.kind === 'executable') {
+				warm.prepare(d.command, d.args, folder, WARM_AFTER_ACTIVATION_MS);
+			}
+		}
+	});
 
 	context.subscriptions.push(
 		tracker,
@@ -79,7 +92,14 @@ export function activate(context: vscode.ExtensionContext): void {
 		vscode.window.onDidChangeActiveTextEditor(rememberModel),
 		vscode.window.tabGroups.onDidChangeTabs(rememberModel),
 		vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, new DynamicConfigurations(), vscode.DebugConfigurationProviderTriggerKind.Dynamic),
-		vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new AdapterFactory(interpreter)),
+		warm,
+		vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, adapters),
+		// The next session's adapter starts once this one is over (not beside it: they would share the cores).
+		vscode.debug.onDidTerminateDebugSession((session) => {
+			if (session.type === DEBUG_TYPE) {
+				adapters.prepareNext(WARM_AFTER_SESSION_MS);
+			}
+		}),
 		vscode.commands.registerCommand('graphDap.debugModel', (uri?: vscode.Uri) => startModel(listings, uri, false)),
 		vscode.commands.registerCommand('graphDap.runModel', (uri?: vscode.Uri) => startModel(listings, uri, true)),
 		vscode.commands.registerCommand('graphDap.showListing', async (uri?: vscode.Uri) => {
@@ -277,8 +297,24 @@ class DynamicConfigurations implements vscode.DebugConfigurationProvider {
 	}
 }
 
+/** Started ahead (see warmAdapter.ts), after the extension activates and after each session, so as not to slow either. */
+const WARM_AFTER_ACTIVATION_MS = 2000;
+const WARM_AFTER_SESSION_MS = 1000;
+
 class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
-	constructor(private readonly interpreter: InterpreterService) {}
+	private last: { command: string; args: string[]; cwd: string | undefined } | undefined;
+
+	constructor(
+		private readonly interpreter: InterpreterService,
+		private readonly warm: WarmAdapters,
+	) {}
+
+	/** Start the adapter of the next session ahead, as the last session's was started (a model launch's). */
+	prepareNext(delayMs: number): void {
+		if (this.last) {
+			this.warm.prepare(this.last.command, this.last.args, this.last.cwd, delayMs);
+		}
+	}
 
 	async createDebugAdapterDescriptor(session: vscode.DebugSession): Promise<vscode.DebugAdapterDescriptor> {
 		const config = session.configuration as GraphDapConfiguration;
@@ -289,6 +325,13 @@ class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
 			return new vscode.DebugAdapterServer(d.port, d.host);
 		}
 		const cwd = session.workspaceFolder?.uri.fsPath ?? (target ? path.dirname(target) : undefined);
+		this.last = { command: d.command, args: d.args, cwd };
+		if (!d.env) {
+			const started = this.warm.take(d.command, d.args, cwd);
+			if (started) {
+				return started;
+			}
+		}
 		const env = d.env ? { ...(process.env as Record<string, string>), ...d.env } : undefined;
 		return new vscode.DebugAdapterExecutable(d.command, d.args, cwd || env ? { cwd, env } : undefined);
 	}

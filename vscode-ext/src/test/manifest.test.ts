@@ -62,6 +62,7 @@ test('the listing language: .onnxtxt, a grammar, read-only by default', () => {
 
 test('the setting graphDap.python defaults to empty (the Python extension, else python3)', () => {
 	assert.equal(c.configuration.properties['graphDap.python'].default, '');
+	assert.equal(c.configuration.properties['graphDap.warmStart'].default, true);
 	assert.equal(pkg.main, './dist/extension.js');
 });
 
