@@ -125,6 +125,10 @@ export function activate(context: vscode.ExtensionContext): void {
 		vscode.workspace.onDidChangeConfiguration((e) => {
 			if (e.affectsConfiguration('graphDap.python') || e.affectsConfiguration('python')) {
 				interpreter.forget();
+				warm.forget();
+			}
+			if (e.affectsConfiguration('graphDap.warmStart')) {
+				warm.forget();
 			}
 		}),
 	);

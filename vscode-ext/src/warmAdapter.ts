@@ -4,7 +4,9 @@
  * two Python processes after the click. One waits at a time: started a moment after the extension
  * activates (a model or a listing was opened) and again when a graph-dap session ends; a session
  * takes it when its interpreter and folder are the ones it was started with, else the adapter is
- * started as usual. Off with the setting `graphDap.warmStart`.
+ * started as usual. One that waited longer than MAX_AGE_MS is not used (graph-dap may have been
+ * upgraded meanwhile: it would run the old code), nor one started before the interpreter setting
+ * changed. Off with the setting `graphDap.warmStart`.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import * as vscode from 'vscode';
@@ -12,10 +14,12 @@ import { FrameReader, frame } from './dapFraming';
 
 const TAIL_BYTES = 4096; // what is kept of an adapter's stderr, to say why it ended
 const KILL_AFTER_MS = 3000; // after stdin closes, how long an adapter has to end by itself
+const MAX_AGE_MS = 15 * 60 * 1000; // an adapter that waited longer is not used
 
 interface Started {
 	readonly key: string;
 	readonly child: ChildProcess;
+	readonly since: number;
 	stderr: string;
 	failed: boolean;
 }
@@ -26,6 +30,10 @@ function keyOf(command: string, args: readonly string[], cwd: string | undefined
 
 function alive(s: Started): boolean {
 	return !s.failed && s.child.exitCode === null && s.child.signalCode === null;
+}
+
+function usable(s: Started): boolean {
+	return alive(s) && Date.now() - s.since < MAX_AGE_MS;
 }
 
 /** The adapter waiting for the next session, if any. */
@@ -42,7 +50,7 @@ export class WarmAdapters implements vscode.Disposable {
 		if (!spare) {
 			return undefined;
 		}
-		if (spare.key !== keyOf(command, args, cwd) || !alive(spare)) {
+		if (spare.key !== keyOf(command, args, cwd) || !usable(spare)) {
 			spare.child.kill();
 			return undefined;
 		}
@@ -60,7 +68,7 @@ export class WarmAdapters implements vscode.Disposable {
 				return;
 			}
 			const key = keyOf(command, args, cwd);
-			if (this.spare && this.spare.key === key && alive(this.spare)) {
+			if (this.spare && this.spare.key === key && usable(this.spare)) {
 				return;
 			}
 				this.spare?.child.kill();
@@ -68,18 +76,23 @@ export class WarmAdapters implements vscode.Disposable {
 		}, delayMs);
 	}
 
+	/** Let the waiting adapter go (the interpreter setting changed: it may not be the one to use). */
+	forget(): void {
+		this.spare?.child.kill();
+		this.spare = undefined;
+	}
+
 	dispose(): void {
 		if (this.timer) {
 			clearTimeout(this.timer);
 		}
-		this.spare?.child.kill();
-		this.spare = undefined;
+		this.forget();
 	}
 }
 
 function start(key: string, command: string, args: readonly string[], cwd: string | undefined): Started {
 	const child = spawn(command, [...args], { cwd, stdio: 'pipe', windowsHide: true });
-	const started: Started = { key, child, stderr: '', failed: false };
+	const started: Started = { key, child, since: Date.now(), stderr: '', failed: false };
 	child.on('error', () => {
 		started.failed = true; // no such interpreter: the session starts its own, which says so
 	});
