@@ -655,10 +655,13 @@ def wide_model(folder: Path, count: int = 130, rows: int = 250) -> tuple[Path, P
 
 
 @contextlib.contextmanager
-def listening(args: list[str], banner: str, env: dict[str, str] | None = None, stop: str = "terminate") -> Iterator[str]:
+def listening(
+    args: list[str], banner: str, env: dict[str, str] | None = None, stop: str = "terminate", started: list[int] | None = None
+) -> Iterator[str]:
     """Run ``python ARGS`` (a server that prints ``BANNER HOST:PORT``) and yield ``HOST:PORT``.
 
     On exit the server is stopped (``terminate`` or ``kill``) and must not have printed a traceback.
+    ``started``: gets the server's pid.
     """
     proc = subprocess.Popen(
         [sys.executable, *args],
@@ -668,6 +671,8 @@ def listening(args: list[str], banner: str, env: dict[str, str] | None = None, s
         env=env if env is not None else dict(os.environ, PYTHONPATH=str(ROOT)),
     )
     assert proc.stdout is not None
+    if started is not None:
+        started.append(proc.pid)
     try:
         line = proc.stdout.readline()
         assert line.startswith(banner), line

@@ -1,9 +1,12 @@
-"""The adapter over TCP: ``--port 0`` prints the port, clients are served one after another, TCP_NODELAY."""
+"""The adapter over TCP: ``--port 0`` prints the port, clients are served one after another, each with a
+worker started ahead, TCP_NODELAY."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +33,50 @@ def test_clients_one_after_another_over_tcp(adapter_port: int, tmp_path: Path) -
         client.request("continue", threadId=1)
         client.wait_for_end()
         client.disconnect()
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The graph-dap worker processes whose parent is ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if parent == pid and b"graph_dap.worker" in argv:
+            found.append(int(entry))
+    return found
+
+
+def _one_worker_of(pid: int, other_than: int | None = None, timeout: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        workers = _workers_of(pid)
+        if len(workers) == 1 and workers[0] != other_than:
+            return workers[0]
+        time.sleep(0.05)
+    raise AssertionError(f"the adapter {pid} has workers {_workers_of(pid)}, expected one other than {other_than}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_each_client_gets_a_worker_started_before_it_connected(tmp_path: Path) -> None:
+    model, inputs, _ = chain_files(tmp_path)
+    started: list[int] = []
+    with listening(["-m", "graph_dap.adapter", "--port", "0"], "graph-dap adapter listening on 127.0.0.1:", started=started) as address:
+        adapter = started[0]
+        ahead = _one_worker_of(adapter)  # waiting before any client came
+        for _ in range(2):
+            client = DapClient.tcp("127.0.0.1", int(address.rsplit(":", 1)[1]))
+            client.start(str(model), inputs=str(inputs), stopOnEntry=True)
+            client.wait_for_stop("entry")
+            assert _workers_of(adapter) == [ahead]  # the session runs on it; no other is started beside it
+            client.request("continue", threadId=1)
+            client.wait_for_end()
+            client.disconnect()
+            ahead = _one_worker_of(adapter, other_than=ahead)  # the next client's, started once this one is done
 
 
 def test_a_client_that_vanishes_frees_the_adapter(adapter_port: int, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from graph_dap.adapter.requests import InvalidRequest, Request, RequestError
 from graph_dap.adapter.run_handlers import RunRequests
 from graph_dap.adapter.session_handlers import CAPABILITIES, SessionRequests
 from graph_dap.errors import GraphDapError, WorkerDied
+from graph_dap.worker import spawn
 from graph_dap.worker.client import WorkerClient
 
 __all__ = ["CAPABILITIES", "DebugAdapter", "serve_stdio", "serve_tcp", "serve_tcp_async"]
@@ -149,22 +150,60 @@ def serve_stdio(worker: subprocess.Popen[bytes] | None = None) -> None:
             worker.wait()
 
 
+class _SpareWorker:
+    """A worker started ahead for the next TCP client: its imports (numpy, onnx, onnxruntime) are done
+    when the client's ``initialize`` asks for one. Started when the server starts and again when a
+    session ends (not beside a session: they would share the cores)."""
+
+    def __init__(self) -> None:
+        self._popen: subprocess.Popen[bytes] | None = None
+
+    def fill(self) -> None:
+        if self._popen is None or self._popen.poll() is not None:
+            try:
+                self._popen = spawn.start()
+            except OSError:
+                self._popen = None  # a session spawns its own, and says why it cannot
+
+    async def worker(self) -> WorkerClient:
+        """The worker started ahead (when it is still up), else a new one: a session's worker factory."""
+        popen, self._popen = self._popen, None
+        if popen is not None and popen.poll() is None:
+            return await WorkerClient.adopt(popen)
+        return await WorkerClient.spawn()
+
+    def close(self) -> None:
+        popen, self._popen = self._popen, None
+        if popen is not None and popen.poll() is None:
+            popen.kill()
+            popen.wait()
+
+
 async def serve_tcp_async(host: str, port: int, ready: Callable[[int], None] | None = None, token: str | None = None) -> None:
     """Serve clients over TCP, one session after another; with ``token``, only clients that show it.
 
     A client yet to show the token waits for no one: it is answered (``initialize``) or
-    refused while another session runs, and takes its turn once admitted.
+    refused while another session runs, and takes its turn once admitted. The next session's
+    worker is started ahead (:class:`_SpareWorker`).
     """
     turn = asyncio.Lock()
+    spare = _SpareWorker()
 
     async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await DebugAdapter(Channel(SocketStream(reader, writer)), token=token, turn=turn).serve()
+        try:
+            await DebugAdapter(Channel(SocketStream(reader, writer)), token=token, turn=turn, spawn_worker=spare.worker).serve()
+        finally:
+            spare.fill()
 
     server = await asyncio.start_server(session, host, port)
+    spare.fill()
     if ready is not None:
         ready(server.sockets[0].getsockname()[1])
-    async with server:
-        await server.serve_forever()
+    try:
+        async with server:
+            await server.serve_forever()
+    finally:
+        spare.close()
 
 
 def serve_tcp(host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
