@@ -27,8 +27,7 @@ from graph_dap.adapter.requests import InvalidRequest, Request, RequestError
 from graph_dap.adapter.run_handlers import RunRequests
 from graph_dap.adapter.session_handlers import CAPABILITIES, SessionRequests
 from graph_dap.errors import GraphDapError, WorkerDied
-from graph_dap.worker import spawn
-from graph_dap.worker.client import WorkerClient
+from graph_dap.worker.client import WorkerAhead
 
 __all__ = ["CAPABILITIES", "DebugAdapter", "serve_stdio", "serve_tcp", "serve_tcp_async"]
 
@@ -136,47 +135,17 @@ class DebugAdapter(MixedRequests, SessionRequests, RunRequests, InspectionReques
 # -- transports ---------------------------------------------------------------------------
 
 
-async def serve_stdio_async(worker: subprocess.Popen[bytes] | None = None) -> None:
-    """One session over this process's stdin and stdout; ``worker``: its worker, started already."""
-    await DebugAdapter(Channel(StdioStream()), spawn_worker=WorkerClient.first_started(worker)).serve()
+async def serve_stdio_async(ahead: WorkerAhead) -> None:
+    """One session over this process's stdin and stdout; ``ahead``: its worker, when started already."""
+    await DebugAdapter(Channel(StdioStream()), spawn_worker=ahead.worker).serve()
 
 
 def serve_stdio(worker: subprocess.Popen[bytes] | None = None) -> None:
+    ahead = WorkerAhead(worker)
     try:
-        asyncio.run(serve_stdio_async(worker))
+        asyncio.run(serve_stdio_async(ahead))
     finally:
-        if worker is not None and worker.poll() is None:
-            worker.kill()  # never adopted (a launch on another Python, or no launch at all)
-            worker.wait()
-
-
-class _SpareWorker:
-    """A worker started ahead for the next TCP client: its imports (numpy, onnx, onnxruntime) are done
-    when the client's ``initialize`` asks for one. Started when the server starts and again when a
-    session ends (not beside a session: they would share the cores)."""
-
-    def __init__(self) -> None:
-        self._popen: subprocess.Popen[bytes] | None = None
-
-    def fill(self) -> None:
-        if self._popen is None or self._popen.poll() is not None:
-            try:
-                self._popen = spawn.start()
-            except OSError:
-                self._popen = None  # a session spawns its own, and says why it cannot
-
-    async def worker(self) -> WorkerClient:
-        """The worker started ahead (when it is still up), else a new one: a session's worker factory."""
-        popen, self._popen = self._popen, None
-        if popen is not None and popen.poll() is None:
-            return await WorkerClient.adopt(popen)
-        return await WorkerClient.spawn()
-
-    def close(self) -> None:
-        popen, self._popen = self._popen, None
-        if popen is not None and popen.poll() is None:
-            popen.kill()
-            popen.wait()
+        ahead.close()  # never adopted (a launch on another Python, or no launch at all)
 
 
 async def serve_tcp_async(host: str, port: int, ready: Callable[[int], None] | None = None, token: str | None = None) -> None:
@@ -184,10 +153,11 @@ async def serve_tcp_async(host: str, port: int, ready: Callable[[int], None] | N
 
     A client yet to show the token waits for no one: it is answered (``initialize``) or
     refused while another session runs, and takes its turn once admitted. The next session's
-    worker is started ahead (:class:`_SpareWorker`).
+    worker is started ahead: when the server starts and when a session ends (not beside a session:
+    they would share the cores).
     """
     turn = asyncio.Lock()
-    spare = _SpareWorker()
+    spare = WorkerAhead()
 
     async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -19,7 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import msgpack
@@ -28,7 +28,7 @@ from graph_dap.errors import ProtocolError, WorkerDied, error_of_kind
 from graph_dap.worker import protocol as p
 from graph_dap.worker import spawn
 
-__all__ = ["WorkerClient", "WorkerDied"]
+__all__ = ["WorkerAhead", "WorkerClient", "WorkerDied"]
 
 _READ_SIZE = 1 << 16
 _MAX_MESSAGE = 1 << 31
@@ -53,6 +53,36 @@ class _Started:
         while (code := self._popen.poll()) is None:
             await asyncio.sleep(0.01)
         return code
+
+
+class WorkerAhead:
+    """A local worker started before a session asks for one (its imports of numpy, onnx and onnxruntime
+    done by then): the adapter on stdio starts it first thing, the TCP adapter for its next client."""
+
+    def __init__(self, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self._popen = popen
+
+    def fill(self) -> None:
+        """Start one, unless one is waiting already."""
+        if self._popen is None or self._popen.poll() is not None:
+            try:
+                self._popen = spawn.start()
+            except OSError:
+                self._popen = None  # the session spawns its own, and says why it cannot
+
+    async def worker(self) -> WorkerClient:
+        """The worker started ahead (when it is still up), else a new one: a session's worker factory."""
+        popen, self._popen = self._popen, None
+        if popen is not None and popen.poll() is None:
+            return await WorkerClient.adopt(popen)
+        return await WorkerClient.spawn()
+
+    def close(self) -> None:
+        """Kill and reap the one never taken."""
+        popen, self._popen = self._popen, None
+        if popen is not None and popen.poll() is None:
+            popen.kill()
+            popen.wait()
 
 
 # -- the connection -----------------------------------------------------------------------
@@ -127,16 +157,6 @@ class WorkerClient:
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, popen.stdin)
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         return cls(reader, writer, _Started(popen, errors), place=f"the worker process (pid {popen.pid})")  # type: ignore[arg-type]
-
-    @staticmethod
-    def first_started(popen: subprocess.Popen[bytes] | None) -> Callable[[], Awaitable[WorkerClient]]:
-        """A worker factory whose first worker is ``popen`` (when given) and every later one spawned."""
-        left = [popen] if popen is not None else []
-
-        async def factory() -> WorkerClient:
-            return await WorkerClient.adopt(left.pop()) if left else await WorkerClient.spawn()
-
-        return factory
 
     @classmethod
     async def connect(cls, address: str, token: str, timeout: float = 10.0) -> WorkerClient:
