@@ -654,6 +654,12 @@ def wide_model(folder: Path, count: int = 130, rows: int = 250) -> tuple[Path, P
     return path, save_inputs(folder / "wide_inputs.npz", feeds), feeds
 
 
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (those its main thread started), from /proc."""
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(p) for p in f.read().split()]
+
+
 @contextlib.contextmanager
 def listening(
     args: list[str], banner: str, env: dict[str, str] | None = None, stop: str = "terminate", started: list[int] | None = None

@@ -4,14 +4,13 @@ worker started ahead, TCP_NODELAY."""
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dap_client import DapClient, listening
+from dap_client import DapClient, children, listening
 from models import chain_files
 
 from graph_dap.adapter.protocol import SocketStream
@@ -36,18 +35,15 @@ def test_clients_one_after_another_over_tcp(adapter_port: int, tmp_path: Path) -
 
 
 def _workers_of(pid: int) -> list[int]:
-    """The graph-dap worker processes whose parent is ``pid``."""
+    """The graph-dap worker processes ``pid`` started (once they have exec'd: a child just forked shows its parent's command)."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for child in children(pid):
         try:
-            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError, IndexError):
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
             continue  # gone meanwhile
-        if parent == pid and b"graph_dap.worker" in argv:
-            found.append(int(entry))
+        if b"graph_dap.worker" in argv:
+            found.append(child)
     return found
 
 

@@ -13,13 +13,8 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, listening, long_model, reference
+from dap_client import ROOT, TIMEOUT, DapClient, DapError, children, listening, long_model, reference
 from models import chain_files
-
-
-def _children(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-        return [int(p) for p in f.read().split()]
 
 
 @pytest.mark.parametrize(("sig", "words"), [(signal.SIGKILL, "killed by SIGKILL"), (signal.SIGSEGV, "segmentation fault")])
@@ -28,7 +23,7 @@ def test_a_worker_that_dies_mid_run_ends_the_session(dap: DapClient, tmp_path: P
     dap.start(str(model), stopOnEntry=True)
     dap.wait_for_stop("entry")
     assert dap.process is not None
-    (worker,) = _children(dap.process.pid)
+    (worker,) = children(dap.process.pid)
     dap.request("continue", threadId=1)
     dap.wait_for_event("progressStart", where=lambda b: b["title"] == "Running the model")
     os.kill(worker, sig)
@@ -146,7 +141,7 @@ def test_disconnect_during_a_run_ends_the_worker(tmp_path: Path) -> None:
     client.start(str(long_model(tmp_path, count=4000)), stopOnEntry=True)
     client.wait_for_stop("entry")
     assert client.process is not None
-    (worker,) = _children(client.process.pid)
+    (worker,) = children(client.process.pid)
     client.request("continue", threadId=1)
     client.wait_for_event("progressStart", where=lambda b: b["title"] == "Running the model")
     client.request("disconnect", terminateDebuggee=True)
@@ -160,9 +155,9 @@ def test_disconnect_during_a_run_ends_the_worker(tmp_path: Path) -> None:
 
 def _first_child(pid: int) -> int:
     deadline = time.monotonic() + TIMEOUT
-    while not (children := _children(pid)) and time.monotonic() < deadline:
+    while not (started := children(pid)) and time.monotonic() < deadline:
         time.sleep(0.02)
-    (child,) = children
+    (child,) = started
     return child
 
 
@@ -186,7 +181,7 @@ def test_on_stdio_the_worker_starts_with_the_adapter_and_serves_the_launch(tmp_p
         model, inputs, _ = chain_files(tmp_path)
         client.start(str(model), inputs=str(inputs), stopOnEntry=True)
         client.wait_for_stop("entry")
-        assert _children(client.process.pid) == [worker]
+        assert children(client.process.pid) == [worker]
         client.request("continue", threadId=1)
         client.wait_for_event("terminated")
         client.request("disconnect")

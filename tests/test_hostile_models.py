@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError
+from dap_client import ROOT, TIMEOUT, DapClient, DapError, children
 from hostile_models import CASES, Case, make
 from models import chain_files as chain_model
 
@@ -72,11 +72,6 @@ def test_declared_sizes_take_no_memory(tmp_path: Path) -> None:
         assert code == 2 and case.expected in err and "out of memory" not in err, (case.name, err)
 
 
-def _workers(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-        return [int(p) for p in f.read().split()]
-
-
 def test_each_launch_fails_with_the_reason_and_the_next_launch_works(tmp_path: Path) -> None:
     dap = DapClient.stdio()
     try:
@@ -91,11 +86,11 @@ def test_each_launch_fails_with_the_reason_and_the_next_launch_works(tmp_path: P
             assert case.expected in message and "\n" not in message, (case.name, message)
             assert failed.value.response["body"]["error"].get("showUser") is True
         assert _files(tmp_path) == before  # the failed launches wrote nothing (no listing beside the models)
-        assert dap.process is not None and len(_workers(dap.process.pid)) <= 1  # the local worker, kept for the next launch
+        assert dap.process is not None and len(children(dap.process.pid)) <= 1  # the local worker, kept for the next launch
         good, inputs, _ = chain_model(tmp_path)
         dap.launch(str(good), inputs=str(inputs), stopOnEntry=True)
         assert dap.wait_for_stop("entry", timeout=TIMEOUT)["reason"] == "entry"
-        assert len(_workers(dap.process.pid)) == 1
+        assert len(children(dap.process.pid)) == 1
     finally:
         dap.disconnect()
     assert "Traceback" not in dap.stderr_text()
