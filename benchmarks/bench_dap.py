@@ -146,6 +146,14 @@ _PLAIN_PROCESS = (
 WARM_WAIT_S = 2.0
 
 
+def _launch_to_end(client: DapClient, model: Path, inputs: Path) -> None:
+    """Launch (initialized already), stop on entry, continue with the nan and inf filters, to ``terminated``."""
+    client.launch(str(model), inputs=str(inputs), stopOnEntry=True, exceptions=["nan", "inf"])
+    client.wait_for_event("stopped", timeout=120)
+    client.request("continue", threadId=1)
+    client.wait_for_event("terminated", timeout=120)
+
+
 def launch_to_end(models: dict[str, Path], repeat: int) -> dict[str, dict[str, float]]:
     """Launch, stop on entry, continue with the nan and inf filters, to ``terminated``: timed from spawning the
     adapter (``spawn``) and from sending ``launch`` (``launch``: the adapter up and initialized; its worker, started
@@ -178,10 +186,7 @@ def launch_to_end(models: dict[str, Path], repeat: int) -> dict[str, dict[str, f
             client = _client()
             client.initialize()
             launched = time.perf_counter()
-            client.launch(str(path), inputs=str(inputs), stopOnEntry=True, exceptions=["nan", "inf"])
-            client.wait_for_event("stopped", timeout=120)
-            client.request("continue", threadId=1)
-            client.wait_for_event("terminated", timeout=120)
+            _launch_to_end(client, path, inputs)
             ended = time.perf_counter()
             times["spawn"].append(ended - spawned)
             times["launch"].append(ended - launched)
@@ -191,10 +196,7 @@ def launch_to_end(models: dict[str, Path], repeat: int) -> dict[str, dict[str, f
             time.sleep(WARM_WAIT_S)
             began = time.perf_counter()
             client.initialize()
-            client.launch(str(path), inputs=str(inputs), stopOnEntry=True, exceptions=["nan", "inf"])
-            client.wait_for_event("stopped", timeout=120)
-            client.request("continue", threadId=1)
-            client.wait_for_event("terminated", timeout=120)
+            _launch_to_end(client, path, inputs)
             times["warm"].append(time.perf_counter() - began)
             client.disconnect()
         out[name] = {k: statistics.median(v) for k, v in times.items()}
