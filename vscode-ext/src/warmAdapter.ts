@@ -28,12 +28,9 @@ function keyOf(command: string, args: readonly string[], cwd: string | undefined
 	return JSON.stringify([command, args, cwd ?? '']);
 }
 
-function alive(s: Started): boolean {
-	return !s.failed && s.child.exitCode === null && s.child.signalCode === null;
-}
-
+/** Up, and not waiting for too long. */
 function usable(s: Started): boolean {
-	return alive(s) && Date.now() - s.since < MAX_AGE_MS;
+	return !s.failed && s.child.exitCode === null && s.child.signalCode === null && Date.now() - s.since < MAX_AGE_MS;
 }
 
 /** The adapter waiting for the next session, if any. */
@@ -71,7 +68,7 @@ export class WarmAdapters implements vscode.Disposable {
 			if (this.spare && this.spare.key === key && usable(this.spare)) {
 				return;
 			}
-				this.spare?.child.kill();
+			this.spare?.child.kill();
 			this.spare = start(key, command, args, cwd);
 		}, delayMs);
 	}
