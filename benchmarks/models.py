@@ -136,3 +136,87 @@ def tiny_gpt(path: Path) -> Path | None:
     prog = torch.onnx.export(model, (idx,), dynamo=True)
     prog.save(str(path), external_data=False)
     return path
+
+
+def module_transformer(layers: int, d: int = 8, seq: int = 4) -> onnx.ModelProto:
+    """An encoder as PyTorch's TorchScript exporter names it (``/encoder/layer.3/attention/self/query/MatMul``):
+    about 60 nodes a layer (Constant shapes, LayerNorm and GELU written out), tiny weights.
+
+    The graph view's 10,000-node benchmark model (``layers=166``): module scopes come from the node
+    names, as they do for real exports without PyTorch's metadata.
+    """
+    rng = np.random.default_rng(0)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+
+    def weight(name: str, *shape: int) -> str:
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name))
+        return name
+
+    def scalar(name: str, value: float) -> str:
+        inits.append(numpy_helper.from_array(np.array([value], np.float32), name))
+        return name
+
+    def op(kind: str, scope: str, inputs: list[str], tag: str = "", **attrs: object) -> str:
+        name = f"{scope}/{kind}{tag}"
+        out = f"{name}_output_0"
+        nodes.append(helper.make_node(kind, inputs, [out], name=name, **attrs))
+        return out
+
+    def const(scope: str, values: list[int], tag: str) -> str:
+        name = f"{scope}/Constant{tag}"
+        out = f"{name}_output_0"
+        nodes.append(helper.make_node("Constant", [], [out], name=name, value=numpy_helper.from_array(np.array(values, np.int64))))
+        return out
+
+    def linear(x: str, scope: str, din: int, dout: int) -> str:
+        y = op("MatMul", scope, [x, weight(f"{scope[1:].replace('/', '.')}.weight", din, dout)])
+        return op("Add", scope, [y, weight(f"{scope[1:].replace('/', '.')}.bias", dout)])
+
+    def layer_norm(x: str, scope: str) -> str:
+        mean = op("ReduceMean", scope, [x], axes=[-1])
+        centered = op("Sub", scope, [x, mean])
+        sq = op("Pow", scope, [centered, scalar(f"{scope[1:].replace('/', '.')}.two", 2.0)])
+        var = op("ReduceMean", scope, [sq], "_1", axes=[-1])
+        eps = op("Add", scope, [var, scalar(f"{scope[1:].replace('/', '.')}.eps", 1e-5)])
+        std = op("Sqrt", scope, [eps])
+        normed = op("Div", scope, [centered, std])
+        scaled = op("Mul", scope, [normed, weight(f"{scope[1:].replace('/', '.')}.weight", d)])
+        return op("Add", scope, [scaled, weight(f"{scope[1:].replace('/', '.')}.bias", d)], "_1")
+
+    x = "hidden"
+    heads = 2
+    for i in range(layers):
+        s = f"/encoder/layer.{i}"
+        att = f"{s}/attention/self"
+        qkv = []
+        for part in ("query", "key", "value"):
+            y = linear(x, f"{att}/{part}", d, d)
+            shape = const(f"{att}/{part}", [1, seq, heads, d // heads], "")
+            y = op("Reshape", f"{att}/{part}", [y, shape])
+            qkv.append(op("Transpose", f"{att}/{part}", [y], perm=[0, 2, 1, 3]))
+        kt = op("Transpose", att, [qkv[1]], perm=[0, 1, 3, 2])
+        scores = op("MatMul", att, [qkv[0], kt])
+        scores = op("Div", att, [scores, scalar(f"encoder.layer.{i}.scale", 2.0)])
+        scores = op("Add", att, [scores, "mask"])
+        probs = op("Softmax", att, [scores], axis=-1)
+        ctx = op("MatMul", att, [probs, qkv[2]], "_1")
+        ctx = op("Transpose", att, [ctx], "_1", perm=[0, 2, 1, 3])
+        ctx = op("Reshape", att, [ctx, const(att, [1, seq, d], "_1")])
+        out = linear(ctx, f"{s}/attention/output/dense", d, d)
+        x = layer_norm(op("Add", f"{s}/attention/output", [out, x]), f"{s}/attention/output/LayerNorm")
+        h = linear(x, f"{s}/intermediate/dense", d, 4 * d)
+        g = f"{s}/intermediate/intermediate_act_fn"
+        e = op("Erf", g, [op("Div", g, [h, scalar(f"encoder.layer.{i}.sqrt2", 1.4142135)])])
+        h = op("Mul", g, [op("Mul", g, [h, op("Add", g, [e, scalar(f"encoder.layer.{i}.one", 1.0)])]), scalar(f"encoder.layer.{i}.half", 0.5)], "_1")
+        out = linear(h, f"{s}/output/dense", 4 * d, d)
+        x = layer_norm(op("Add", f"{s}/output", [out, x]), f"{s}/output/LayerNorm")
+    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="/pooler/Identity"))
+    graph = helper.make_graph(
+        nodes, f"module_transformer_{layers}",
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, seq, d]), helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, seq, seq])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, seq, d])], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model

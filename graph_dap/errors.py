@@ -95,6 +95,10 @@ class ProfileError(GraphDapError):
     """A profile cannot be taken."""
 
 
+class OverlayError(GraphDapError):
+    """A file given to the graph view as an overlay is not the JSON of compare, profile or scan."""
+
+
 class InjectionError(GraphDapError):
     """A value to set cannot be used: the model or the dump lacks it, its file is unreadable, the session refuses it."""
 

@@ -195,6 +195,12 @@ def _scan(args: argparse.Namespace) -> int:
     return cli_scan.run(args)
 
 
+def _graph(args: argparse.Namespace) -> int:
+    from graph_dap.cli import graph as cli_graph
+
+    return cli_graph.run(args)
+
+
 def _profile(args: argparse.Namespace) -> int:
     from graph_dap.runtime.tools.profile import fused_graph, profile_model
 
@@ -248,4 +254,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": _compare,
     "profile": _profile,
     "scan": _scan,
+    "graph": _graph,
 }

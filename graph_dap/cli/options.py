@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     from graph_dap.cli import scan as cli_scan
 
     cli_scan.add_parser(sub)
+    from graph_dap.cli import graph as cli_graph
+
+    cli_graph.add_parser(sub)
     sub.add_parser(
         "run-script",
         help="run a Python program and report the first run call that meets a break (see graph-dap run-script --help)",

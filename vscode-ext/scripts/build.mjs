@@ -1,5 +1,5 @@
 // Builds the extension with esbuild: dist/extension.js (the extension, vscode external) and
-// dist/webview.js (the tensor viewer's page). With --tests: the unit tests and the pure modules
+// dist/webview.js (the tensor viewer's page) and the graph view's renderer (below). With --tests: the unit tests and the pure modules
 // they cover, one file each, into out/ (node --test runs them). With --watch: rebuilds on change.
 import * as esbuild from 'esbuild';
 import { readdirSync } from 'node:fs';
@@ -9,6 +9,22 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = new Set(process.argv.slice(2));
 const common = { bundle: true, sourcemap: true, logLevel: 'warning', absWorkingDir: root };
+
+// The graph view's renderer: one bundle for the webview and for the page `graph-dap graph` writes,
+// which the Python package ships (graph_dap/runtime/tools/graphview/graphview.js, committed: a pip
+// install has no Node to build it). Minified, no source map, so that the build is the same file each time.
+const graphView = {
+	bundle: true,
+	logLevel: 'warning',
+	absWorkingDir: root,
+	entryPoints: ['src/graphview/main.ts'],
+	outfile: '../graph_dap/runtime/tools/graphview/graphview.js',
+	platform: 'browser',
+	format: 'iife',
+	target: 'es2022',
+	minify: true,
+	legalComments: 'none',
+};
 
 const builds = args.has('--tests')
 	? [
@@ -27,6 +43,7 @@ const builds = args.has('--tests')
 	: [
 			{ ...common, entryPoints: ['src/extension.ts'], outfile: 'dist/extension.js', platform: 'node', format: 'cjs', target: 'node20', external: ['vscode'] },
 			{ ...common, entryPoints: ['src/webview/main.ts'], outfile: 'dist/webview.js', platform: 'browser', format: 'iife', target: 'es2022' },
+			graphView,
 		];
 
 if (args.has('--watch')) {
