@@ -2,7 +2,7 @@
 // dist/webview.js (the tensor viewer's page) and the graph view's renderer (below). With --tests: the unit tests and the pure modules
 // they cover, one file each, into out/ (node --test runs them). With --watch: rebuilds on change.
 import * as esbuild from 'esbuild';
-import { readdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -52,4 +52,9 @@ if (args.has('--watch')) {
 	}
 } else {
 	await Promise.all(builds.map((b) => esbuild.build(b)));
+	if (!args.has('--tests')) {
+		// The extension's webview loads the same bundle from dist/.
+		mkdirSync(join(root, 'dist'), { recursive: true });
+		copyFileSync(join(root, graphView.outfile), join(root, 'dist', 'graphview.js'));
+	}
 }

@@ -29,6 +29,8 @@ import { VariablesContext, tensorNameFromContext } from './variablesContext';
 import { ProtocolTracker, registerTracker } from './tracker';
 import { registerScan } from './scan';
 import { WarmAdapters } from './warmAdapter';
+import { GraphViews } from './graphView';
+import { registerFollower } from './graphFollow';
 
 export function activate(context: vscode.ExtensionContext): void {
 	const tracker = new ProtocolTracker(() => vscode.workspace.getConfiguration('graphDap').get<boolean>('trace', false));
@@ -39,6 +41,13 @@ export function activate(context: vscode.ExtensionContext): void {
 	const python = async (resource?: vscode.Uri) => (await interpreter.get(resource)).command;
 	const warm = new WarmAdapters(() => vscode.workspace.getConfiguration('graphDap').get<boolean>('warmStart', true));
 	const adapters = new AdapterFactory(interpreter, warm);
+	const graphLog = vscode.window.createOutputChannel('graph-dap Graph');
+	const graphs = new GraphViews(context.extensionUri, {
+		python: async (model) => python(vscode.Uri.file(model)),
+		listingOf: (model) => listings.movedListing(model) ?? listingPathFor(model),
+		tensors,
+		log: (line) => graphLog.appendLine(`${new Date().toISOString()} ${line}`),
+	});
 	// The model of the last model editor that was active: F5 from the model's Python source debugs it.
 	let recentModel: string | undefined;
 	const rememberModel = () => {
@@ -113,6 +122,27 @@ export function activate(context: vscode.ExtensionContext): void {
 			} catch (e) {
 				void vscode.window.showErrorMessage(`graph-dap could not list ${model}: ${(e as Error).message}`);
 			}
+		}),
+		graphLog,
+		graphs,
+		registerFollower(graphs),
+		vscode.commands.registerCommand('graphDap.showGraph', (uri?: vscode.Uri) => {
+			const model = targetModel(listings, uri);
+			if (!model) {
+				void vscode.window.showErrorMessage('graph-dap: select an .onnx model to show its graph.');
+				return;
+			}
+			graphs.show(model);
+		}),
+		vscode.commands.registerCommand('graphDap.graphOverlay', async (uri?: vscode.Uri) => {
+			const model = targetModel(listings, undefined) ?? [...graphs.panels.keys()].pop();
+			const panel = model ? graphs.panels.get(model) ?? graphs.show(model) : undefined;
+			if (!panel) {
+				void vscode.window.showErrorMessage('graph-dap: open a model\'s graph view first (Show Graph View).');
+				return;
+			}
+			const file = uri instanceof vscode.Uri ? uri : (await vscode.window.showOpenDialog({ canSelectMany: false, filters: { 'graph-dap JSON': ['json'] } }))?.[0];
+			if (file) await panel.addOverlay(file.fsPath);
 		}),
 		vscode.commands.registerCommand('graphDap.viewTensor', (ctx?: VariablesContext) => viewTensor(tensors, ctx)),
 		...registerScan(python, (uri) => targetModel(listings, uri)),
