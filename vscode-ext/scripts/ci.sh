@@ -9,5 +9,8 @@ bash scripts/setup-e2e.sh >/dev/null
 npm test
 npm run --silent package >/dev/null   # type check, bundle, dist/graph-dap.vsix
 if [ "${1:-}" != "--no-e2e" ]; then
-  node scripts/e2e.mjs --no-setup --no-build
+  rc=0
+  node scripts/e2e.mjs --no-setup --no-build || rc=1
+  node scripts/e2e-graph.mjs || rc=1   # the graph view's scenario (moves into e2e.mjs's scenarios when they are split)
+  exit $rc
 fi

@@ -17,7 +17,7 @@ const RESUMING = new Set(['continue', 'next', 'stepIn', 'stepOut', 'stepBack', '
 
 interface SessionState {
 	stops: number;
-	pending?: { stop: number; t0: number; reason: string; text: string };
+	pending?: { stop: number; t0: number; at: number; reason: string; text: string };
 	panel?: GraphPanel;
 	/** Nodes where the run stopped on NaN/Inf. */
 	nanStops: string[];
@@ -41,7 +41,7 @@ export class GraphFollower implements vscode.DebugAdapterTrackerFactory {
 			onDidSendMessage: (m: { type?: string; event?: string; command?: string; success?: boolean; body?: Record<string, unknown> }) => {
 				if (m.type === 'event' && m.event === 'stopped') {
 					st.stops++;
-					st.pending = { stop: st.stops, t0: performance.now(), reason: String(m.body?.reason ?? ''), text: String(m.body?.text ?? '') };
+					st.pending = { stop: st.stops, t0: performance.now(), at: Date.now(), reason: String(m.body?.reason ?? ''), text: String(m.body?.text ?? '') };
 				} else if (m.type === 'response' && m.command === 'stackTrace' && m.success && st.pending) {
 					const frames = (m.body?.stackFrames ?? []) as { line: number; source?: { path?: string } }[];
 					const top = frames.find((f) => f.source?.path?.endsWith(LISTING_EXT));
@@ -80,8 +80,8 @@ export class GraphFollower implements vscode.DebugAdapterTrackerFactory {
 		if (!panel) return;
 		st.panel = panel;
 		st.line = line;
-		panel.stopSeen.set(pending.stop, pending.t0);
-		show({ phase: 'stopped', stop: pending.stop, reason: pending.reason, text: pending.text });
+		panel.stopSeen.set(pending.stop, { t0: pending.t0, frames: performance.now() });
+		show({ phase: 'stopped', stop: pending.stop, stoppedAt: pending.at, reason: pending.reason, text: pending.text });
 		const current = panel.current;
 		if (current && pending.reason === 'exception' && /^(NaN|Inf)$/.test(pending.text) && !st.nanStops.includes(current)) st.nanStops.push(current);
 		if (st.nanStops.length && panel.model) void this.spread(session, st, panel, pending.stop, show);

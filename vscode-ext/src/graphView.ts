@@ -55,7 +55,7 @@ export class GraphPanel {
 	private echo = -1;
 	/** The session shown, and when each of its stops was seen (for the highlight's latency). */
 	session?: vscode.DebugSession;
-	readonly stopSeen = new Map<number, number>();
+	readonly stopSeen = new Map<number, { t0: number; frames: number }>();
 	private readonly disposables: vscode.Disposable[] = [];
 
 	constructor(
@@ -198,7 +198,10 @@ export class GraphPanel {
 			case 'drawn': {
 				const seen = this.stopSeen.get(m.stop);
 				if (seen !== undefined) {
-					this.host.log(`stop ${m.stop}: highlighted ${(performance.now() - seen).toFixed(1)} ms after the stopped event (${m.ms.toFixed(1)} ms in the view)`);
+					this.host.log(
+						`stop ${m.stop}: highlighted ${m.ms.toFixed(0)} ms after the stopped event ` +
+							`(the stack trace after ${(seen.frames - seen.t0).toFixed(1)} ms, ${m.view.toFixed(1)} ms in the view)`,
+					);
 					this.stopSeen.delete(m.stop);
 				}
 				return;

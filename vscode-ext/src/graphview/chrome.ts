@@ -17,8 +17,9 @@ body.graph-page { background: #fff; color: #222; }
   box-sizing: border-box; border-bottom: 1px solid rgba(128,128,128,.35); background: var(--vscode-editorWidget-background, rgba(128,128,128,.08)); }
 .gv-toolbar input, .gv-toolbar select, .gv-toolbar button { font: inherit; color: inherit; background: var(--vscode-input-background, transparent);
   border: 1px solid rgba(128,128,128,.5); border-radius: 3px; padding: 2px 6px; height: 24px; box-sizing: border-box; }
-.gv-toolbar button { cursor: pointer; background: var(--vscode-button-secondaryBackground, rgba(128,128,128,.12)); }
-#gv-search { width: 220px; }
+.gv-toolbar button { cursor: pointer; white-space: nowrap; flex: none; background: var(--vscode-button-secondaryBackground, rgba(128,128,128,.12)); }
+#gv-search { width: 220px; min-width: 90px; flex: 0 1 220px; }
+.gv-toolbar { overflow: hidden; }
 #gv-status { margin-left: auto; opacity: .8; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 #gv-status.error { color: #e51400; opacity: 1; }
 #gv-results { position: absolute; left: 8px; top: 34px; width: 360px; max-height: 50%; overflow: auto; z-index: 3;

@@ -15,6 +15,8 @@ export interface DebugView {
 	current: string | null;
 	/** Counts stops in the session; the view answers `drawn` with it. */
 	stop: number;
+	/** When the adapter's `stopped` event reached the extension (`Date.now()`: the view's clock is the same machine's). */
+	stoppedAt?: number;
 	/** The stop's reason (`breakpoint`, `step`, `exception`...) and its text (`NaN`, `Inf`). */
 	reason: string;
 	text: string;
@@ -48,7 +50,8 @@ export type FromView =
 	| { type: 'summaries'; request: number; names: string[] }
 	| { type: 'export'; format: 'svg' | 'png'; data: string }
 	| { type: 'openOverlay' }
-	| { type: 'drawn'; stop: number; ms: number };
+	/** The stop's highlight is drawn: `ms` after the `stopped` event reached the extension, `view` ms of them in the view. */
+	| { type: 'drawn'; stop: number; ms: number; view: number };
 
 /** What the view may ask of where it runs: the extension, or nothing (the page). */
 export interface Host {

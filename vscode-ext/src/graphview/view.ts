@@ -44,7 +44,7 @@ export class GraphView {
 	private theme: Theme;
 	private frame = 0;
 	private overview?: { k: number; x: number; y: number; image: HTMLCanvasElement };
-	private pendingDrawn?: { stop: number; t0: number };
+	private pendingDrawn?: { stop: number; t0: number; at?: number };
 	private summaryRequest = 0;
 	private hoverTimer = 0;
 	/** Timings of the last layout and frame, for the benchmarks. */
@@ -101,8 +101,8 @@ export class GraphView {
 			const r = this.c.canvas.getBoundingClientRect();
 			if (b && !visible(this.vp, b.x, b.y, b.w, b.h, r.width, r.height)) this.vp = centreOn(this.vp, b.x + b.w / 2, b.y + b.h / 2, r.width, r.height);
 		}
-		if (debug.phase === 'stopped') this.pendingDrawn = { stop: debug.stop, t0 };
-		this.invalidate();
+		if (debug.phase === 'stopped') this.pendingDrawn = { stop: debug.stop, t0, at: debug.stoppedAt };
+		this.invalidate(true); // now, not at the next frame: the stop is what the user waits for
 	}
 
 	setBreakpoints(ids: string[]): void {
@@ -231,9 +231,10 @@ export class GraphView {
 		this.stats.drawMs = performance.now() - t0;
 		document.body.dataset.drawn = '1';
 		if (this.pendingDrawn) {
-			const { stop, t0: start } = this.pendingDrawn;
+			const { stop, t0: start, at } = this.pendingDrawn;
 			this.pendingDrawn = undefined;
-			this.host.post({ type: 'drawn', stop, ms: performance.now() - start });
+			const view = performance.now() - start;
+			this.host.post({ type: 'drawn', stop, ms: at ? Date.now() - at : view, view });
 		}
 	}
 
