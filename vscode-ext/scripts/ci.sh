@@ -8,6 +8,11 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-e2e.sh >/dev/null
 npm test
 npm run --silent package >/dev/null   # type check, bundle, dist/graph-dap.vsix
+# The graph view's bundle is committed in the Python package (a pip install has no Node): it must be this build.
+if ! git diff --quiet -- ../graph_dap/runtime/tools/graphview/graphview.js 2>/dev/null; then
+  echo "graph_dap/runtime/tools/graphview/graphview.js is not the build of src/graphview: commit the rebuilt file" >&2
+  exit 1
+fi
 if [ "${1:-}" != "--no-e2e" ]; then
   rc=0
   node scripts/e2e.mjs --no-setup --no-build || rc=1

@@ -80,6 +80,7 @@ export class GraphView {
 		this.home();
 		this.updateMarks();
 		document.body.dataset.nodes = String(doc.nodes.length);
+		this.invalidate(true);
 		this.stats.layoutMs = performance.now() - t0;
 	}
 
