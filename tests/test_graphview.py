@@ -56,7 +56,9 @@ def test_the_document_names_nodes_lines_and_modules_as_the_debugger_and_the_list
     assert list(nodes) == [n.id for n in graph.all_nodes()]
     assert {i: row[4] for i, row in nodes.items()} == listing.node_lines
     text = listing.text.splitlines()
-    assert all(text[row[4] - 1].strip() == row[8] for row in doc["nodes"])
+    for row in doc["nodes"]:  # the line's attributes (and source comment): the rest is in the other columns
+        assert row[8] in text[row[4] - 1] and text[row[4] - 1].count("<") == row[8].count("<")
+    assert any(row[8].startswith("<pads=") for row in doc["nodes"])
     # Module scopes as runtime/source.py derives them from the node names, nested by path.
     modules = doc["modules"]
     for node in graph.all_nodes():

@@ -218,6 +218,17 @@ export class GraphModel {
 		return row === undefined ? -1 : this.nodeItem[row];
 	}
 
+	/** A node's listing line, written again from the document's columns (`y: float32[1,8] = Conv<pads=[1,1]>(x, w)  # model.py:3`). */
+	lineText(row: number): string {
+		const [, op, , , , inputs, outputs, , extra] = this.doc.nodes[row];
+		const cut = extra.indexOf('  # ');
+		const attrs = cut >= 0 ? extra.slice(0, cut) : extra;
+		const source = cut >= 0 ? extra.slice(cut) : '';
+		const values = this.doc.values;
+		const outs = outputs.map((v) => `${values[v][0]}: ${values[v][1]}`).join(', ');
+		return `${outs} = ${op}${attrs}(${inputs.map((v) => values[v][0]).join(', ')})${source}`;
+	}
+
 	/** Whether a node is static (its inputs are all constants): drawn lighter. */
 	isStatic(row: number): boolean {
 		return (this.doc.nodes[row][7] & NODE_STATIC) !== 0;

@@ -4,7 +4,8 @@
  * by an overlay. The same class runs in the VS Code webview and in the page `graph-dap graph` writes;
  * what it can ask of the debugger goes through its {@link Host}.
  */
-import { Controls, buildControls, fillOverlayChoices, installStyle, renderLegend, showMenu, MenuItem } from './chrome';
+import { Controls, buildControls, fillOverlayChoices, installStyle, renderLegend } from './chrome';
+import { wireInput } from './input';
 import type { GraphDoc, Overlay } from './doc';
 import { Prepared, drawOverview, drawScene, prepare } from './draw';
 import { Box, Layouter, Scene } from './layout';
@@ -14,7 +15,7 @@ import { Marks, emptyMarks } from './paint';
 import type { DebugView, Host, Summary } from './protocol';
 import { Theme, theme } from './style';
 import { sceneSvg } from './svg';
-import { Viewport, centreOn, distanceToPolyline, fitBox, toWorld, visible, zoomAt } from './viewport';
+import { Viewport, centreOn, distanceToPolyline, fitBox, toWorld, visible } from './viewport';
 
 /** A model of at most this many nodes opens with every module open. */
 const OPEN_ALL_UNDER = 300;
@@ -29,32 +30,32 @@ export function formatNumber(v: number): string {
 }
 
 export class GraphView {
-	private readonly c: Controls;
-	private model?: GraphModel;
+	readonly c: Controls;
+	model?: GraphModel;
 	private layouter?: Layouter;
-	private scene?: Scene;
-	private prepared?: Prepared;
+	scene?: Scene;
+	prepared?: Prepared;
 	private expanded = new Set<number>();
-	private vp: Viewport = { k: 1, x: 0, y: 0 };
-	private marks: Marks = emptyMarks();
-	private overlays: Overlay[] = [];
-	private overlayChoice = '';
-	private debug: DebugView = { session: '', phase: 'none', current: null, stop: 0, reason: '', text: '', origin: [], spread: [] };
+	vp: Viewport = { k: 1, x: 0, y: 0 };
+	marks: Marks = emptyMarks();
+	overlays: Overlay[] = [];
+	overlayChoice = '';
+	debug: DebugView = { session: '', phase: 'none', current: null, stop: 0, reason: '', text: '', origin: [], spread: [] };
 	private breakpointIds: string[] = [];
 	private theme: Theme;
 	private frame = 0;
-	private overview?: { k: number; x: number; y: number; image: HTMLCanvasElement };
+	overview?: { k: number; x: number; y: number; image: HTMLCanvasElement };
 	private pendingDrawn?: { stop: number; t0: number; at?: number };
-	private summaryRequest = 0;
-	private hoverTimer = 0;
+	summaryRequest = 0;
+	hoverTimer = 0;
 	/** Timings of the last layout and frame, for the benchmarks. */
-	readonly stats = { layoutMs: 0, drawMs: 0, boxes: 0, laidOut: 0 };
+	readonly stats = { layoutMs: 0, drawMs: 0, boxes: 0, laidOut: 0, firstDrawAt: 0 };
 
-	constructor(private readonly host: Host) {
+	constructor(readonly host: Host) {
 		installStyle();
 		this.c = buildControls(host.live);
 		this.theme = theme(this.isDark());
-		this.wire();
+		wireInput(this);
 		new ResizeObserver(() => this.resize()).observe(this.c.canvas);
 	}
 
@@ -157,7 +158,7 @@ export class GraphView {
 		document.body.dataset.shown = String(this.scene.boxes.length);
 	}
 
-	private updateMarks(): void {
+	updateMarks(): void {
 		if (!this.model || !this.scene) return;
 		const m = this.model;
 		const shown = this.scene.shownAs;
@@ -204,7 +205,7 @@ export class GraphView {
 		this.invalidate();
 	}
 
-	private invalidate(now = false): void {
+	invalidate(now = false): void {
 		if (now) {
 			cancelAnimationFrame(this.frame);
 			this.frame = 0;
@@ -230,6 +231,7 @@ export class GraphView {
 		this.stats.boxes = drawScene(ctx, this.model, this.scene, this.prepared, this.marks, this.theme, this.vp, w, h, dpr);
 		this.drawMinimap();
 		this.stats.drawMs = performance.now() - t0;
+		if (!this.stats.firstDrawAt) this.stats.firstDrawAt = performance.now();
 		document.body.dataset.drawn = '1';
 		if (this.pendingDrawn) {
 			const { stop, t0: start, at } = this.pendingDrawn;
@@ -272,6 +274,14 @@ export class GraphView {
 	}
 
 	// -- what the user does -------------------------------------------------------------------
+
+	/** Selects a node picked in the search results, and tells the host (the listing follows). */
+	pick(id: string): void {
+		this.c.results.hidden = true;
+		this.marks.found = new Set();
+		this.select(id);
+		this.host.post({ type: 'select', node: id });
+	}
 
 	fit(): void {
 		if (!this.scene) return;
@@ -339,6 +349,11 @@ export class GraphView {
 		return this.scene ? this.scene.boxes.map((b) => this.model!.items[b.item].key) : [];
 	}
 
+	/** Keys of the shown groups that are closed, in drawing order; for the benchmarks. */
+	closedGroups(): string[] {
+		return this.scene ? this.scene.boxes.filter((b) => !b.open && this.model!.items[b.item].expandable).map((b) => this.model!.items[b.item].key) : [];
+	}
+
 	/** Opens the group with this key (`module:0:encoder`); for tests and the benchmarks. */
 	open(key: string): boolean {
 		const i = this.model?.items.findIndex((it) => it.key === key) ?? -1;
@@ -362,7 +377,7 @@ export class GraphView {
 		return { width: this.scene?.width ?? 0, height: this.scene?.height ?? 0 };
 	}
 
-	private hit(sx: number, sy: number): { box?: Box; edge?: number } {
+	hit(sx: number, sy: number): { box?: Box; edge?: number } {
 		if (!this.scene || !this.prepared) return {};
 		const [wx, wy] = toWorld(this.vp, sx, sy);
 		const order = this.prepared.order;
@@ -390,157 +405,9 @@ export class GraphView {
 		return {};
 	}
 
-	private nodeId(item: number): string | undefined {
+	nodeId(item: number): string | undefined {
 		const it = this.model!.items[item];
 		return it.kind === Kind.Node ? it.key : undefined;
-	}
-
-	private click(e: MouseEvent): void {
-		const { box, edge } = this.hit(e.offsetX, e.offsetY);
-		if (edge !== undefined) {
-			const value = this.model!.doc.values[this.scene!.edges[edge].values[0]][0];
-			if (this.host.live) this.host.post({ type: 'viewTensor', value });
-			return;
-		}
-		if (!box) return;
-		const it = this.model!.items[box.item];
-		if (box.open) {
-			if (e.offsetY <= (box.y + 24) * this.vp.k + this.vp.y && it.expandable) this.toggle(box.item, false);
-			return;
-		}
-		const id = this.nodeId(box.item);
-		if (id && this.host.live && e.offsetX - (box.x * this.vp.k + this.vp.x) < Math.max(12, 14 * this.vp.k)) {
-			this.host.post({ type: 'toggleBreakpoint', node: id });
-			return;
-		}
-		if (it.kind === Kind.Module) {
-			this.toggle(box.item, true);
-			return;
-		}
-		this.marks.selected = box.item;
-		if (id) {
-			document.body.dataset.selected = id;
-			this.host.post({ type: 'select', node: id });
-		}
-		this.invalidate();
-	}
-
-	private contextMenu(e: MouseEvent): void {
-		e.preventDefault();
-		const { box, edge } = this.hit(e.offsetX, e.offsetY);
-		const items: (MenuItem | null)[] = [];
-		const live = this.host.live;
-		if (edge !== undefined) {
-			for (const v of this.scene!.edges[edge].values) {
-				const value = this.model!.doc.values[v][0];
-				if (live) items.push({ label: `View Tensor: ${value}`, run: () => this.host.post({ type: 'viewTensor', value }) });
-				items.push({ label: `Copy name: ${value}`, run: () => void navigator.clipboard?.writeText(value) });
-			}
-		} else if (box) {
-			const it = this.model!.items[box.item];
-			const id = this.nodeId(box.item);
-			if (id && live) {
-				items.push({ label: 'Run to Here', run: () => this.host.post({ type: 'runTo', node: id }) });
-				items.push({ label: 'Jump to Here', run: () => this.host.post({ type: 'jumpTo', node: id }) });
-				items.push({ label: 'Toggle Breakpoint', run: () => this.host.post({ type: 'toggleBreakpoint', node: id }) });
-				items.push(null);
-				for (const v of this.model!.doc.nodes[it.row][6]) {
-					const value = this.model!.doc.values[v][0];
-					items.push({ label: `View Tensor: ${value}`, run: () => this.host.post({ type: 'viewTensor', value }) });
-				}
-				items.push({ label: 'Reveal in Listing', run: () => this.host.post({ type: 'select', node: id }) });
-			}
-			if (it.expandable) items.push({ label: box.open ? 'Close' : 'Open', run: () => this.toggle(box.item, !box.open) });
-			if (id) items.push({ label: `Copy id: ${id}`, run: () => void navigator.clipboard?.writeText(id) });
-		}
-		if (items.length) showMenu(this.c.menu, e.clientX, e.clientY, items);
-	}
-
-	private hover(e: MouseEvent): void {
-		const { box, edge } = this.hit(e.offsetX, e.offsetY);
-		const tip = this.c.tooltip;
-		const m = this.model!;
-		const item = box?.item ?? -1;
-		if (item !== this.marks.hover) {
-			this.marks.hover = item;
-			this.invalidate();
-		}
-		let text = '';
-		let names: string[] = [];
-		if (edge !== undefined) {
-			const values = this.scene!.edges[edge].values.map((v) => m.doc.values[v]);
-			text = values.map(([name, type]) => `${name}: ${type}`).join('\n') + (this.host.live ? '\n(click: view the tensor)' : '');
-			names = values.map(([name]) => name);
-		} else if (box) {
-			const it = m.items[box.item];
-			if (it.kind === Kind.Node) {
-				const row = m.doc.nodes[it.row];
-				text = `${it.key} (${it.label})\n${row[8]}`;
-				names = row[6].map((v) => m.doc.values[v][0]);
-			} else if (it.kind === Kind.Module) {
-				text = `${it.chunk ? 'nodes in run order' : 'module'} ${it.label}${it.detail ? `: ${it.detail}` : ''}\n${it.nodes} nodes — click to ${box.open ? 'close (on its title)' : 'open'}`;
-			} else if (it.kind === Kind.Input || it.kind === Kind.Output) {
-				text = `${it.kind === Kind.Input ? 'input' : 'output'} ${it.label}: ${it.detail}`;
-				names = [it.label];
-			} else text = it.label;
-			const [oi] = this.overlayChoice.split(':');
-			const o = this.overlayChoice ? this.overlays[Number(oi)] : undefined;
-			const v = it.kind === Kind.Node && o ? o.values[it.key] : undefined;
-			if (v) text += `\n${o!.kind}: ${Object.entries(v).map(([k, x]) => `${k}=${typeof x === 'number' ? formatNumber(x) : x}`).join(' ')}`;
-			if (it.kind === Kind.Node && o?.marks[it.key]) text += `\n${o.marks[it.key]}`;
-			if (it.kind === Kind.Node && this.debug.origin.includes(it.key)) text += '\nNaN/Inf starts here';
-			else if (it.kind === Kind.Node && this.debug.spread.includes(it.key)) text += '\nNaN/Inf spread here';
-		}
-		if (!text) {
-			tip.hidden = true;
-			return;
-		}
-		tip.hidden = false;
-		tip.textContent = text;
-		tip.dataset.base = text;
-		const r = tip.getBoundingClientRect();
-		tip.style.left = `${Math.min(e.clientX + 14, window.innerWidth - r.width - 6)}px`;
-		tip.style.top = `${Math.min(e.clientY + 14, window.innerHeight - r.height - 6)}px`;
-		window.clearTimeout(this.hoverTimer);
-		if (this.host.live && this.debug.phase === 'stopped' && names.length) {
-			const request = ++this.summaryRequest;
-			this.hoverTimer = window.setTimeout(() => this.host.post({ type: 'summaries', request, names }), 120);
-		}
-	}
-
-	private runSearch(): void {
-		const box = this.c.results;
-		const q = this.c.search.value;
-		const hits = this.model ? this.model.search(q) : [];
-		this.marks.found = new Set(hits.map((h) => this.scene!.shownAs[this.model!.nodeItem[h.row]]));
-		box.replaceChildren(
-			...hits.map((h, k) => {
-				const row = document.createElement('div');
-				row.setAttribute('role', 'option');
-				const [id, op] = this.model!.doc.nodes[h.row];
-				row.textContent = `${id} (${op})`;
-				const why = document.createElement('span');
-				why.className = 'why';
-				why.textContent = h.why;
-				row.append(why);
-				if (k === 0) row.classList.add('active');
-				row.addEventListener('mousedown', (e) => {
-					e.preventDefault();
-					this.pick(id);
-				});
-				return row;
-			}),
-		);
-		box.hidden = !q || hits.length === 0;
-		document.body.dataset.found = String(hits.length);
-		this.invalidate();
-	}
-
-	private pick(id: string): void {
-		this.c.results.hidden = true;
-		this.marks.found = new Set();
-		this.select(id);
-		this.host.post({ type: 'select', node: id });
 	}
 
 	exportSvg(): string {
@@ -556,112 +423,5 @@ export class GraphView {
 		const vp = { k: scale, x: 16, y: 16 };
 		drawScene(canvas.getContext('2d')!, this.model!, s, this.prepared!, { ...this.marks, hover: -1 }, this.theme, vp, canvas.width, canvas.height, 1);
 		return canvas.toDataURL('image/png');
-	}
-
-	private wire(): void {
-		const { canvas, minimap, search, buttons, overlay, menu } = this.c;
-		let drag: { x: number; y: number; vp: Viewport; moved: boolean } | undefined;
-		canvas.addEventListener('mousedown', (e) => {
-			if (e.button !== 0) return;
-			menu.hidden = true;
-			drag = { x: e.clientX, y: e.clientY, vp: this.vp, moved: false };
-		});
-		window.addEventListener('mousemove', (e) => {
-			if (drag && (e.buttons & 1)) {
-				const dx = e.clientX - drag.x;
-				const dy = e.clientY - drag.y;
-				if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
-				if (drag.moved) {
-					canvas.classList.add('dragging');
-					this.c.tooltip.hidden = true;
-					this.vp = { k: drag.vp.k, x: drag.vp.x + dx, y: drag.vp.y + dy };
-					this.invalidate();
-				}
-			}
-		});
-		window.addEventListener('mouseup', (e) => {
-			const d = drag;
-			drag = undefined;
-			canvas.classList.remove('dragging');
-			if (d && !d.moved && e.target === canvas) this.click(e);
-		});
-		canvas.addEventListener('mousemove', (e) => {
-			if (!drag?.moved && this.model) this.hover(e);
-		});
-		canvas.addEventListener('mouseleave', () => (this.c.tooltip.hidden = true));
-		canvas.addEventListener('dblclick', (e) => {
-			const { box } = this.hit(e.offsetX, e.offsetY);
-			if (box && !box.open && this.model!.items[box.item].expandable) this.toggle(box.item, true);
-		});
-		canvas.addEventListener('contextmenu', (e) => this.contextMenu(e));
-		canvas.addEventListener(
-			'wheel',
-			(e) => {
-				e.preventDefault();
-				const factor = Math.exp(-e.deltaY * (e.deltaMode === 1 ? 0.05 : 0.0015));
-				this.vp = zoomAt(this.vp, e.offsetX, e.offsetY, factor);
-				this.invalidate();
-			},
-			{ passive: false },
-		);
-		canvas.addEventListener('keydown', (e) => {
-			const step = 60;
-			if (e.key === 'ArrowLeft') this.vp = { ...this.vp, x: this.vp.x + step };
-			else if (e.key === 'ArrowRight') this.vp = { ...this.vp, x: this.vp.x - step };
-			else if (e.key === 'ArrowUp') this.vp = { ...this.vp, y: this.vp.y + step };
-			else if (e.key === 'ArrowDown') this.vp = { ...this.vp, y: this.vp.y - step };
-			else if (e.key === '+' || e.key === '=') this.vp = zoomAt(this.vp, canvas.clientWidth / 2, canvas.clientHeight / 2, 1.25);
-			else if (e.key === '-') this.vp = zoomAt(this.vp, canvas.clientWidth / 2, canvas.clientHeight / 2, 0.8);
-			else if (e.key === 'F9' && this.marks.selected >= 0) {
-				const id = this.nodeId(this.marks.selected);
-				if (id && this.host.live) this.host.post({ type: 'toggleBreakpoint', node: id });
-			} else return;
-			e.preventDefault();
-			this.invalidate();
-		});
-		const pan = (e: MouseEvent) => {
-			if (!this.overview) return;
-			const { k, x, y } = this.overview;
-			const r = minimap.getBoundingClientRect();
-			this.vp = centreOn(this.vp, (e.clientX - r.left - x) / k, (e.clientY - r.top - y) / k, canvas.clientWidth, canvas.clientHeight);
-			this.invalidate();
-		};
-		minimap.addEventListener('mousedown', (e) => {
-			pan(e);
-			const move = (m: MouseEvent) => pan(m);
-			window.addEventListener('mousemove', move);
-			window.addEventListener('mouseup', () => window.removeEventListener('mousemove', move), { once: true });
-		});
-		search.addEventListener('input', () => this.runSearch());
-		search.addEventListener('keydown', (e) => {
-			if (e.key === 'Enter') {
-				const first = this.model?.search(search.value, 1)[0];
-				if (first) this.pick(this.model!.doc.nodes[first.row][0]);
-			} else if (e.key === 'Escape') {
-				search.value = '';
-				this.runSearch();
-			}
-		});
-		search.addEventListener('blur', () => setTimeout(() => (this.c.results.hidden = true), 150));
-		window.addEventListener('keydown', (e) => {
-			if ((e.key === 'f' && (e.ctrlKey || e.metaKey)) || (e.key === '/' && document.activeElement !== search)) {
-				e.preventDefault();
-				search.focus();
-				search.select();
-			} else if (e.key === 'Escape') menu.hidden = true;
-		});
-		window.addEventListener('mousedown', (e) => {
-			if (!menu.contains(e.target as Node)) menu.hidden = true;
-		});
-		buttons.fit.addEventListener('click', () => this.fit());
-		buttons.collapse.addEventListener('click', () => this.setAll(false));
-		buttons.expand.addEventListener('click', () => this.setAll(true));
-		buttons.openOverlay.addEventListener('click', () => this.host.post({ type: 'openOverlay' }));
-		buttons.svg.addEventListener('click', () => this.host.post({ type: 'export', format: 'svg', data: this.exportSvg() }));
-		buttons.png.addEventListener('click', () => this.host.post({ type: 'export', format: 'png', data: this.exportPng() }));
-		overlay.addEventListener('change', () => {
-			this.overlayChoice = overlay.value;
-			this.updateMarks();
-		});
 	}
 }

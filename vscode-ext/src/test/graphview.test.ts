@@ -36,7 +36,7 @@ function chainDoc(spec: [string, string, string, string[]][]): GraphDoc {
 		const out = `${id}.out`;
 		index.set(out, values.length);
 		values.push([out, 'float32[1,4]', row, 0]);
-		return [id, op, 0, moduleOf(module), 10 + row, inputs.map((i) => index.get(i)!), [index.get(out)!], 0, `${out} = ${op}(${inputs.join(', ')})  # ${id}`];
+		return [id, op, 0, moduleOf(module), 10 + row, inputs.map((i) => index.get(i)!), [index.get(out)!], 0, ''];
 	});
 	return { format: 'graph-dap-graph', version: 1, model: 'm.onnx', path: null, scopes: [[-1, '', [0], [values.length - 1]]], modules, values, nodes };
 }
@@ -144,6 +144,14 @@ describe('items', () => {
 		assert.ok(chunks.every((c) => m.items[c].children.length <= CHUNK_SIZE));
 		assert.deepEqual(chunks.map((c) => m.items[c].label), ['nodes 1–83', 'nodes 84–166', 'nodes 167–249', 'nodes 250–330']);
 		assert.equal(m.items[m.itemOfNode('n200')].depth, 2);
+	});
+
+	test("a node's listing line is written again from the columns", () => {
+		const doc = blocks();
+		doc.nodes[1][8] = '<alpha=0.5>  # model.py:3';
+		const m = new GraphModel(doc);
+		assert.equal(m.lineText(1), 'enc/b0/add.out: float32[1,4] = Add<alpha=0.5>(enc/b0/mm.out)  # model.py:3');
+		assert.equal(m.lineText(4), 'enc/b1/add.out: float32[1,4] = Add(enc/b1/mm.out, x)');
 	});
 
 	test('search: the exact id first, then ids, ops and values that contain the text', () => {

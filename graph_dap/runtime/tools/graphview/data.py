@@ -21,7 +21,9 @@ position, see :data:`NODE_COLUMNS` and :data:`VALUE_COLUMNS`):
 - ``nodes``: ``[id, op, scope, module, line, inputs, outputs, flags, text]``: ``module`` a module
   row or -1, ``line`` the node's listing line, ``inputs``/``outputs`` value indices (outer-scope
   values a body reads are inputs of the node that holds it, as the listing says), ``flags`` 1 static,
-  2 enterable (a debugger steps into it), ``text`` the node's listing line.
+  2 enterable (a debugger steps into it), ``text`` what else the node's listing line says: its
+  attributes as the listing writes them (``<kernel_shape=[3,3], pads=[1,1,1,1]>``) and the Python
+  source line (``# model.py:25``); the renderer writes the rest of the line from the other columns.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from graph_dap.runtime.graph import Graph, Node, Scope
 from graph_dap.runtime.graph.model import ScopePath
-from graph_dap.runtime.listing import Listing, render_listing
+from graph_dap.runtime.listing import Listing, TokenKind, render_listing
 
 FORMAT = "graph-dap-graph"
 VERSION = 1
@@ -120,11 +122,27 @@ class _Builder:
             parent = found
         return parent
 
+    def _extra(self, line: int) -> str:
+        """The attributes and the source comment of a node's listing line."""
+        if not 0 < line <= len(self.lines):
+            return ""
+        text = self.lines[line - 1]
+        tokens = self.listing.tokens_at(line)
+        attrs = [t for t in tokens if t.kind is TokenKind.ATTRIBUTE]
+        op = next((t for t in tokens if t.kind is TokenKind.OP), None)
+        out = ""
+        if attrs and op is not None:
+            end = text.find(">(", attrs[-1].end)
+            out = text[op.end : end + 1] if end >= 0 else ""
+        ident = next((t for t in tokens if t.kind is TokenKind.NODE_ID), None)
+        source = [t.text for t in tokens if t.kind is TokenKind.COMMENT and ident is not None and t.start > ident.end and t.text.startswith("# ")]
+        return out + (f"  {source[-1]}" if source else "")
+
     def _node(self, node: Node) -> list[Any]:
         k = self.scope_index[node.path]
         scope = self.graph.scope_of(node)
         line = self.listing.line_of(node.id) or 0
-        text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        text = self._extra(line)
         flags = (NODE_STATIC if node.is_static else 0) | (NODE_ENTERABLE if node.enterable else 0)
         return [
             node.id,
