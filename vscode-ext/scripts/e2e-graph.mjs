@@ -232,6 +232,10 @@ async function scenario(page, ws, server) {
 		return Number(d.spread) >= 1 && d.origin === origin ? d : false;
 	}, 20000);
 	check(/NaN\/Inf starts here \(1\)/.test(spread.legend) && /NaN\/Inf spread to \(\d+\)/.test(spread.legend), `the next stop colours the spread (${spread.spread} node) and the legend says so (${spread.legend})`);
+	// For the README: the graph and the listing without the side bar, the panel and the exception widget.
+	await page.keyboard.press('Escape');
+	for (const command of ['View: Close Primary Side Bar', 'View: Close Panel']) await runCommand(page, command);
+	await sleep(800);
 	await shot('nan-spread');
 
 	// The listing's cursor selects the node in the graph.
@@ -256,6 +260,16 @@ async function scenario(page, ws, server) {
 	check(/SQNR/.test(legend) && /best/.test(legend) && /worst/.test(legend) && /divergence/.test(legend), `the compare overlay draws its legend (${legend.replace(/\n/g, ' | ').slice(0, 160)})`);
 	check(overlaid.overlay === 'compare:snr', `coloured by SQNR (${overlaid.overlay})`);
 	await shot('compare-overlay');
+}
+
+async function runCommand(page, title) {
+	await page.keyboard.press('Control+Shift+P');
+	await page.locator('.quick-input-widget input').first().waitFor({ state: 'visible' });
+	await page.keyboard.type(title);
+	await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor({ state: 'visible', timeout: 10000 });
+	await sleep(200);
+	await page.keyboard.press('Enter');
+	await sleep(300);
 }
 
 async function explorerMenu(page, name, item) {

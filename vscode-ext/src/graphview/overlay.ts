@@ -3,10 +3,11 @@
  * a closed group takes the worst of the nodes inside it. And the colours of the debugger's state
  * (where a NaN started, where it spread). No DOM here: it is unit-tested in Node.
  */
+import { RGB, interpolate } from '../webview/render';
 import { Overlay, OverlayMetric } from './doc';
 import { GraphModel, Kind } from './model';
 
-export type RGB = readonly [number, number, number];
+export type { RGB };
 
 /** Where a NaN/Inf started, and the nodes after it whose outputs hold one too. */
 export const ORIGIN_COLOR: RGB = [220, 38, 38];
@@ -24,14 +25,9 @@ const SCALE: RGB[] = [
 	[215, 48, 31],
 ];
 
-/** The colour of t in [0, 1] (0 best, 1 worst). */
+/** The colour of t in [0, 1] (0 best, 1 worst); NaN is worst. */
 export function scaleColor(t: number): RGB {
-	const x = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 1)) * (SCALE.length - 1);
-	const i = Math.min(SCALE.length - 2, Math.floor(x));
-	const f = x - i;
-	const a = SCALE[i];
-	const b = SCALE[i + 1];
-	return [Math.round(a[0] + (b[0] - a[0]) * f), Math.round(a[1] + (b[1] - a[1]) * f), Math.round(a[2] + (b[2] - a[2]) * f)];
+	return interpolate(SCALE, Number.isFinite(t) ? t : 1);
 }
 
 /** An overlay's value as a number: `"inf"` -> Infinity, `"-inf"`, `"nan"`; null/undefined stay null. */

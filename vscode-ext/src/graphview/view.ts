@@ -15,7 +15,7 @@ import { Marks, emptyMarks } from './paint';
 import type { DebugView, Host, Summary } from './protocol';
 import { Theme, theme } from './style';
 import { sceneSvg } from './svg';
-import { Viewport, centreOn, distanceToPolyline, fitBox, toWorld, visible } from './viewport';
+import { Viewport, centreOn, distanceToPolyline, fitBox, toWorld } from './viewport';
 
 /** A model of at most this many nodes opens with every module open. */
 const OPEN_ALL_UNDER = 300;
@@ -100,8 +100,7 @@ export class GraphView {
 		if (moved && debug.current && this.scene && this.model) {
 			// Bring the current node (or the closed module that holds it) into view.
 			const b = this.scene.box.get(this.marks.current);
-			const r = this.c.canvas.getBoundingClientRect();
-			if (b && !visible(this.vp, b.x, b.y, b.w, b.h, r.width, r.height)) this.vp = centreOn(this.vp, b.x + b.w / 2, b.y + b.h / 2, r.width, r.height);
+			if (b) this.bringIntoView(b);
 		}
 		if (debug.phase === 'stopped') this.pendingDrawn = { stop: debug.stop, t0, at: debug.stoppedAt };
 		this.invalidate(true); // now, not at the next frame: the stop is what the user waits for
@@ -120,10 +119,19 @@ export class GraphView {
 		if (open) this.reveal(item);
 		this.marks.selected = this.scene!.shownAs[item];
 		document.body.dataset.selected = id;
-		const b = this.scene!.box.get(this.marks.selected)!;
-		const r = this.c.canvas.getBoundingClientRect();
-		if (!visible(this.vp, b.x, b.y, b.w, b.h, r.width, r.height)) this.vp = centreOn(this.vp, b.x + b.w / 2, b.y + b.h / 2, r.width, r.height);
+		this.bringIntoView(this.scene!.box.get(this.marks.selected)!);
 		this.invalidate(true);
+	}
+
+	/** Centres a box unless it is well inside the canvas, clear of the legend and the minimap at the bottom. */
+	bringIntoView(b: Box): void {
+		const w = this.c.canvas.clientWidth;
+		const h = this.c.canvas.clientHeight;
+		const [x0, y0] = [b.x * this.vp.k + this.vp.x, b.y * this.vp.k + this.vp.y];
+		const clear = x0 >= 24 && y0 >= 24 && x0 + b.w * this.vp.k <= w - 24 && y0 + b.h * this.vp.k <= h - 170;
+		if (clear) return;
+		if (this.vp.k < HOME_ZOOM) this.vp = { ...this.vp, k: 0.85 };
+		this.vp = centreOn(this.vp, b.x + b.w / 2, b.y + b.h / 2, w, h * 0.8);
 	}
 
 	summaries(request: number, list: Summary[]): void {

@@ -59,11 +59,16 @@ const VIRIDIS: RGB[] = [
 
 /** The colour of t in [0, 1] on the scale (clamped). */
 export function colormap(t: number): RGB {
-	const x = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 0)) * (VIRIDIS.length - 1);
-	const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
+	return interpolate(VIRIDIS, Number.isFinite(t) ? t : 0);
+}
+
+/** The colour at t in [0, 1] (clamped) of a scale sampled at evenly spaced `stops`, linear in between. */
+export function interpolate(stops: readonly RGB[], t: number): RGB {
+	const x = Math.min(1, Math.max(0, t)) * (stops.length - 1);
+	const i = Math.min(stops.length - 2, Math.floor(x));
 	const f = x - i;
-	const a = VIRIDIS[i];
-	const b = VIRIDIS[i + 1];
+	const a = stops[i];
+	const b = stops[i + 1];
 	return [Math.round(a[0] + (b[0] - a[0]) * f), Math.round(a[1] + (b[1] - a[1]) * f), Math.round(a[2] + (b[2] - a[2]) * f)];
 }
 
