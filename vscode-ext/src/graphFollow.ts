@@ -42,6 +42,13 @@ export class GraphFollower implements vscode.DebugAdapterTrackerFactory {
 				if (m.type === 'event' && m.event === 'stopped') {
 					st.stops++;
 					st.pending = { stop: st.stops, t0: performance.now(), at: Date.now(), reason: String(m.body?.reason ?? ''), text: String(m.body?.text ?? '') };
+					// Ask the top frame ourselves rather than wait for the one VS Code asks for: in a remote
+					// workbench (code-server, Codespaces) its request makes a round trip through the browser first.
+					// Whichever answer comes first is taken (both pass here as stackTrace responses).
+					if (this.views.panels.size) {
+						const threadId = Number(m.body?.threadId ?? 1);
+						setTimeout(() => void Promise.resolve(session.customRequest('stackTrace', { threadId, startFrame: 0, levels: 1 })).catch(() => undefined), 0);
+					}
 				} else if (m.type === 'response' && m.command === 'stackTrace' && m.success && st.pending) {
 					const frames = (m.body?.stackFrames ?? []) as { line: number; source?: { path?: string } }[];
 					const top = frames.find((f) => f.source?.path?.endsWith(LISTING_EXT));

@@ -144,7 +144,10 @@ export class GraphPanel {
 	private cursorMoved(e: vscode.TextEditorSelectionChangeEvent): void {
 		if (!this.model || e.textEditor.document.uri.fsPath !== this.listing) return;
 		const line = e.selections[0].active.line + 1;
-		if (line === this.echo) return;
+		if (line === this.echo) {
+			this.echo = -1; // the move the graph asked for: not sent back, once
+			return;
+		}
 		const node = nodeAtLine(this.model, line);
 		if (node && this.model.lineRow.has(this.model.doc.nodes[this.model.nodeRow.get(node)!][4])) this.post({ type: 'select', node });
 	}
