@@ -61,6 +61,7 @@ class _Builder:
         self.value_index: dict[tuple[int, str], int] = {}
         self.modules: list[list[Any]] = []
         self.module_index: dict[tuple[int, str], int] = {}
+        self.initializers: dict[int, frozenset[str]] = {}
 
     def build(self) -> None:
         order = list(self.graph.all_nodes())
@@ -101,7 +102,10 @@ class _Builder:
         if found is not None:
             return found
         producer = scope.producer(name)
-        flags = VALUE_INITIALIZER if name in scope.initializer_names else 0
+        inits = self.initializers.get(k)
+        if inits is None:
+            inits = self.initializers[k] = frozenset(scope.initializer_names)
+        flags = VALUE_INITIALIZER if name in inits else 0
         self.value_index[key] = len(self.values)
         self.values.append([name, scope.value_info(name).type_text(), self.node_index[producer.id] if producer is not None else -1, flags])
         return self.value_index[key]
