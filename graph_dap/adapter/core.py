@@ -22,6 +22,7 @@ from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request
 from graph_dap.adapter.sources import SourceFiles
 from graph_dap.adapter.state import ClientInfo, Phase, RunState
 from graph_dap.adapter.variables import VariableState
+from graph_dap.kinds import BreakFilter, StopReason
 from graph_dap.worker.client import WorkerClient
 from graph_dap.worker.protocol import BreakOnArgs, GraphInfo, NodeInfo, NodeSourceInfo, RunCommand
 
@@ -32,27 +33,27 @@ FRAME_ID = 1
 #: Frame ids of the Python (or module) frames under the node: SOURCE_FRAME_ID + k, k = 0 the innermost.
 SOURCE_FRAME_ID = 1 << 20
 EXCEPTION_FILTERS: list[dict[str, Any]] = [
-    {"filter": "nan", "label": "NaN", "description": "Break when a node's output holds NaN.", "default": False},
+    {"filter": BreakFilter.NAN, "label": "NaN", "description": "Break when a node's output holds NaN.", "default": False},
     {
-        "filter": "inf",
+        "filter": BreakFilter.INF,
         "label": "Inf",
         "description": "Break when a node's output holds +Inf or -Inf.",
         "default": False,
         "supportsCondition": True,
         "conditionDescription": "Nodes whose Inf is expected, comma-separated: op:Where, *mask*",
     },
-    {"filter": "error", "label": "Node errors", "description": "Break when onnxruntime fails on a node.", "default": True},
+    {"filter": BreakFilter.ERROR, "label": "Node errors", "description": "Break when onnxruntime fails on a node.", "default": True},
     {
-        "filter": "mismatch",
+        "filter": BreakFilter.MISMATCH,
         "label": "Mismatch with reference",
         "description": "Break at the first divergence from the launch's 'reference': the node whose outputs break the "
         "tolerance while its inputs are within it. Needs 'reference'; with one, runs go node by node (slower).",
         "default": False,
     },
 ]
-EXCEPTION_NAMES = {"nan": "NaN", "inf": "Inf", "error": "NodeExecutionError", "mismatch": "Mismatch"}
+EXCEPTION_NAMES = {StopReason.NAN: "NaN", StopReason.INF: "Inf", StopReason.ERROR: "NodeExecutionError", StopReason.MISMATCH: "Mismatch"}
 #: Stops about a node that has run (its outputs are the problem): the frame shows that node.
-AFTER_NODE = ("nan", "inf", "mismatch")
+AFTER_NODE = (StopReason.NAN, StopReason.INF, StopReason.MISMATCH)
 #: Runs that a configuration change may interrupt (pause, apply, resume): all may take long.
 RESUMABLE = {
     RunCommand.CONTINUE: RunCommand.RESUME,

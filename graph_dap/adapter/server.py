@@ -70,7 +70,7 @@ class DebugAdapter(MixedRequests, SessionRequests, RunRequests, InspectionReques
             return await self.channel.receive()
         try:
             return await asyncio.wait_for(self.channel.receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             print(f"graph-dap: closing a connection that showed no {TOKEN_KEY} in {AUTH_TIMEOUT:.0f} s", file=sys.stderr)
             return None
 

@@ -18,6 +18,7 @@ from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, User
 from graph_dap.adapter.running import RunControl
 from graph_dap.adapter.state import ClientInfo, Phase
 from graph_dap.errors import GraphDapError, WorkerDied
+from graph_dap.kinds import StopReason
 from graph_dap.worker import protocol as p
 from graph_dap.worker.client import WorkerClient
 
@@ -103,7 +104,7 @@ class SessionRequests(RunControl):
                 return
         stop = await worker.run(p.RunArgs(p.RunCommand.RESTART))
         launch = self.launch
-        if stop.reason != "entry" or (launch.stop_on_entry and not launch.no_debug):
+        if stop.reason is not StopReason.ENTRY or (launch.stop_on_entry and not launch.no_debug):
             self._later(lambda: self._stopped(stop))
         else:
             self._later(lambda: self._start_run(launch.first_run))

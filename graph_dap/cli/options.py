@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from graph_dap.worker.protocol import OPT_LEVEL_NAMES
+from graph_dap.kinds import OptLevel
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
 EXIT_DIVERGED = 1
@@ -64,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
     run.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_NAMES,
-        default="all",
+        choices=OptLevel.values(),
+        default=OptLevel.ALL.value,
         metavar="LEVEL",
         help="onnxruntime's graph optimizations for the runs between stops (none, basic, extended, all; default all, "
         "as a plain InferenceSession); values shown at a stop are computed without them",
@@ -146,14 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
     ref.add_argument("--against-model", metavar="OTHER.onnx", help="another model; values are matched by name")
     ref.add_argument(
         "--against-opt-level",
-        choices=OPT_LEVEL_NAMES,
+        choices=OptLevel.values(),
         metavar="LEVEL",
         help="the model at another onnxruntime optimization level (none, basic, extended, all); "
         "an optimized side runs whole and only the values its graph still names are compared",
     )
     cmp_.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_NAMES,
+        choices=OptLevel.values(),
         metavar="LEVEL",
         help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
     )
@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--repeat", type=positive_int, default=3, metavar="N", help="timed runs (default 3), after one warm-up")
     prof.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_NAMES,
+        choices=OptLevel.values(),
         default=None,
         metavar="LEVEL",
         help="onnxruntime optimization level (default none: the model's own nodes; all with --fused)",

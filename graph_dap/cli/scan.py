@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_dap.cli.options import UsageError, parse_dims, positive_int
+from graph_dap.kinds import BreakFilter
 
 EXIT_CLEAN, EXIT_FAILED = 0, 1
 _SHOWN = 12  # failing inputs listed in the text summary
@@ -124,8 +125,8 @@ def _config(args: argparse.Namespace) -> Any:
     elif args.tolerance or args.metric:
         raise UsageError("graph-dap scan: --tolerance and --metric need a --reference")
     filters = [f.strip() for f in (args.break_on or "nan,inf,error").split(",") if f.strip()]
-    if reference and "mismatch" not in filters:
-        filters.append("mismatch")
+    if reference and BreakFilter.MISMATCH not in filters:
+        filters.append(BreakFilter.MISMATCH.value)
     atol = rtol = None
     fail_if: list[str] = []
     for spec in args.tolerance:

@@ -117,7 +117,7 @@ class ListingServer(LanguageServer):
         if doc is not None and doc.pending is not None and not doc.pending.done():
             try:
                 await asyncio.wait_for(asyncio.shield(doc.pending), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return None
         return self.analysis(uri)
 

@@ -7,27 +7,13 @@ way a report names a node.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_dap.kinds import StopReason
 from graph_dap.runtime.graph import Node
 
-
-class StopReason(enum.Enum):
-    """Why a run stopped."""
-
-    ENTRY = "entry"
-    BREAKPOINT = "breakpoint"
-    NAN = "nan"
-    INF = "inf"
-    ERROR = "error"
-    MISMATCH = "mismatch"  # a divergence from the reference of a comparison in lockstep
-    STEP = "step"
-    GOTO = "goto"
-    PAUSE = "pause"
-    END = "end"
-    FAILED = "failed"  # a node failed with the error filter off: the run ended there, not at the end
+__all__ = ["PathStep", "Stop", "StopReason", "node_ref", "path_text"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from graph_dap.errors import (
     ValueNotFoundError,
 )
 from graph_dap.files import path_problem, write_text_atomic
+from graph_dap.kinds import BreakFilter
 from graph_dap.runtime.breakpoints import BreakpointSpec
 from graph_dap.runtime.listing import render_listing
 from graph_dap.runtime.session import DebugSession, Stop, StopReason
@@ -361,10 +362,10 @@ class WorkerService(ValueCalls):
 
     def rpc_set_break_on(self, a: p.BreakOnArgs) -> None:
         """The session's filters (nan, inf, error), and ``mismatch``: stop at a divergence from the reference."""
-        if "mismatch" in a.filters and self.lockstep is None:
+        if BreakFilter.MISMATCH in a.filters and self.lockstep is None:
             raise CompareError("the mismatch filter needs a reference: give the launch argument 'reference'")
-        self._mismatch = "mismatch" in a.filters
-        self.s.set_break_on([f for f in a.filters if f != "mismatch"])
+        self._mismatch = BreakFilter.MISMATCH in a.filters
+        self.s.set_break_on([f for f in a.filters if f is not BreakFilter.MISMATCH])
         self.s.inf_exclude = a.inf_exclude
 
     def rpc_data_targets(self, a: p.NameArgs) -> p.DataTargets:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graph_dap.kinds import SourceKind
 from graph_dap.runtime import expr
 from graph_dap.runtime.dtypes import EXTRA, is_extra, is_integer
 from graph_dap.runtime.session import DebugSession, Stop
@@ -158,7 +159,7 @@ def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
     sources = graph.sources
     source = sources.of(node)
     if source is None:
-        return p.NodeSourceInfo(node.id, "none")
+        return p.NodeSourceInfo(node.id, SourceKind.NONE)
     if source.frames:
         frames = tuple(
             p.SourceFrameInfo(
@@ -174,13 +175,13 @@ def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
             )
             for depth, f in enumerate(source.frames)
         )
-        return p.NodeSourceInfo(node.id, "python", frames)
+        return p.NodeSourceInfo(node.id, SourceKind.PYTHON, frames)
     modules = [m for m in reversed(source.modules) if m.path]
     frames = tuple(
         p.SourceFrameInfo(name=m.text(), module=m.path, cls=m.cls, produced=tuple(n.id for n in sources.produced(node, depth)))
         for depth, m in enumerate(modules)
     )
-    return p.NodeSourceInfo(node.id, "module" if frames else "none", frames)
+    return p.NodeSourceInfo(node.id, SourceKind.MODULE if frames else SourceKind.NONE, frames)
 
 
 def stop_info(session: DebugSession, stop: Stop, repeat: Mapping[str, Any] | None = None, comparison: tuple[str, ...] = ()) -> p.StopInfo:

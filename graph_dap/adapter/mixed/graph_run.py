@@ -162,7 +162,7 @@ class GraphRun:
         self.channel.put(None)
         try:
             await asyncio.wait_for(self._task, 10)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError):
             self._task.cancel()
         for future in self._pending.values():
             if not future.done():

@@ -63,7 +63,7 @@ class HostLink:
         unpacker = msgpack.Unpacker(raw=False, max_buffer_size=1 << 24)
         try:
             hello = await asyncio.wait_for(self._first(reader, unpacker), 30)
-        except (asyncio.TimeoutError, ProtocolError, ValueError, msgpack.UnpackException, ConnectionError, OSError):
+        except (TimeoutError, ProtocolError, ValueError, msgpack.UnpackException, ConnectionError, OSError):
             writer.close()
             return
         if hello is None or hello.version != hp.HOST_VERSION or not hmac.compare_digest(hello.token.encode(), self.token.encode()):

@@ -150,7 +150,7 @@ class PythonSide:
         await self.channel.close()
         try:
             await asyncio.wait_for(self.process.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             try:
                 self.process.kill()
             except ProcessLookupError:

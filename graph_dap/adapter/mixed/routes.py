@@ -18,6 +18,7 @@ from graph_dap.adapter.mixed.graph_run import GraphRun
 from graph_dap.adapter.mixed.ids import PYTHON, rename_ids, to_client, to_side
 from graph_dap.adapter.mixed.session import GRAPH_FILTERS, MixedSession
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, RequestError, checked, items_of
+from graph_dap.kinds import BreakFilter
 
 #: Requests that name a thread, a frame, a variables reference: they go to the side it belongs to.
 BY_THREAD = {"stackTrace": "threadId", "continue": "threadId", "next": "threadId", "stepIn": "threadId", "stepOut": "threadId",
@@ -323,13 +324,13 @@ class Router:
         ours = [f for f in filters if f in GRAPH_FILTERS]
         our_options = [o for o in options if o.get("filterId") in GRAPH_FILTERS]
         answers: list[dict[str, Any]] = []
-        enabled = list(ours)
+        enabled = [BreakFilter(f) for f in ours]
         exclude: list[str] = []
         for o in our_options:
-            fid = str(o.get("filterId"))
+            fid = BreakFilter(str(o.get("filterId")))
             enabled.append(fid)
             condition = str(o.get("condition") or "")
-            if fid == "inf":
+            if fid is BreakFilter.INF:
                 exclude += [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
         theirs: list[dict[str, Any]] = []
         python = self.s.python
@@ -342,7 +343,7 @@ class Router:
         mismatch = "the mismatch filter needs a reference: give the launch argument 'reference'"
         for item in [*filters, *(o.get("filterId") for o in options)]:
             if item in GRAPH_FILTERS:
-                bad = item == "mismatch" and self.s.launch.reference is None
+                bad = item == BreakFilter.MISMATCH and self.s.launch.reference is None
                 answers.append({"verified": False, "message": mismatch} if bad else {"verified": True})
             else:
                 answers.append(theirs.pop(0) if theirs else {"verified": True})

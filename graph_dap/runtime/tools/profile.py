@@ -26,6 +26,7 @@ import onnxruntime as ort
 from graph_dap import log as _log
 from graph_dap.errors import ProfileError
 from graph_dap.files import write_text_atomic
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, session_options
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
@@ -207,7 +208,7 @@ def derive_fused(graph: Graph, optimized: onnx.ModelProto, opt_level: str) -> Fu
 
 def fused_graph(
     model: str | os.PathLike[str] | onnx.ModelProto | Graph,
-    opt_level: str = "all",
+    opt_level: str = OptLevel.ALL,
     providers: Sequence[str] | None = None,
     save_to: str | os.PathLike[str] | None = None,
 ) -> FusedGraph:
@@ -308,7 +309,7 @@ class Profile:
         return d
 
     def text(self, top: int = 25) -> str:
-        what = "the model's own nodes" if self.opt_level == "none" else f"the graph optimized at level '{self.opt_level}'"
+        what = "the model's own nodes" if self.opt_level == OptLevel.NONE else f"the graph optimized at level '{self.opt_level}'"
         lines = [
             f"method: {self.method}; optimizations {self.opt_level}: times are of {what}",
             f"median of {self.repeat} run(s) after {self.warmup} warm-up: a run takes {self.run_ms:.3f} ms; "
@@ -316,13 +317,13 @@ class Profile:
         ]
         shown = self.nodes if top <= 0 else self.nodes[:top]
         head = f"{'rank':>4}  {'index':>5}  {'node':<32}  {'op':<18}  {'time_ms':>9}  {'share':>6}  {'bytes':>9}"
-        if self.opt_level != "none":
+        if self.opt_level != OptLevel.NONE:
             head += "  from"
         lines.append(head)
         for rank, n in enumerate(shown, 1):
             idx = "-" if n.index is None else str(n.index)
             line = f"{rank:>4}  {idx:>5}  {n.name[:32]:<32}  {n.op_type[:18]:<18}  {n.time_ms:>9.4f}  {n.share:>6.1%}  {format_bytes(n.bytes):>9}"
-            if self.opt_level != "none":
+            if self.opt_level != OptLevel.NONE:
                 line += "  " + _origin_text(n.origin, 4)
             lines.append(line)
         if len(shown) < len(self.nodes):
@@ -382,7 +383,7 @@ def profile_model(
     *,
     dims: Mapping[str, int] | None = None,
     providers: Sequence[str] | None = None,
-    opt_level: str = "none",
+    opt_level: str = OptLevel.NONE,
     repeat: int = 3,
     warmup: int = 1,
 ) -> Profile:
@@ -398,7 +399,7 @@ def profile_model(
         so = session_options(opt_level)
         so.enable_profiling = True
         so.profile_file_prefix = str(folder / "ort_profile")
-        if opt_level != "none":
+        if opt_level != OptLevel.NONE:
             _save_optimized(so, folder / "optimized.onnx")
         sess = _session(graph, so, provs, folder)
         try:
@@ -411,7 +412,7 @@ def profile_model(
             trace_file = sess.end_profiling()
         events = json.loads(Path(trace_file).read_text(encoding="utf-8"))
         fused = None
-        if opt_level != "none":
+        if opt_level != OptLevel.NONE:
             fused = derive_fused(graph, onnx.load(str(folder / "optimized.onnx"), load_external_data=False), opt_level)
     return _build_profile(graph, events, repeat, warmup, opt_level, tuple(provs), fused)
 

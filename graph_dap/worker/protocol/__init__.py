@@ -113,7 +113,6 @@ __all__ = [
     "NodeInfo",
     "NodeRef",
     "NodeSourceInfo",
-    "OPT_LEVEL_NAMES",
     "OUTPUTS",
     "OutputsArgs",
     "PAUSE",
@@ -161,8 +160,6 @@ __all__ = [
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
 PROTOCOL_VERSION = 7
-#: onnxruntime's graph optimization levels, as launches and ``LoadArgs.opt_level`` name them.
-OPT_LEVEL_NAMES = ("none", "basic", "extended", "all")
 HELLO = "graph-dap-worker"
 
 A = TypeVar("A")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_dap.kinds import SourceKind, StopReason
+
 
 @dataclass(frozen=True, slots=True)
 class PathStep:
@@ -76,10 +78,10 @@ class SourceFrameInfo:
 
 @dataclass(frozen=True, slots=True)
 class NodeSourceInfo:
-    """Where a node came from: its Python frames (``kind`` "python"), its module scopes ("module"), or nothing ("none")."""
+    """Where a node came from: its Python frames, its module scopes, or nothing."""
 
     node: str
-    kind: str
+    kind: SourceKind
     frames: tuple[SourceFrameInfo, ...] = ()
 
 
@@ -147,7 +149,7 @@ class StopInfo:
     comparison with the reference.
     """
 
-    reason: str  # entry, breakpoint, nan, inf, error, mismatch, step, pause, goto, end, failed
+    reason: StopReason
     node: NodeRef | None
     pc: str | None
     last_node: str | None
