@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "graph_dap"
-LEAVES = {"graph_dap.errors", "graph_dap.files", "graph_dap.kinds", "graph_dap.log", "graph_dap.names", "graph_dap.stdio"}
+LEAVES = {"graph_dap.errors", "graph_dap.files", "graph_dap.kinds", "graph_dap.log", "graph_dap.names", "graph_dap.paths", "graph_dap.stdio"}
 
 
 def _module_name(path: Path) -> str:
@@ -133,7 +133,7 @@ def test_the_leaves_import_nothing_of_graph_dap():
 
 @pytest.mark.parametrize(
     "module",
-    ["graph_dap.adapter.server", "graph_dap.adapter.__main__", "graph_dap.worker.client", "graph_dap.worker.protocol"],
+    ["graph_dap.adapter.server", "graph_dap.adapter.transports", "graph_dap.adapter.__main__", "graph_dap.worker.client", "graph_dap.worker.protocol"],
 )
 def test_importing_loads_no_numpy(module):
     code = f"import sys, importlib; importlib.import_module({module!r}); print(sorted(m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules))"

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from graph_dap.adapter.access import TokenGate, Turn
 from graph_dap.adapter.breakpoints import BreakFilters, BreakpointBook
 from graph_dap.adapter.launch import LaunchArgs
 from graph_dap.adapter.listing import ListingSource
 from graph_dap.adapter.progress import Progress
-from graph_dap.adapter.protocol import Channel
+from graph_dap.adapter.protocol import Channel, Message
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request
 from graph_dap.adapter.sources import SourceFiles
 from graph_dap.adapter.state import ClientInfo, Phase, RunState
@@ -65,6 +66,50 @@ RESUMABLE = {
 WorkerFactory = Callable[[], Awaitable[WorkerClient]]
 
 
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """What a program launch's session takes over from the adapter that answered ``initialize``."""
+
+    channel: Channel
+    client: ClientInfo
+    initialize: dict[str, Any]  # the client's initialize arguments, as it sent them
+    spawn_worker: WorkerFactory
+    later: Callable[[Callable[[], None]], None]  # do an action right after the current response
+    end: Callable[[], None]  # the session is over: the adapter reads no more requests
+    drop_worker: Callable[[], None]  # close the worker started at initialize (the program's session starts its own)
+
+
+class ProgramSession(Protocol):
+    """A program launch's session (mixed mode): it answers every request after the launch."""
+
+    async def handle(self, request: Request) -> dict[str, Any] | None:
+        """Answer one request: its body, or an error (a RequestError) that the adapter turns into ``success: false``."""
+        ...
+
+    def client_response(self, message: Message) -> None:
+        """The client's response to a reverse request the session sent."""
+        ...
+
+    async def close(self) -> None:
+        """End it all (the debuggee, its workers)."""
+        ...
+
+
+class Programs(Protocol):
+    """Where a plain adapter hands a program launch (``program`` or ``module``): mixed mode, given by the transports.
+
+    (An argument, not an import: mixed mode is built on the plain adapter, which knows nothing of it.)
+    """
+
+    def initialize(self, body: dict[str, Any]) -> None:
+        """Add to the ``initialize`` answer what a program launch will need (debugpy's exception filters)."""
+        ...
+
+    async def launch(self, request: Request, handover: Handover) -> ProgramSession:
+        """Start the program's session: it answers every later request (InvalidRequest, UserError... when it cannot)."""
+        ...
+
+
 class Deferred:
     """What a handler returns to be answered later: the request loop goes on, and ``work``'s result is the body."""
 
@@ -82,10 +127,12 @@ class AdapterCore:
         spawn_worker: WorkerFactory = WorkerClient.spawn,
         token: str | None = None,
         turn: asyncio.Lock | None = None,
+        programs: Programs | None = None,
     ) -> None:
         """A session on ``channel``; ``token``: what its client must show (``adapterToken``) first.
 
         ``turn``: a lock held while the session runs, from when its client is admitted (one at a time).
+        ``programs``: where a program launch goes (without it, every launch is a model's).
         """
         self.channel = channel
         self.gate = TokenGate(token)
@@ -94,6 +141,9 @@ class AdapterCore:
         self._spawning: asyncio.Future[WorkerClient] | None = None  # the local worker started at initialize
         self.worker: WorkerClient | None = None
         self.client: ClientInfo | None = None  # once initialized
+        self.initialize_arguments: dict[str, Any] = {}
+        self.programs = programs
+        self.program: ProgramSession | None = None  # once a program is launched: it answers every request
         self.launch: LaunchArgs | None = None  # once launched
         self.graph: GraphInfo | None = None  # once loaded
         self.listing: ListingSource | None = None
@@ -118,6 +168,10 @@ class AdapterCore:
     def _later(self, action: Callable[[], None]) -> None:
         """Do ``action`` right after this request's response is sent."""
         self._after.append(action)
+
+    def _finish(self) -> None:
+        """The session is over: no request is read after this one."""
+        self._done = True
 
     # -- small helpers ----------------------------------------------------------------
 

@@ -56,7 +56,7 @@ class LaunchArgs:
             "stop_on_entry": request.arg("stopOnEntry", bool, False),
             "no_debug": request.arg("noDebug", bool, False),
             "skip_constants": request.arg("skipConstants", bool, True),
-            "providers": _providers(given.get("providers")),
+            "providers": parse_providers(given.get("providers")),
             "dims": request.arg("dims", dict, {}),
             "memory_budget_mb": request.arg("memoryBudgetMB", float, None),
             "opt_level": opt_level(request.arg("optLevel", str, OptLevel.ALL)),
@@ -81,7 +81,7 @@ class LaunchArgs:
             **typed,
             inputs=inputs,
             reference=reference or None,
-            tolerance=_tolerance(given.get("tolerance")),
+            tolerance=parse_tolerance(given.get("tolerance")),
             path_mappings=_path_mappings(given.get("pathMappings"), typed["cwd"] or os.getcwd()),
         )
         args._check()
@@ -152,6 +152,11 @@ _RELOAD_FIELDS = (
 )
 
 
+def is_program_launch(arguments: dict[str, Any]) -> bool:
+    """Whether a launch asks for a program (a mixed session) rather than a model."""
+    return arguments.get("program") is not None or arguments.get("module") is not None
+
+
 def opt_level(given: str) -> OptLevel:
     """``optLevel``, checked: one of onnxruntime's optimization levels."""
     if given not in OptLevel.values():
@@ -165,7 +170,7 @@ def _filter(given: str) -> BreakFilter:
     return BreakFilter(given)
 
 
-def _providers(given: Any) -> tuple[str, ...]:
+def parse_providers(given: Any) -> tuple[str, ...]:
     """A list of execution providers (a lone string is one provider)."""
     if given is None or given == []:
         return DEFAULT_PROVIDERS
@@ -193,7 +198,7 @@ def _path_mappings(given: Any, base_dir: str) -> tuple[PathMapping, ...]:
     return tuple(out)
 
 
-def _tolerance(given: Any) -> Tolerance | None:
+def parse_tolerance(given: Any) -> Tolerance | None:
     """``{atol, rtol}`` (and ``failIf``), or a list of fail-if conditions (``cosine<0.999``)."""
     if given is None:
         return None

@@ -21,16 +21,15 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from graph_dap.host import hook
 from graph_dap.host.models import ModelIdentity, providers_of
 from graph_dap.host.watch import Watcher
 from graph_dap.kinds import FAULT_FILTERS, VALUE_FILTERS, BreakFilter, StopReason
+from graph_dap.paths import child_environment
 
 EXIT_BREAK = 1
-ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +59,7 @@ class ScriptOptions:
 
 def run_script(program: Sequence[str], options: ScriptOptions, python: str = sys.executable) -> int:
     """Run ``program`` (``script.py ARGS`` or ``-m module ARGS``) under the script handler; its exit status."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
+    env = child_environment()
     command = [python, "-m", "graph_dap.host", "--script", options.to_json(), "--", *program]
     try:
         return subprocess.call(command, env=env)
@@ -157,8 +155,7 @@ class ScriptHandler(hook.Handler):
             command += ["--provider", provider]
         if self.options.json:
             command.append("--json")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
+        env = child_environment()
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode == 0:
             return  # the run completed: no break (a sum that overflowed, a breakpoint's condition...)

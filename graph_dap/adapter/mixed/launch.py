@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from graph_dap.adapter.launch import _providers, _tolerance, opt_level
+from graph_dap.adapter.launch import opt_level, parse_providers, parse_tolerance
 from graph_dap.adapter.requests import InvalidRequest, Request, UserError, items_of
 from graph_dap.host import protocol as hp
 from graph_dap.kinds import FAULT_FILTERS, BreakFilter, OptLevel
+from graph_dap.paths import PACKAGE, python_path
 from graph_dap.worker.protocol import Tolerance
 
 #: Launch keys that are graph-dap's in a mixed session (the rest is debugpy's).
@@ -27,12 +27,6 @@ OURS = frozenset(
         "reference", "tolerance", "model", "adapterToken", "worker", "token", "type", "request", "optLevel",
     }
 )  # fmt: skip
-ROOT = str(Path(__file__).resolve().parents[3])
-
-
-def is_program_launch(arguments: dict[str, Any]) -> bool:
-    """Whether a launch asks for a program (a mixed session) rather than a model."""
-    return arguments.get("program") is not None or arguments.get("module") is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +68,7 @@ class ProgramLaunch:
                 raise InvalidRequest(f"'arguments.env.{key}' must be a string or null")
         if given.get("worker"):
             raise UserError("a program launch runs its graphs on local workers: 'worker' is for model launches")
-        providers = _providers(given.get("providers")) if given.get("providers") else None
+        providers = parse_providers(given.get("providers")) if given.get("providers") else None
         reference = given.get("reference")
         level = request.arg("optLevel", str, None)
         if reference is not None and not isinstance(reference, str | dict):
@@ -90,7 +84,7 @@ class ProgramLaunch:
             providers=providers,
             memory_budget_mb=request.arg("memoryBudgetMB", float, None),
             reference=reference or None,
-            tolerance=_tolerance(given.get("tolerance")),
+            tolerance=parse_tolerance(given.get("tolerance")),
             opt_level=None if level is None else opt_level(level),
             debugpy={k: v for k, v in given.items() if k not in OURS},
         )
@@ -122,11 +116,10 @@ class ProgramLaunch:
         """debugpy's launch: the host running the program, in its folder, with graph-dap on the path."""
         target = [self.program_path] if self.program is not None else ["-m", str(self.module)]
         env = dict(self.env)
-        path = env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, path) if p)
+        env["PYTHONPATH"] = python_path({"PYTHONPATH": env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))})
         env[hp.TOKEN_ENV] = token
         cwd = self.cwd or (os.path.dirname(self.program_path) if self.program is not None else os.getcwd())
-        rules = [{"path": os.path.join(ROOT, "graph_dap", "**"), "include": False}, {"module": "graph_dap", "include": False}]
+        rules = [{"path": os.path.join(PACKAGE, "**"), "include": False}, {"module": "graph_dap", "include": False}]
         user_rules = self.debugpy.get("rules")
         launch: dict[str, Any] = {
             "console": "internalConsole",

@@ -93,15 +93,11 @@ class Router:
         if request.command in RESUMING:
             self.s.resuming = True
         try:
-            response = await python.request(request.command, to_side(self.s.ids, PYTHON, request.arguments))
+            answer = await python.peer.request(request.command, to_side(self.s.ids, PYTHON, request.arguments))
         finally:
             if request.command in RESUMING:
                 self.s.resuming = False
-        if not response.get("success"):
-            error = RequestError(response.get("message") or f"{request.command} failed")
-            error.show_user = bool((response.get("body") or {}).get("error", {}).get("showUser"))
-            raise error
-        body = schema.response_body(request.command, to_client(self.s.ids, PYTHON, response.get("body") or {}))
+        body = schema.response_body(request.command, to_client(self.s.ids, PYTHON, answer))
         body = self._rename(request.command, PYTHON, body)
         if request.command == "stackTrace":
             self._label_waiting(request.arguments.get("threadId"), body)
@@ -114,12 +110,7 @@ class Router:
         arguments = to_side(self.s.ids, run.number, request.arguments)
         if "memoryReference" in arguments:
             arguments["memoryReference"] = str(arguments["memoryReference"]).split(".", 1)[-1]
-        response = await run.send(Request(request.seq, request.command, arguments))
-        if not response.get("success"):
-            error = RequestError(response.get("message") or f"{request.command} failed")
-            error.show_user = bool((response.get("body") or {}).get("error", {}).get("showUser"))
-            raise error
-        body = to_client(self.s.ids, run.number, response.get("body") or {})
+        body = to_client(self.s.ids, run.number, await run.request(request.command, arguments))
         body = self._rename(request.command, run.number, body)
         _prefix_memory(body, f"g{run.number}.")
         if request.command in ("continue", "next", "stepIn", "stepOut", "stepBack", "reverseContinue", "goto"):
@@ -247,10 +238,8 @@ class Router:
             await self.s._drop_run(run, None)
         python = self.s.python
         if python is not None and not python.gone:
-            try:
-                await python.request("disconnect", dict(request.arguments, terminateDebuggee=request.arguments.get("terminateDebuggee", True)))
-            except CantHandle:
-                pass
+            with contextlib.suppress(RequestError):  # refused, or debugpy gone meanwhile
+                await python.peer.request("disconnect", dict(request.arguments, terminateDebuggee=request.arguments.get("terminateDebuggee", True)))
 
     # -- breakpoints and filters --------------------------------------------------------------
 

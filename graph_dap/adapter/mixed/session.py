@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -24,14 +23,16 @@ from graph_dap.adapter.mixed.catalog import Catalog
 from graph_dap.adapter.mixed.graph_run import GraphRun, outputs_path
 from graph_dap.adapter.mixed.host_link import HostLink
 from graph_dap.adapter.mixed.ids import PYTHON, Ids, rename_ids, to_client
-from graph_dap.adapter.mixed.launch import ROOT, ProgramLaunch
+from graph_dap.adapter.mixed.launch import ProgramLaunch
 from graph_dap.adapter.mixed.pool import WorkerPool
 from graph_dap.adapter.mixed.python_side import PythonSide
+from graph_dap.adapter.peer import Refused
 from graph_dap.adapter.protocol import Channel, Message
 from graph_dap.adapter.requests import UserError
 from graph_dap.adapter.state import ClientInfo
 from graph_dap.host import protocol as hp
 from graph_dap.kinds import BreakFilter, RunAction
+from graph_dap.paths import PACKAGE
 
 #: The events of the DAP schema; debugpy's own (``debugpySockets``, ``debugpyAttach``) are not passed on.
 DAP_EVENTS = frozenset(
@@ -50,7 +51,6 @@ PYTHON_CAPABILITIES = (
     "supportsSingleThreadExecutionRequests",
 )
 GRAPH_FILTERS = frozenset(BreakFilter.values())
-HOST_ROOT = os.path.join(ROOT, "graph_dap") + os.sep
 #: How long a graph stop waits for the calling Python thread to show as stopped before it is shown anyway.
 PARK_TIMEOUT = 5.0
 
@@ -105,12 +105,13 @@ class MixedSession:
         address = await self.link.listen()
         self.python = await PythonSide.start(self._python_event, self._python_request, self._python_gone)
         init = {k: v for k, v in self.initialize_args.items() if k != "supportsStartDebuggingRequest"}
-        response = await self.python.request("initialize", dict(init, adapterID="debugpy"))
-        if not response.get("success"):
-            raise UserError(f"debugpy refused to start: {response.get('message')}")
-        self._announce_capabilities(response.get("body") or {})
+        try:
+            theirs = await self.python.peer.request("initialize", dict(init, adapterID="debugpy"))
+        except Refused as error:
+            raise UserError(f"debugpy refused to start: {error}") from None
+        self._announce_capabilities(theirs)
         launch = self.launch.debugpy_launch(address, self.link.token, self.folder)
-        self._launch_response = asyncio.ensure_future(self.python.request("launch", launch))
+        self._launch_response = asyncio.ensure_future(self.python.peer.send("launch", launch))
         self._launch_response.add_done_callback(self._launched)
 
     def _announce_capabilities(self, theirs: dict[str, Any]) -> None:
@@ -351,7 +352,7 @@ class MixedSession:
         elif event == "process":
             out["name"] = self.launch.name
         elif event == "module" and isinstance(out.get("module"), dict):
-            if str(out["module"].get("path", "")).startswith(HOST_ROOT):
+            if str(out["module"].get("path", "")).startswith(PACKAGE):
                 return  # graph-dap's own host, not the program's
             out = schema.event_body("module", out)
         elif event == "terminated":
@@ -376,7 +377,7 @@ class MixedSession:
         """The client's answer to a reverse request we passed on."""
         theirs = self._reverse.pop(message.get("request_seq", -1), None)
         if theirs is not None and self.python is not None:
-            self.python.respond(theirs, str(message.get("command")), bool(message.get("success")), message.get("body"), message.get("message", ""))
+            self.python.peer.respond(theirs, str(message.get("command")), bool(message.get("success")), message.get("body"), message.get("message", ""))
 
     def _python_gone(self) -> None:
         """debugpy's adapter ended: if it did not say the program ended, say it now."""
