@@ -81,9 +81,11 @@ def test_decoding_says_what_is_wrong(kind: Any, data: Any, said: str) -> None:
 
 
 def test_every_call_has_its_handler() -> None:
+    calls = WorkerService(lambda message: None).calls
     for name, method in p.METHODS.items():
-        assert callable(getattr(WorkerService, f"rpc_{name}", None)), name
+        assert callable(calls.get(name)), name
         assert isinstance(method.args, type)
+    assert set(calls) == set(p.METHODS)
 
 
 def test_every_error_class_crosses_with_its_kind() -> None:
@@ -110,7 +112,7 @@ def test_bad_calls_are_answered_with_their_kind(capsys: pytest.CaptureFixture[st
     def broken(_: p.NoArgs) -> None:
         raise ZeroDivisionError("a bug of ours")
 
-    service.rpc_values = broken  # type: ignore[method-assign]
+    service.calls["values"] = broken
     reply = service.handle({"id": 4, "method": "values"})["error"]
     assert reply["kind"] == "InternalError" and "ZeroDivisionError('a bug of ours')" in reply["message"]
     assert "Traceback" in capsys.readouterr().err

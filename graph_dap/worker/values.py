@@ -1,14 +1,14 @@
 """The worker's calls that look at values: summaries, slices, raw bytes, expressions, edits.
 
-A mixin of :class:`~graph_dap.worker.service.WorkerService`. Results of
-expressions that are whole tensors stay here as numbered *temps* until the next stop,
+An object that :class:`~graph_dap.worker.service.WorkerService` owns (its ``values``). Results
+of expressions that are whole tensors stay here as numbered *temps* until the next stop,
 so that the adapter can page through them like any value.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,15 +28,16 @@ _NAME_LIKE = re.compile(r"^[^\s()\[\],]+$")  # no spaces, calls or subscripts: m
 
 
 class ValueCalls:
-    """``rpc_<method>`` calls on the values of the session at its current stop."""
+    """``rpc_<method>`` calls on the values of the session at its current stop; ``session``: the loaded one (NotLoadedError before)."""
 
-    def __init__(self) -> None:
+    def __init__(self, session: Callable[[], DebugSession]) -> None:
+        self._session = session
         self._temps: dict[int, Any] = {}
         self._next_temp = 0
 
     @property
     def s(self) -> DebugSession:
-        raise NotImplementedError
+        return self._session()
 
     def forget_temps(self) -> None:
         """Drop the results of expressions (at a stop or a new model: they describe the old values)."""

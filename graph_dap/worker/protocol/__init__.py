@@ -159,7 +159,7 @@ __all__ = [
 ]
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 HELLO = "graph-dap-worker"
 
 A = TypeVar("A")

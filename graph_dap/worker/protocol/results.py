@@ -30,7 +30,7 @@ class NodeInfo:
     attributes: tuple[tuple[str, str], ...]
     line: int  # 1-based line in the listing
     has_subgraphs: bool = False
-    static: bool = False  # a constant node, computed at load and skipped by the run
+    constant: bool = False  # a constant node, computed at load and skipped by the run
     name: str = ""  # the node's own name in the model
     path: tuple[PathStep, ...] = ()  # the scopes it is in (no iterations); () in the main graph
     enterable: bool = False  # an If, Loop, Scan or function call: it has a body to step into
