@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from dap_client import DapClient, error_model, inf_model, nan_model, reference
+from dap_client import DapClient
+from models import error_model, inf_model, nan_model, reference
 
 
 def _listing_lines(dap: DapClient) -> dict[str, int]:
@@ -75,7 +76,7 @@ def test_function_breakpoint_specs(dap: DapClient, chain: tuple[Path, Path, dict
 
 
 def test_conditions_hit_counts_and_logpoints(dap: DapClient, tmp_path: Path) -> None:
-    from dap_client import wide_model
+    from models import wide_model
 
     model, inputs, feeds = wide_model(tmp_path, count=12, rows=4)
     dap.initialize()

@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from dap_client import reference
-from models import chain_files, init, make_model, tensor
+from models import chain_files, init, make_model, reference, tensor
 from onnx import helper
 
 from graph_dap import errors
