@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_dap.adapter.breakpoints import Wanted
+from graph_dap.adapter.breakpoints import Wanted, inf_exclusions
 from graph_dap.adapter.requests import InvalidRequest, Request, checked, items_of
 from graph_dap.adapter.source_handlers import SourceRequests
 from graph_dap.adapter.variables import ScopeRef, TensorRef
@@ -137,7 +137,7 @@ class BreakpointRequests(SourceRequests):
                 results.append({"verified": False, "message": f"the {fid} filter takes no condition"})
                 continue
             if fid == BreakFilter.INF:
-                exclude += [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
+                exclude += inf_exclusions(condition)
             results.append({"verified": True})
         self.filters.enabled = list(dict.fromkeys(enabled))
         self.filters.inf_exclude = exclude

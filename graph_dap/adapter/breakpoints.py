@@ -114,6 +114,11 @@ class BreakpointBook:
         return "breakpoint", ids
 
 
+def inf_exclusions(condition: str) -> list[str]:
+    """The node patterns of the inf filter's condition (``op:Where, *mask*``; ``;`` separates too)."""
+    return [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
+
+
 @dataclass(slots=True)
 class BreakFilters:
     """The exception filters the client enabled, and the nodes whose Inf the inf filter ignores."""

@@ -17,6 +17,7 @@ from graph_dap.adapter.requests import Request
 from graph_dap.adapter.state import Phase
 from graph_dap.errors import GraphDapError, WorkerDied
 from graph_dap.kinds import OptLevel, StopReason
+from graph_dap.tasks import background
 from graph_dap.worker.protocol import RunArgs, RunCommand, StopInfo
 
 
@@ -84,7 +85,7 @@ class RunControl(AdapterCore):
     def _stopped(self, stop: StopInfo) -> None:
         """Turn a runtime stop into a ``stopped`` event (or the end of the session)."""
         if stop.reason in (StopReason.END, StopReason.FAILED):
-            asyncio.ensure_future(self._end(stop))
+            background(self._end(stop))
             return
         self.run.stop = stop
         self.run.phase = Phase.STOPPED

@@ -19,6 +19,7 @@ from graph_dap.adapter.running import RunControl
 from graph_dap.adapter.state import ClientInfo, Phase
 from graph_dap.errors import GraphDapError, WorkerDied
 from graph_dap.kinds import StopReason
+from graph_dap.tasks import background
 from graph_dap.worker import protocol as p
 from graph_dap.worker.client import WorkerClient
 
@@ -182,7 +183,7 @@ class SessionRequests(RunControl):
             if not done.cancelled() and done.exception() is None:
                 unused = done.result()
                 unused.kill()  # still importing, never given anything: asking it to shut down would wait for its imports
-                asyncio.ensure_future(unused.close())
+                background(unused.close())
 
         spawning.add_done_callback(close)
 

@@ -18,9 +18,10 @@ from typing import Any
 from graph_dap.adapter.breakpoints import Wanted
 from graph_dap.adapter.core import SOURCE_FRAME_ID, AdapterCore
 from graph_dap.adapter.requests import checked
-from graph_dap.adapter.sources import SourceFiles, split_path
+from graph_dap.adapter.sources import SourceFiles
 from graph_dap.adapter.variables import ScopeRef
 from graph_dap.kinds import SourceKind, StopReason
+from graph_dap.paths import split_path
 from graph_dap.worker import protocol as p
 
 _MAX_PRODUCED = 200  # nodes listed in a Module scope

@@ -28,7 +28,7 @@ from typing import Any
 
 from graph_dap.files import save_npz_atomic, write_text_atomic
 from graph_dap.host import hook
-from graph_dap.host.models import ModelIdentity
+from graph_dap.host.identity import ModelIdentity
 from graph_dap.paths import child_environment
 
 ENV = "GRAPH_DAP_CAPTURE"

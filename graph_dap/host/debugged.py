@@ -24,11 +24,11 @@ from typing import Any
 
 from graph_dap.host import hook
 from graph_dap.host import protocol as hp
+from graph_dap.host.identity import ModelIdentity, opt_level_of, providers_of
 from graph_dap.host.link import Link, Pending
-from graph_dap.host.models import ModelIdentity, opt_level_of, providers_of
 from graph_dap.host.suspend import PythonDebugger
 from graph_dap.host.watch import Watcher
-from graph_dap.kinds import VALUE_FILTERS, BreakFilter, StopReason
+from graph_dap.kinds import VALUE_FILTERS, BreakFilter, RunAction, StopReason
 
 #: How long a session's creation waits for the adapter to take its model (listing, breakpoints).
 MODEL_TIMEOUT = 120.0
@@ -135,11 +135,11 @@ class DebuggedHandler(hook.Handler):
         finally:
             _remove(feeds)
         result: hp.RunResult | None = pending.result
-        if result is None or result.action == "plain":
+        if result is None or result.action is RunAction.PLAIN:
             if error is not None:
                 raise error
             return call.original()
-        if result.action == "raise":
+        if result.action is RunAction.RAISE:
             if error is not None:
                 raise error
             return call.original()  # onnxruntime's own error (the graph failed in graph-dap's runtime)

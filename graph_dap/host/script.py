@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graph_dap.host import hook
-from graph_dap.host.models import ModelIdentity, providers_of
+from graph_dap.host.identity import ModelIdentity, providers_of
 from graph_dap.host.watch import Watcher
 from graph_dap.kinds import FAULT_FILTERS, VALUE_FILTERS, BreakFilter, StopReason
 from graph_dap.paths import child_environment

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_dap.host import hook
-from graph_dap.host.models import ModelIdentity
+from graph_dap.host.identity import ModelIdentity
 from graph_dap.kinds import BreakFilter
 
 #: SessionOptions attributes a watched session takes from the program's session.

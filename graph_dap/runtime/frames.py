@@ -292,8 +292,3 @@ class ControlFlow:
                 rank = np.asarray(elems[0]).ndim + 1
                 scans.append(np.stack(elems, axis=axis + rank if axis < 0 else axis))
         return {name: v for name, v in zip(node.outputs, finals + scans) if name}
-
-
-def frame_inputs_fixed(values: Values, inputs: Mapping[str, Any]) -> None:
-    """A frame's formal inputs are fixed values of its level (never evicted, never recomputed)."""
-    values.store.fixed.update(inputs)

@@ -24,10 +24,6 @@ class PathStep:
     attribute: str  # "then_branch", "else_branch", "body", or the function's name
     iteration: int | None = None  # Loop and Scan: which iteration
 
-    def text(self) -> str:
-        at = f" iteration {self.iteration}" if self.iteration is not None else ""
-        return f"{self.node} > {self.attribute}{at}"
-
 
 def node_ref(node: Node, path: tuple[PathStep, ...] | None = None) -> dict[str, Any]:
     """A node as JSON reports name it: ``{id, name, op_type, index, path}``.

@@ -20,6 +20,7 @@ import msgpack
 
 from graph_dap.errors import ProtocolError
 from graph_dap.host import protocol as hp
+from graph_dap.tasks import background
 
 _READ_SIZE = 1 << 16
 
@@ -107,7 +108,7 @@ class HostLink:
         request, kind = message["id"], message.get("call")
         if kind == "model":
             loaded = hp.decode(hp.ModelLoaded, message.get("args"), "model")
-            asyncio.ensure_future(self._model(request, loaded))
+            background(self._model(request, loaded))
         elif kind == "run":
             self._on_run(request, hp.decode(hp.RunCall, message.get("args"), "run"))
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from graph_dap.adapter.breakpoints import inf_exclusions
 from graph_dap.adapter.mixed import schema
 from graph_dap.adapter.mixed.catalog import FunctionBreakpoint, LineBreakpoint
 from graph_dap.adapter.mixed.graph_run import GraphRun
@@ -320,7 +321,7 @@ class Router:
             enabled.append(fid)
             condition = str(o.get("condition") or "")
             if fid is BreakFilter.INF:
-                exclude += [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
+                exclude += inf_exclusions(condition)
         theirs: list[dict[str, Any]] = []
         python = self.s.python
         py_args = dict(request.arguments)

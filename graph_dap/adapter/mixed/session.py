@@ -33,6 +33,7 @@ from graph_dap.adapter.state import ClientInfo
 from graph_dap.host import protocol as hp
 from graph_dap.kinds import BreakFilter, RunAction
 from graph_dap.paths import PACKAGE
+from graph_dap.tasks import background
 
 #: The events of the DAP schema; debugpy's own (``debugpySockets``, ``debugpyAttach``) are not passed on.
 DAP_EVENTS = frozenset(
@@ -136,7 +137,7 @@ class MixedSession:
 
     def spawn(self, coroutine: Any) -> None:
         """Run ``coroutine`` in the background (kept until it is done)."""
-        task = asyncio.ensure_future(coroutine)
+        task = background(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
