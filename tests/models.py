@@ -81,6 +81,18 @@ def ort_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str] |
     return dict(zip(outs, sess.run(outs, feeds)))
 
 
+def run_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str], level: str = "all") -> dict[str, Any]:
+    """``names`` as onnxruntime's run of ``model`` at ``level`` computes them: the model with them as outputs too. For
+    a tensor that the optimized graph computes (a fused group's output, say) onnxruntime only adds a reorder of its
+    layout, so this is the user's own run's value; a tensor fused inside a kernel would come out unfused."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(helper.make_value_info(n, onnx.TypeProto()) for n in names if n not in have)
+    sess = ort.InferenceSession(m.SerializeToString(), session_options(level), providers=["CPUExecutionProvider"])
+    return dict(zip(names, sess.run(names, feeds)))
+
+
 def assert_same(a: Any, b: Any, name: str = "") -> None:
     if isinstance(a, list) or isinstance(b, list):
         assert len(a) == len(b), name

@@ -76,7 +76,7 @@ def test_the_session_is_composed_of_parts_that_do_not_know_it():
     it is built on, never the session that holds it (``state``) or its commands (``driver``), and nothing below
     the session (the engine, the graph, values, frames) imports the session (the runtime's ``__init__`` is its
     front door, not below it)."""
-    parts = ["filters", "levels", "stopping", "runs"]  # each may import those before it
+    parts = ["constants", "filters", "levels", "stopping", "runs"]  # each may import those before it
     for i, part in enumerate(parts):
         above = tuple(f"graph_dap.runtime.session.{a}" for a in [*parts[i + 1 :], "state", "driver"])
         assert _offenders([PACKAGE / "runtime" / "session" / f"{part}.py"], above) == []

@@ -110,12 +110,11 @@ class RunControl(AdapterCore):
         if failed:
             self._output(f"graph-dap: {stop.message}\n", "stderr")
         elif self.worker is not None:
-            # As the run left them: recomputing them with the original graph's nodes would run the model
-            # again (resnet50: 0.2 s) before the session may end; a stop before the end shows exact values.
+            # As the run left them (the user's own run's values, at the launch's optimization level).
             level = self.launch.opt_level if self.launch is not None else OptLevel.NONE
             how = "" if level is OptLevel.NONE else f" (as the run computed them, at optimization level {level})"
             try:
-                outputs = await self.worker.outputs(exact=False)
+                outputs = await self.worker.outputs()
                 lines = "".join(f"  {o.name}: {o.text}\n" for o in outputs)
                 self._output(f"the run reached the end of the graph; outputs{how}:\n{lines}")
             except GraphDapError as error:

@@ -245,7 +245,7 @@ class ControlFlow:
         assert node is not None
         if loop is None:
             return None
-        outs = [frame.values.flowing(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
+        outs = [frame.values.get(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
         if node.op_type == "Loop":
             n_carried = len(node.inputs) - 2
             cond, carried, scans = outs[0], outs[1 : 1 + n_carried], outs[1 + n_carried :]

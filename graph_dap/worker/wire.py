@@ -72,7 +72,7 @@ def _stat(v: float | None) -> str:
     return "?" if v is None else f"{v:.7g}"
 
 
-def summary(name: str, value: Any, stale: bool = False, hex_: bool = False) -> p.Summary:
+def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, note: str = "") -> p.Summary:
     """What the adapter shows of one value: its line, type and statistics."""
     s = summarize(value)
     stats: tuple[tuple[str, str], ...] = ()
@@ -97,6 +97,7 @@ def summary(name: str, value: Any, stale: bool = False, hex_: bool = False) -> p
         stale=stale,
         kind=s.kind,
         scalar=scalar,
+        note=note,
     )
 
 

@@ -109,16 +109,6 @@ class ProfileArgs:
 
 
 @dataclass(frozen=True, slots=True)
-class OutputsArgs:
-    """Which outputs :data:`OUTPUTS` summarizes: the original graph's (``exact``, recomputed with its own
-    nodes where an optimized segment made them), or the values as the run left them (what the user's own
-    run at the launch's optimization level gives: the console's summary at the end, which must not run
-    the model again)."""
-
-    exact: bool = True
-
-
-@dataclass(frozen=True, slots=True)
 class LevelArgs:
     """A call about the values of one level of the program counter (0: the innermost)."""
 

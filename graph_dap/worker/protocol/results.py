@@ -100,6 +100,7 @@ class Summary:
     available: bool = True  # False: not computed yet
     kind: str = "tensor"  # or "sequence"
     scalar: str | None = None  # the element itself when there is one
+    note: str = ""  # how it was computed, when not by the user's run (see DebugSession.note)
 
 
 @dataclass(frozen=True, slots=True)

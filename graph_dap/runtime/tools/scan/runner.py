@@ -121,7 +121,7 @@ class InputScanner:
         assert self.session is not None
         # The outputs as the optimized run left them (what the user's own run gives): showing them exact would
         # recompute the whole model with its original nodes, a second run of every input.
-        outputs = self.session.outputs(exact=False)
+        outputs = self.session.outputs()
         result = result.replace(outputs={k: summarize(v).to_dict() for k, v in outputs.items()})
         if self.reference is None:
             return result, None
