@@ -21,7 +21,7 @@ import numpy as np
 
 from graph_dap.errors import GraphDapError, ValueNotFoundError
 from graph_dap.runtime.engine.executor import Executor
-from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.faults import Fault, FaultFilter
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.graph import Graph, Node, Scope
 from graph_dap.runtime.tensor import type_text
@@ -46,7 +46,7 @@ class Constants:
         self.version = 0
         self._versions = 0
         self.overridden = False  # a constant node's output was set: segments must be fed it, not recompute it
-        self.faults: dict[FaultFilter, tuple[Node, str, str] | None] = {}
+        self.faults: dict[FaultFilter, tuple[Node, str, Fault] | None] = {}
         self._faults_stale = False
         self.generation = 0  # counts the changes of the constants (sets, restarts): ``faults`` holds for one
 

@@ -22,6 +22,7 @@ import numpy as np
 import onnxruntime as ort
 
 from graph_dap import log as _log
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine import ortio
 from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
 from graph_dap.runtime.engine.fusion import Fusions, whole_model_fusions
@@ -70,16 +71,16 @@ class Executor:
         self.opt_level = check_opt_level(opt_level)
         # One budget for every session of the model: together they hold its weights about once (see :mod:`.budget`).
         self.budget = WeightBudget(graph.weights.total_bytes)
-        self.runner = NodeRunner(graph, providers, "none", self.budget)
-        self.exact = SegmentRunner(graph, self.runner.providers, "none", self.budget)  # recomputations: the original graph's values
+        self.runner = NodeRunner(graph, providers, OptLevel.NONE, self.budget)
+        self.exact = SegmentRunner(graph, self.runner.providers, OptLevel.NONE, self.budget)  # recomputations: the original graph's values
         # A model whose weights fill the budget runs its continues without optimizations: an optimized
         # segment's values are shown only once recomputed by the original nodes, which for such a model
         # means a second session over all of its weights (and the budget would let the first go).
         self.roomy = 2 * graph.weights.total_bytes <= self.budget.limit
-        level = opt_level if self.roomy else "none"
+        level = self.opt_level if self.roomy else OptLevel.NONE
         if level != opt_level:
             _logger.info("weights of %d MB fill the session budget: continues run without graph optimizations", graph.weights.total_bytes >> 20)
-        self.segments = SegmentRunner(graph, self.runner.providers, level, self.budget) if level != "none" else self.exact
+        self.segments = SegmentRunner(graph, self.runner.providers, level, self.budget) if level != OptLevel.NONE else self.exact
         self._whole: ort.InferenceSession | None = None
         self._fusions: list[Fusions | None] = []  # (computed once, when first asked for)
         self._fusions_lock = threading.Lock()

@@ -18,6 +18,7 @@ import onnx
 import onnxruntime as ort
 
 from graph_dap import log as _log
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine import cache
 from graph_dap.runtime.engine.options import ORT_ERRORS, session_options
 from graph_dap.runtime.graph import Graph, Node
@@ -177,7 +178,7 @@ class Fusions:
 def whole_model_fusions(graph: Graph, opt_level: str, providers: list[str]) -> Fusions | None:
     """:class:`Fusions` of the whole model at ``opt_level`` (its optimized graph kept on disk as segments' are);
     None for a model with external data or over :data:`SMALL_BYTES`, or one onnxruntime cannot optimize."""
-    if opt_level == "none" or graph.weights.has_external or graph.model.ByteSize() > SMALL_BYTES:
+    if opt_level == OptLevel.NONE or graph.weights.has_external or graph.model.ByteSize() > SMALL_BYTES:
         return None
     data = named_by_id(graph).SerializeToString()
     entry = cache.key(data, opt_level, providers)

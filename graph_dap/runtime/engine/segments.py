@@ -32,6 +32,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap import log as _log
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine import cache, fidelity, ortio
 from graph_dap.runtime.engine.budget import COUNTED_BYTES, WeightBudget, weight_bytes
 from graph_dap.runtime.engine.fidelity import may_fuse
@@ -145,7 +146,7 @@ class SegmentRunner:
     def _folded_bytes(self, nodes: Sequence[Node]) -> int:
         """The bytes of the large ConstantOfShape outputs a segment computes: onnxruntime folds them into
         initializers it holds (above optimization level ``none``; without, they are filled at each run)."""
-        if self.opt_level == "none":
+        if self.opt_level == OptLevel.NONE:
             return 0
         total = 0
         for n in nodes:
@@ -181,7 +182,7 @@ class SegmentRunner:
             entry = cache.key(data, self.opt_level, self.providers)
             hit = cache.lookup(entry)
             if hit is not None:
-                so = self._options("none")  # the optimizer's graph as it made it: the same kernels on the same graph
+                so = self._options(OptLevel.NONE)  # the optimizer's graph as it made it: the same kernels on the same graph
                 source = optimized = hit
             else:
                 saving = cache.target(entry)
@@ -219,7 +220,7 @@ class SegmentRunner:
         weight. Nor with weights a ConstantOfShape fills: the optimizer's model would hold them folded
         (zfnet512: reading its 300 MB back took longer than folding them again)."""
         return (
-            self.opt_level != "none"
+            self.opt_level != OptLevel.NONE
             and len(data) <= cache.MAX_ENTRY_BYTES
             and not self.graph.weights.has_external
             and not memory
@@ -430,7 +431,7 @@ class SegmentRunner:
                         node_protos.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
                     info = self.graph.info_at(scope.path, o)
                     pixels = math.prod(d for d in (info.shape or ())[2:] if isinstance(d, int))
-                    if self.opt_level != "none" and pooled_first(info) and not (o in checked and pixels > 2**24):  # (see bounds.LIMIT)
+                    if self.opt_level != OptLevel.NONE and pooled_first(info) and not (o in checked and pixels > 2**24):  # (see bounds.LIMIT)
                         node_protos.append(helper.make_node("GlobalAveragePool", [source], [f"__gd_gap{i}"]))
                         source = f"__gd_gap{i}"
                     else:

@@ -17,6 +17,7 @@ from graph_dap.errors import NodeExecutionError
 from graph_dap.runtime.breakpoints import BreakpointTable
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
+from graph_dap.runtime.engine.faults import Fault
 from graph_dap.runtime.engine.interrupt import Interrupt
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError
@@ -227,7 +228,7 @@ class Runs:
                     return self._disagreement(frame, plan, feeds, embedded, fired)
             if found is not None:
                 node, name, kind = found
-                if kind == "inner":  # a fault somewhere inside this control-flow node: back to it, then step in
+                if kind == Fault.INNER:  # a fault somewhere inside this control-flow node: back to it, then step in
                     frame.timeline.rewind_to(frame.timeline.position(node))
                     self.levels.localize.add(node.id)
                     return LOOK_INSIDE
@@ -276,7 +277,7 @@ class Runs:
 
     # -- while stopped -------------------------------------------------------------
 
-    def static_fault(self) -> tuple[Node, str, str] | None:
+    def static_fault(self) -> tuple[Node, str, Fault] | None:
         """The first constant node whose output holds a watched fault (remembered per constants)."""
         key = self.filters.watch
         constants = self.constants

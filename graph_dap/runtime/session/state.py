@@ -12,6 +12,7 @@ from typing import Any
 import onnx
 
 from graph_dap.errors import GraphDapError
+from graph_dap.kinds import BreakFilter, OptLevel
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
 from graph_dap.runtime.checks import check_runnable
@@ -51,7 +52,7 @@ class SessionState:
         skip_constants: bool = True,
         break_on: Iterable[str] = (),
         inf_exclude: Iterable[str] = (),
-        opt_level: str = "all",
+        opt_level: str = OptLevel.ALL,
         memory_budget_mb: float | None = None,
         fast: bool = True,
         pausable: bool = True,
@@ -189,7 +190,7 @@ class SessionState:
     # -- break filters -------------------------------------------------------------
 
     @property
-    def break_on(self) -> set[str]:
+    def break_on(self) -> set[BreakFilter]:
         """The break filters on: any of ``nan``, ``inf``, ``error``."""
         return self.filters.enabled
 
