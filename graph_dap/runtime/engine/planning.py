@@ -167,7 +167,10 @@ class SegmentPlanner:
         a second copy of them while it runs. Except a ConstantOfShape's (the onnx wheel's light
         models make their weights so): the session holds it as a view of its one value, and
         the segment fills it as the whole model does (folded into a pre-packed initializer above
-        optimization level ``none``, filled at each run without).
+        optimization level ``none``, filled at each run without); and a DequantizeLinear's (a
+        quantized model's weights): onnxruntime fuses it with its reader into an integer kernel
+        (QLinearConv, QLinearMatMul) as in the whole model; fed as a float weight, the segment would
+        run a float kernel, not the user's.
         """
         needed: dict[int, Node] = {}
         frontier = [i for n in nodes for i in n.all_inputs]
@@ -175,7 +178,8 @@ class SegmentPlanner:
             p = self.graph.producer(frontier.pop())
             if p is None or not p.is_static or p.order in needed or p.is_constant_op:
                 continue  # Constant outputs are embedded like initializers
-            if p.op_type != "ConstantOfShape" and any(o and nbytes(constants.get(o)) > INLINE_CONSTANT_BYTES for o in p.outputs):
+            refilled = p.op_type in ("ConstantOfShape", "DequantizeLinear")
+            if not refilled and any(o and nbytes(constants.get(o)) > INLINE_CONSTANT_BYTES for o in p.outputs):
                 continue
             needed[p.order] = p
             frontier.extend(p.all_inputs)
