@@ -109,7 +109,7 @@ def attribute_markdown(a: Analysis, token: Token, node: Node | None) -> str | No
 def node_markdown(a: Analysis, node: Node) -> str:
     """The hover of a node: id, op, attributes, outputs, source line."""
     op = node.op_type if not node.domain or node.domain == "ai.onnx" else f"{node.domain}.{node.op_type}"
-    lines = [f"**{node.id}**: `{op}`" + (" (constant: computed once at load)" if node.is_static else "")]
+    lines = [f"**{node.id}**: `{op}`" + (" (constant: computed once at load)" if node.is_constant else "")]
     if node.proto.name and node.proto.name != node.id:
         lines.append(f"name in the model: `{node.proto.name}`")
     lines.append(f"position {node.index} in the file, {node.order} in run order")

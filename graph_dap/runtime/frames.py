@@ -70,7 +70,7 @@ class Frame:
 
 def run_sequence(scope: Scope, skip_constants: bool) -> tuple[Node, ...]:
     """The nodes a frame's counter walks through: all but constants computed at entry."""
-    return tuple(n for n in scope.nodes if not (skip_constants and n.is_static))
+    return tuple(n for n in scope.nodes if not (skip_constants and n.is_constant))
 
 
 def last_uses(scope: Scope, sequence: tuple[Node, ...]) -> dict[str, int]:

@@ -143,7 +143,7 @@ class Values:
             return True
         producer = self.scope.producer(name)
         return producer is not None and (
-            producer.order in self.timeline.ran or (producer.is_static and self.skip_constants and self.started)
+            producer.order in self.timeline.ran or (producer.is_constant and self.skip_constants and self.started)
         )
 
     def value(self, name: str) -> Any:
@@ -327,7 +327,7 @@ class Values:
             raise GraphDapError(f"value '{name}' is {type_text(cur)}, got {type_text(new)}{hint}")
         if name in self.store.fixed:
             producer = self.scope.producer(name)
-            self.constants.changed(name, producer is not None and producer.is_static, name in self.embedded)
+            self.constants.changed(name, producer is not None and producer.is_constant, name in self.embedded)
         self.store.put(name, np.array(new, copy=True, order="C"))
         if name not in self.store.fixed:
             self.overrides.add(name)  # kept until its producer runs again: it cannot be recomputed

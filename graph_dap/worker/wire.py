@@ -133,7 +133,7 @@ def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: st
             attributes=tuple((k, _attribute_text(v)) for k, v in n.attributes.items()),
             line=listing.line_of(n.id) or 0,
             has_subgraphs=n.has_subgraphs,
-            constant=n.is_static and skip_constants,
+            constant=n.is_constant and skip_constants,
             name=n.name,
             path=tuple(p.PathStep(s.node, s.attribute) for s in n.path),
             enterable=n.enterable,

@@ -24,9 +24,9 @@ import onnxruntime as ort
 from graph_dap import log as _log
 from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine import ortio
+from graph_dap.runtime.engine.assembly import MEMORY_BYTES
 from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
 from graph_dap.runtime.engine.fusion import Fusions, whole_model_fusions
-from graph_dap.runtime.engine.models import MEMORY_BYTES
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, ort_message, session_options
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner

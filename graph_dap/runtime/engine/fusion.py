@@ -144,7 +144,7 @@ def derive_fused(graph: Graph, optimized: onnx.ModelProto, opt_level: str) -> Fu
                     frontier.append(graph.producer(i))
         # Constant-foldable nodes became initializers: the node uses their values, it does not compute them.
         # An original node already claimed by an earlier optimized node stays with that one.
-        origin = tuple(seen[k].id for k in sorted(seen) if not seen[k].is_static and seen[k].id not in covered)
+        origin = tuple(seen[k].id for k in sorted(seen) if not seen[k].is_constant and seen[k].id not in covered)
         covered.update(origin)
         index = None
         if len(origin) == 1 and graph.has_node(p.name) and graph.node(p.name).op_type == p.op_type and p.name == origin[0]:

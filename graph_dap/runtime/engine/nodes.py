@@ -16,8 +16,8 @@ import onnxruntime as ort
 from graph_dap.errors import NodeExecutionError
 from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine import ortio
+from graph_dap.runtime.engine.assembly import assemble_model, signature
 from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
-from graph_dap.runtime.engine.models import assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph, Node
 

@@ -176,7 +176,7 @@ class SegmentPlanner:
         frontier = [i for n in nodes for i in n.all_inputs]
         while frontier:
             p = self.graph.producer(frontier.pop())
-            if p is None or not p.is_static or p.order in needed or p.is_constant_op:
+            if p is None or not p.is_constant or p.order in needed or p.is_constant_op:
                 continue  # Constant outputs are embedded like initializers
             refilled = p.op_type in ("ConstantOfShape", "DequantizeLinear")
             if not refilled and any(o and nbytes(constants.get(o)) > INLINE_CONSTANT_BYTES for o in p.outputs):

@@ -34,9 +34,9 @@ from onnx import TensorProto, helper, numpy_helper
 from graph_dap import log as _log
 from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine import cache, fidelity, ortio
+from graph_dap.runtime.engine.assembly import add_memory, assemble_model, signature
 from graph_dap.runtime.engine.budget import COUNTED_BYTES, WeightBudget, weight_bytes
 from graph_dap.runtime.engine.fidelity import may_fuse
-from graph_dap.runtime.engine.models import add_memory, assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.sentinel import Readout
 from graph_dap.runtime.engine.watch import WatchPlan, pooled_first
@@ -150,7 +150,7 @@ class SegmentRunner:
             return 0
         total = 0
         for n in nodes:
-            if n.is_static and n.op_type == "ConstantOfShape":
+            if n.is_constant and n.op_type == "ConstantOfShape":
                 size = self.graph.value_info(n.outputs[0]).nbytes if n.outputs and n.outputs[0] else None
                 total += size if size is not None and size >= COUNTED_BYTES else 0
         return total

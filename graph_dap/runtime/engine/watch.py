@@ -254,8 +254,8 @@ def watch_plan(
 
     def fed(x: str) -> bool:  # (not a constant the segment computes: its sum would come before it; IsNaN: opset 9)
         p = graph.producer(x)
-        static = p is not None and p.is_static
-        return x in reads and dtypes.get(x) == "float32" and not static and graph.opsets.get("ai.onnx", 0) >= 9
+        constant = p is not None and p.is_constant
+        return x in reads and dtypes.get(x) == "float32" and not constant and graph.opsets.get("ai.onnx", 0) >= 9
 
     within = Within(made, fed)
 

@@ -66,7 +66,7 @@ class DebugSession(SessionState):
         if not self.values.started:
             if self.skip_constants and not self.constants.computed:
                 for node in self.graph.nodes:
-                    if node.is_static:
+                    if node.is_constant:
                         outs = known_outputs(node, self.store.fixed)
                         try:
                             if outs is None:
@@ -261,7 +261,7 @@ class DebugSession(SessionState):
         scope = frame.scope
         while frontier:
             p = scope.producer(frontier.pop())
-            if p is None or p.order in out or p.order in frame.timeline.ran or (p.is_static and self.skip_constants):
+            if p is None or p.order in out or p.order in frame.timeline.ran or (p.is_constant and self.skip_constants):
                 continue
             out[p.order] = p
             frontier.extend(i for i in p.all_inputs if not frame.values.available(i))

@@ -220,7 +220,7 @@ class Levels:
             frame.loop.inputs.append(dict(inputs))
         if self.skip_constants:
             for node in frame.scope.nodes:
-                if node.is_static:
+                if node.is_constant:
                     values.store.fixed.update(known_outputs(node, values.fixed) or values.execute(node))
         values.started = True
 

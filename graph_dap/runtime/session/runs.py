@@ -287,7 +287,7 @@ class Runs:
         found = None
         fixed = self.levels.main.values.store.fixed
         for node in self.levels.graph.nodes:
-            if node.is_static:
+            if node.is_constant:
                 fault = key.check(node, {o: fixed.get(o) for o in node.outputs})
                 if fault is not None:
                     found = (node, *fault)
