@@ -70,7 +70,7 @@ class Frame:
 
 def run_sequence(scope: Scope, skip_constants: bool) -> tuple[Node, ...]:
     """The nodes a frame's counter walks through: all but constants computed at entry."""
-    return tuple(n for n in scope.nodes if not (skip_constants and n.is_static))
+    return tuple(n for n in scope.nodes if not (skip_constants and n.is_constant))
 
 
 def last_uses(scope: Scope, sequence: tuple[Node, ...]) -> dict[str, int]:
@@ -245,7 +245,7 @@ class ControlFlow:
         assert node is not None
         if loop is None:
             return None
-        outs = [frame.values.flowing(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
+        outs = [frame.values.get(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
         if node.op_type == "Loop":
             n_carried = len(node.inputs) - 2
             cond, carried, scans = outs[0], outs[1 : 1 + n_carried], outs[1 + n_carried :]
@@ -292,8 +292,3 @@ class ControlFlow:
                 rank = np.asarray(elems[0]).ndim + 1
                 scans.append(np.stack(elems, axis=axis + rank if axis < 0 else axis))
         return {name: v for name, v in zip(node.outputs, finals + scans) if name}
-
-
-def frame_inputs_fixed(values: Values, inputs: Mapping[str, Any]) -> None:
-    """A frame's formal inputs are fixed values of its level (never evicted, never recomputed)."""
-    values.store.fixed.update(inputs)

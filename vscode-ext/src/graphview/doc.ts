@@ -10,7 +10,7 @@ export type ScopeRow = [number, string, number[], number[]];
 export type ModuleRow = [string, string, number, number];
 /** `[name, type, producer node, flags]` (flags: 1 initializer). */
 export type ValueRow = [string, string, number, number];
-/** `[id, op, scope, module, line, input values, output values, flags, listing text]` (flags: 1 static, 2 enterable). */
+/** `[id, op, scope, module, line, input values, output values, flags, listing text]` (flags: 1 constant: computed from constants alone, 2 enterable). */
 export type NodeRow = [string, string, number, number, number, number[], number[], number, string];
 
 export interface GraphDoc {
@@ -25,7 +25,7 @@ export interface GraphDoc {
 }
 
 export const VALUE_INITIALIZER = 1;
-export const NODE_STATIC = 1;
+export const NODE_CONSTANT = 1;
 export const NODE_ENTERABLE = 2;
 
 /** One number an overlay gives per node: how it is named, and which way is worse. */

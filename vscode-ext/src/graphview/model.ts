@@ -3,7 +3,7 @@
  * scopes, the bodies of If/Loop/Scan nodes and function calls) and the value edges between them,
  * built once from a {@link GraphDoc}. No DOM here: it is unit-tested in Node.
  */
-import { GraphDoc, NODE_ENTERABLE, NODE_STATIC, VALUE_INITIALIZER } from './doc';
+import { GraphDoc, NODE_ENTERABLE, NODE_CONSTANT, VALUE_INITIALIZER } from './doc';
 
 export const enum Kind {
 	/** A graph's own level: the main graph (the root) or a body; always open when shown. */
@@ -229,9 +229,9 @@ export class GraphModel {
 		return `${outs} = ${op}${attrs}(${inputs.map((v) => values[v][0]).join(', ')})${source}`;
 	}
 
-	/** Whether a node is static (its inputs are all constants): drawn lighter. */
-	isStatic(row: number): boolean {
-		return (this.doc.nodes[row][7] & NODE_STATIC) !== 0;
+	/** Whether a node is computed from constants alone: drawn as a constant. */
+	isConstant(row: number): boolean {
+		return (this.doc.nodes[row][7] & NODE_CONSTANT) !== 0;
 	}
 
 	/** The nodes that depend on node `row` (directly or not), itself excluded: where a NaN from it can spread. */

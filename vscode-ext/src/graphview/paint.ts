@@ -61,7 +61,7 @@ export function paint(model: GraphModel, box: Box, marks: Marks, theme: Theme): 
 		fill = theme.fills.io;
 		sub = it.detail;
 	} else {
-		fill = theme.fills[model.isStatic(it.row) && category(it.label) !== 'control' ? 'constant' : category(it.label)];
+		fill = theme.fills[model.isConstant(it.row) && category(it.label) !== 'control' ? 'constant' : category(it.label)];
 		sub = it.key;
 	}
 	const overlay = marks.colors?.[i];

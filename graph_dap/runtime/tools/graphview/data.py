@@ -20,7 +20,7 @@ position, see :data:`NODE_COLUMNS` and :data:`VALUE_COLUMNS`):
   (``float32[1,3,?,?]``), ``producer`` a node index or -1, ``flags`` 1 for an initializer.
 - ``nodes``: ``[id, op, scope, module, line, inputs, outputs, flags, text]``: ``module`` a module
   row or -1, ``line`` the node's listing line, ``inputs``/``outputs`` value indices (outer-scope
-  values a body reads are inputs of the node that holds it, as the listing says), ``flags`` 1 static,
+  values a body reads are inputs of the node that holds it, as the listing says), ``flags`` 1 constant (computed from constants alone),
   2 enterable (a debugger steps into it), ``text`` what else the node's listing line says: its
   attributes as the listing writes them (``<kernel_shape=[3,3], pads=[1,1,1,1]>``) and the Python
   source line (``# model.py:25``); the renderer writes the rest of the line from the other columns.
@@ -41,7 +41,7 @@ NODE_COLUMNS = ("id", "op", "scope", "module", "line", "inputs", "outputs", "fla
 VALUE_COLUMNS = ("name", "type", "producer", "flags")
 SCOPE_COLUMNS = ("owner", "attribute", "inputs", "outputs")
 MODULE_COLUMNS = ("path", "class", "parent", "scope")
-NODE_STATIC, NODE_ENTERABLE = 1, 2
+NODE_CONSTANT, NODE_ENTERABLE = 1, 2
 VALUE_INITIALIZER = 1
 _MAX_TEXT = 240  # a node's listing line, cut: attributes can be long
 
@@ -147,7 +147,7 @@ class _Builder:
         scope = self.graph.scope_of(node)
         line = self.listing.line_of(node.id) or 0
         text = self._extra(line)
-        flags = (NODE_STATIC if node.is_static else 0) | (NODE_ENTERABLE if node.enterable else 0)
+        flags = (NODE_CONSTANT if node.is_constant else 0) | (NODE_ENTERABLE if node.enterable else 0)
         return [
             node.id,
             node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}",
