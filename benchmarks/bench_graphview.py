@@ -106,8 +106,8 @@ def netron(exe: str, named: dict[str, Path], runs: int) -> list[dict[str, Any]]:
 
 
 def highlights(log: Path) -> list[dict[str, float]]:
-    pattern = re.compile(r"stop (\d+): highlighted ([\d.]+) ms after the stopped event \(the stack trace after ([\d.]+) ms, ([\d.]+) ms in the view\)")
-    return [{"stop": int(m[1]), "total": float(m[2]), "stack": float(m[3]), "view": float(m[4])} for m in pattern.finditer(log.read_text())]
+    pattern = re.compile(r"stop (\d+): highlighted ([\d.]+) ms after the stopped event \(the node known ([\d.]+) ms after it, ([\d.]+) ms in the view\)")
+    return [{"stop": int(m[1]), "total": float(m[2]), "node_known": float(m[3]), "view": float(m[4])} for m in pattern.finditer(log.read_text())]
 
 
 def main() -> None:

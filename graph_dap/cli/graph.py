@@ -1,6 +1,7 @@
 """``graph-dap graph``: the model as a picture, in one self-contained HTML page (or as the graph view's JSON).
 
-Its options are in :mod:`graph_dap.cli.options`."""
+Its options are in :mod:`graph_dap.cli.options`.
+"""
 
 from __future__ import annotations
 

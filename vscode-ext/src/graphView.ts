@@ -203,7 +203,7 @@ export class GraphPanel {
 				if (seen !== undefined) {
 					this.host.log(
 						`stop ${m.stop}: highlighted ${m.ms.toFixed(0)} ms after the stopped event ` +
-							`(the stack trace after ${(seen.frames - seen.t0).toFixed(1)} ms, ${m.view.toFixed(1)} ms in the view)`,
+							`(the node known ${(seen.frames - seen.t0).toFixed(1)} ms after it, ${m.view.toFixed(1)} ms in the view)`,
 					);
 					this.stopSeen.delete(m.stop);
 				}

@@ -71,3 +71,16 @@ export function spreadOf(model: GraphModel, rows: number[], summaries: Map<strin
 	}
 	return { origin, spread };
 }
+
+/**
+ * The node a NaN/Inf stop's description starts with (`head/step/sub (Sub) produced 70 NaN in ...`):
+ * the longest text before a ` (` that is a node id of the model; undefined when none is.
+ */
+export function nodeFromDescription(model: GraphModel, description: string): string | undefined {
+	let found: string | undefined;
+	for (let i = description.indexOf(' ('); i > 0; i = description.indexOf(' (', i + 1)) {
+		const id = description.slice(0, i);
+		if (model.nodeRow.has(id)) found = id;
+	}
+	return found;
+}

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { GraphDoc, NodeRow, Overlay } from '../graphview/doc';
-import { nodeAtLine, nodesAtLines, nonFinite, spreadOf, watchedNodes, watchedValues } from '../graphview/follow';
+import { nodeAtLine, nodeFromDescription, nodesAtLines, nonFinite, spreadOf, watchedNodes, watchedValues } from '../graphview/follow';
 import { Box, Engine, Layouter, Scene, dagreEngine } from '../graphview/layout';
 import { CHUNK_SIZE, GraphModel, Kind } from '../graphview/model';
 import { ORIGIN_COLOR, SPREAD_COLOR, itemColors, legendText, markedItems, metricScale, nonFiniteItems, position, scaleColor } from '../graphview/overlay';
@@ -306,6 +306,12 @@ describe('following the debugger', () => {
 		assert.equal(nodeAtLine(m, 3), 'enc/b0/mm');
 		assert.equal(nodeAtLine(m, 99), undefined);
 		assert.deepEqual(nodesAtLines(m, [10, 11, 3]), ['enc/b0/mm', 'enc/b0/add']);
+	});
+
+	test("a NaN stop's description names its node", () => {
+		const m = new GraphModel(blocks());
+		assert.equal(nodeFromDescription(m, 'enc/b1/add (Add) produced 3 NaN in \'enc/b1/add.out\' at index [0, 1]'), 'enc/b1/add');
+		assert.equal(nodeFromDescription(m, 'elsewhere (Add) produced 3 NaN'), undefined);
 	});
 
 	test('summaries that hold NaN or Inf', () => {
