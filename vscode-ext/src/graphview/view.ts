@@ -352,6 +352,16 @@ export class GraphView {
 		return { x: b.x * this.vp.k + this.vp.x, y: b.y * this.vp.k + this.vp.y, w: b.w * this.vp.k, h: b.h * this.vp.k, shownAs: this.model.items[b.item].key };
 	}
 
+	/** The screen point halfway along the edge between two shown items (by key), relative to the canvas; for tests. */
+	edgeMid(from: string, to: string): { x: number; y: number } | undefined {
+		const key = (i: number) => this.model!.items[i].key;
+		const e = this.scene?.edges.find((x) => key(x.from) === from && key(x.to) === to);
+		if (!e) return undefined;
+		const k = Math.floor(e.points.length / 4) * 2;
+		const [x, y] = [(e.points[k - 2 >= 0 ? k - 2 : 0] + e.points[k]) / 2, (e.points[k - 1 >= 0 ? k - 1 : 1] + e.points[k + 1]) / 2];
+		return { x: x * this.vp.k + this.vp.x, y: y * this.vp.k + this.vp.y };
+	}
+
 	/** Keys of the items shown now; for tests. */
 	shownKeys(): string[] {
 		return this.scene ? this.scene.boxes.map((b) => this.model!.items[b.item].key) : [];

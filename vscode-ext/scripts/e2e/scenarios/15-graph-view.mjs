@@ -135,6 +135,23 @@ export async function run({ page, ws, server, shot, visible }) {
 	const spread = await data();
 	check(spread.origin === origin && /NaN\/Inf starts here \(1\)/.test(spread.legend) && /NaN\/Inf spread to \(3\)/.test(spread.legend),
 		`the stops after it colour the spread (${spread.spread} nodes) and the legend says so (${spread.legend})`);
+	// Hovering a node while stopped shows its outputs' summaries (the adapter's graphDap/summaries).
+	const mul = await body.evaluate(() => window.graphView.boxOf('head/step/mul'));
+	await canvas.hover({ position: { x: mul.x + mul.w / 2, y: mul.y + mul.h / 2 } });
+	const tip = await until_('the hover with the summary', async () => {
+		const t = await view.locator('#gv-tooltip').innerText();
+		return /head\.scaled: float32\[1,1,16,16\].*nan=\d+/.test(t) ? t : false;
+	}, 10000);
+	check(true, `hovering head/step/mul shows its line and its output's summary (${tip.split('\n').pop()})`);
+	// A click on a value (the edge from the NaN's origin) opens it in the tensor viewer.
+	const edge = await body.evaluate(() => window.graphView.edgeMid('head/binarize/sqrt', 'head/binarize/sigmoid'));
+	await canvas.click({ position: edge });
+	await visible('.tabs-container .tab', { hasText: 'Tensor: head.binarize.sqrt', timeout: 30000 });
+	check(true, 'a click on the value head.binarize.sqrt (an edge) opened it in the tensor viewer');
+	const tensorTab = page.locator('.tabs-container .tab', { hasText: 'Tensor: head.binarize.sqrt' }).first();
+	await tensorTab.click({ button: 'middle' }); // closes that tab (the palette's "Close Editor" may pick "Close All Editors")
+	await tensorTab.waitFor({ state: 'hidden', timeout: 10000 });
+
 	// For the README: the graph and the listing without the side bar, the panel and the exception widget.
 	await page.keyboard.press('Escape');
 	for (const command of ['View: Close Primary Side Bar', 'View: Hide Panel', 'View: Toggle Word Wrap']) {
