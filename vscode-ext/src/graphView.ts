@@ -237,16 +237,20 @@ export class GraphPanel {
 				return;
 			}
 			case 'jumpTo': {
-				const session = this.stoppedSession();
+				// VS Code's own Jump to Cursor on the node's line of the listing: a custom gotoTargets request
+				// would carry the listing as a path, which a remote workbench (code-server) rewrites.
 				const line = this.lineOf(m.node);
-				if (!session || !line) return;
-				try {
-					const { targets } = (await session.customRequest('gotoTargets', { source: { path: this.listing }, line })) as { targets: { id: number }[] };
-					if (!targets.length) throw new Error(`cannot jump to ${m.node} from here (a jump stays in the current graph or body)`);
-					await session.customRequest('goto', { threadId: 1, targetId: targets[0].id });
-				} catch (e) {
-					void vscode.window.showErrorMessage(`graph-dap: ${(e as Error).message}`);
-				}
+				if (!this.stoppedSession() || !line) return;
+				const open = vscode.window.visibleTextEditors.find((ed) => ed.document.uri.fsPath === this.listing);
+				const pos = new vscode.Position(line - 1, 0);
+				this.echo = line;
+				await vscode.window.showTextDocument(open?.document.uri ?? vscode.Uri.file(this.listing), {
+					viewColumn: open?.viewColumn ?? vscode.ViewColumn.One,
+					selection: new vscode.Range(pos, pos),
+					preserveFocus: false,
+					preview: false,
+				});
+				await vscode.commands.executeCommand('debug.jumpToCursor');
 				return;
 			}
 			case 'summaries': {

@@ -114,6 +114,16 @@ export async function run({ page, ws, server, shot, visible }) {
 	await until_('stopped at the node run to', async () => (await data()).current === runTo, 60000);
 	await callStackRow(page, runTo).waitFor({ state: 'visible', timeout: 30000 });
 	check(true, `"Run to Here" on ${runTo}'s context menu: stopped there, highlighted`);
+	// Jump to Here, back to the breakpoint's node (gotoTargets and goto on its listing line).
+	await view.locator('#gv-search').fill(bpNode);
+	await view.locator('#gv-search').press('Enter');
+	await until_(`${bpNode} selected`, async () => (await data()).selected === bpNode);
+	const back = await body.evaluate((_, id) => window.graphView.boxOf(id), bpNode);
+	await canvas.click({ button: 'right', position: { x: back.x + back.w / 2, y: back.y + back.h / 2 } });
+	await view.locator('#gv-menu div', { hasText: 'Jump to Here' }).click();
+	await until_('the jump back', async () => (await data()).current === bpNode, 60000);
+	await callStackRow(page, bpNode).waitFor({ state: 'visible', timeout: 30000 });
+	check(true, `"Jump to Here" on ${bpNode}: the program counter went back there, highlighted`);
 	await view.locator('#gv-search').fill('');
 
 	// Continue: the NaN stop at head/binarize/sqrt, where it starts; continue again: it spread.
@@ -185,7 +195,7 @@ export async function run({ page, ws, server, shot, visible }) {
 
 	await sleep(1200);
 	const ms = latencies(server.dirs.data);
-	check(ms.length >= 6, `the extension logged each stop's highlight: ${ms.map((x) => x.toFixed(0)).join(', ')} ms after the stopped event`);
+	check(ms.length >= 7, `the extension logged each stop's highlight: ${ms.map((x) => x.toFixed(0)).join(', ')} ms after the stopped event`);
 }
 
 /** The highlight latencies the extension logged ("graph-dap Graph" output), the log copied to the artifacts. */
