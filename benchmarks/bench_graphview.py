@@ -115,7 +115,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--netron", help="the netron executable (pip install netron in a venv of its own)")
     ap.add_argument("--highlight-log", type=Path, help="vscode-ext/e2e-artifacts/graph-view.log of an e2e run")
-    ap.add_argument("--skip-engines", action="store_true")
+    ap.add_argument("--skip-engines", action="store_true", help="no dagre/elkjs comparison")
+    ap.add_argument("--skip-browser", action="store_true", help="no Chromium (nor Netron)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-graphview-"))
@@ -136,11 +137,14 @@ def main() -> None:
         result: dict[str, Any] = {"sizes": sizes}
         if not args.skip_engines:
             result["engines"] = engines({k: v for k, v in docs.items() if k != "transformer10k"})
-        specs = [{"name": "transformer10k", "path": str(pages["transformer10k"]), "opens": 40},
-                 {"name": "densenet121", "path": str(pages["densenet121"]), "fps": True, "opens": 10}]
-        specs += [{"name": n, "path": str(pages[n])} for n in ("det_fpn640", "resnet50", "inception_v2")]
-        result["browser"] = browser({"runs": args.runs, "pages": specs})["pages"]
-        if args.netron:
+        if args.skip_browser:
+            specs = []
+        else:
+            specs = [{"name": "transformer10k", "path": str(pages["transformer10k"]), "opens": 40},
+                     {"name": "densenet121", "path": str(pages["densenet121"]), "fps": True, "opens": 10}]
+            specs += [{"name": n, "path": str(pages[n])} for n in ("det_fpn640", "resnet50", "inception_v2")]
+        result["browser"] = browser({"runs": args.runs, "pages": specs})["pages"] if specs else []
+        if args.netron and not args.skip_browser:
             result["netron"] = netron(args.netron, {n: paths[n] for n in ("densenet121", "transformer10k", "resnet50")}, args.runs)
         if args.highlight_log:
             result["highlight"] = highlights(args.highlight_log)
