@@ -36,13 +36,10 @@ interface SessionState {
 }
 
 export class GraphFollower implements vscode.DebugAdapterTrackerFactory {
-	private readonly sessions = new Map<string, SessionState>();
-
 	constructor(private readonly views: GraphViews) {}
 
 	createDebugAdapterTracker(session: vscode.DebugSession): vscode.DebugAdapterTracker {
 		const st: SessionState = { stops: 0, breakpoints: new Map(), nanStops: [], last: { session: session.name, phase: 'none', stop: 0, reason: '', text: '', origin: [], spread: [] } };
-		this.sessions.set(session.id, st);
 		const show = (patch: Partial<Omit<DebugView, 'current'>>) => {
 			st.last = { ...st.last, ...patch };
 			st.panel?.setDebug(session, st.last, st.line);
@@ -84,7 +81,6 @@ export class GraphFollower implements vscode.DebugAdapterTrackerFactory {
 			},
 			onExit: () => {
 				show({ phase: 'ended' });
-				this.sessions.delete(session.id);
 			},
 		};
 	}
