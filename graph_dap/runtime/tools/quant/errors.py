@@ -1,0 +1,195 @@
+"""The three errors of each group: accumulated, local and quantization-only.
+
+- *accumulated*: the quantized model's value against the float model's (everything before counts);
+- *local*: the group's quantized nodes run on the float model's own values at its inputs, quantized
+  as the model quantizes them: the error the group itself adds;
+- *quantization-only*: the float tensor through its own Q/DQ round trip (rounding and clipping).
+
+Both models run once, node by node, in lockstep over the groups (:class:`~.stream.ValueStream`):
+a float value is kept only until the groups that read it are done, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from graph_dap.runtime.engine.nodes import NodeRunner
+from graph_dap.runtime.tools.metrics import compare_arrays
+from graph_dap.runtime.tools.quant.groups import Group
+from graph_dap.runtime.tools.quant.pairing import Pairing
+from graph_dap.runtime.tools.quant.params import QuantParams
+from graph_dap.runtime.tools.quant.stream import ValueStream, run_nodes
+from graph_dap.runtime.tools.quant.view import Form, ModelView
+
+__all__ = ["Error", "GroupErrors", "evaluate_groups", "measure", "readable_value", "as_read"]
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """How far a value is from the float one: SQNR (dB), max_abs, mse, cosine, and max_abs in quantization steps."""
+
+    snr: float
+    max_abs: float
+    mse: float
+    cosine: float
+    signal: float  # sum of the float value squared (SQNRs over several values or inputs add these up)
+    noise: float  # sum of the differences squared
+    size: int
+    steps: float | None = None  # max_abs / scale (None: no scale)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"snr": _num(self.snr), "max_abs": _num(self.max_abs), "mse": _num(self.mse), "cosine": _num(self.cosine)}
+        if self.steps is not None:
+            d["steps"] = _num(self.steps)
+        return d
+
+    @staticmethod
+    def combine(errors: Sequence[Error]) -> Error:
+        """One error over several values (a group's outputs, a data set's inputs): energies added, maxima taken."""
+        signal = sum(e.signal for e in errors)
+        noise = sum(e.noise for e in errors)
+        size = sum(e.size for e in errors)
+        steps = [e.steps for e in errors if e.steps is not None]
+        return Error(
+            _snr(signal, noise),
+            max(e.max_abs for e in errors),
+            sum(e.mse * e.size for e in errors) / max(size, 1),
+            min(e.cosine for e in errors) if not any(math.isnan(e.cosine) for e in errors) else math.nan,
+            signal,
+            noise,
+            size,
+            max(steps) if steps else None,
+        )
+
+
+def _num(v: float) -> float | str:
+    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+
+
+def _snr(signal: float, noise: float) -> float:
+    if noise == 0:
+        return math.inf
+    if signal == 0:
+        return -math.inf
+    return 10 * math.log10(signal / noise)
+
+
+def measure(value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None) -> Error:
+    """``value`` against the float ``reference``: one pass in float32 (BLAS dot products), NaN or Inf on one side fail."""
+    a = np.asarray(value, np.float32).reshape(-1)
+    b = np.asarray(reference, np.float32).reshape(-1)
+    if a.shape != b.shape:
+        return Error(-math.inf, math.inf, math.inf, math.nan, 0.0, math.inf, int(b.size))
+    d = a - b
+    finite = bool(np.isfinite(d).all())
+    if not finite:
+        m = compare_arrays(value, reference).metrics
+        return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], float(np.dot(b, b)), math.inf, int(b.size))
+    noise = float(np.dot(d, d))
+    signal = float(np.dot(b, b))
+    aa = float(np.dot(a, a))
+    dot = float(np.dot(a, b))
+    cosine = 1.0 if aa == 0 and signal == 0 else (0.0 if aa == 0 or signal == 0 else max(-1.0, min(1.0, dot / math.sqrt(aa * signal))))
+    max_abs = float(np.max(np.abs(d))) if d.size else 0.0
+    steps = params.max_steps(d.reshape(np.shape(reference))) if params is not None else None
+    return Error(_snr(signal, noise), max_abs, noise / max(d.size, 1), cosine, signal, noise, int(d.size), steps)
+
+
+def readable_value(view: ModelView, name: str, value: Any) -> np.ndarray:
+    """A quantized model's value as float: integers dequantized with their params."""
+    if view.form.get(name) is Form.INT:
+        return view.params[name].dequantize(value)
+    return np.asarray(value)
+
+
+def as_read(view: ModelView, name: str, float_value: np.ndarray) -> np.ndarray:
+    """A float tensor in the form the quantized model's value ``name`` has: quantized, round-tripped, or as it is."""
+    form = view.form.get(name)
+    if form is Form.INT:
+        return view.params[name].quantize(float_value)
+    if form is Form.DEQUANTIZED:
+        return view.params[name].round_trip(float_value)
+    return float_value
+
+
+@dataclass(frozen=True, slots=True)
+class GroupErrors:
+    """A group's three errors (over its outputs), the SQNR it starts from, and its output's quantization."""
+
+    group: Group
+    accumulated: Error
+    local: Error
+    quant_only: Error | None
+    params: QuantParams | None
+    clipped: float | None  # share of the float output outside the quantized range
+    input_snr: float  # the worst accumulated SQNR among the paired tensors it reads (inf: it reads only inputs)
+    per_output: dict[str, Error] = field(default_factory=dict)
+
+    @property
+    def snr_drop(self) -> float:
+        """How much SQNR the group loses: its inputs' worst accumulated SQNR minus its output's (inf inputs: not defined)."""
+        if math.isinf(self.input_snr):
+            return math.nan
+        return self.input_snr - self.accumulated.snr
+
+
+def evaluate_groups(
+    pairing: Pairing,
+    groups: Sequence[Group],
+    inputs: Mapping[str, Any],
+    float_runner: NodeRunner,
+    quant_runner: NodeRunner,
+    on_group: Callable[[int, int], None] | None = None,
+) -> tuple[list[GroupErrors], dict[str, int]]:
+    """Run both models once in lockstep over ``groups`` and measure each group's three errors.
+
+    Returns the errors in group order and the peak bytes each side held.
+    """
+    fv, qv = pairing.float_view, pairing.quant_view
+    float_demand: dict[str, int] = {}
+    quant_demand: dict[str, int] = {}
+    for g in groups:
+        for p in g.outputs:
+            float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
+            quant_demand[p.quant_name] = quant_demand.get(p.quant_name, 0) + 1
+        for p in g.inputs:
+            float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
+    fs = ValueStream(fv.graph, {k: inputs[k] for k in fv.graph.input_names}, float_runner, float_demand)
+    qs = ValueStream(qv.graph, {k: inputs[k] for k in qv.graph.input_names}, quant_runner, quant_demand)
+    embedded = set(qs.embedded)
+    acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
+    out: list[GroupErrors] = []
+    for i, g in enumerate(groups):
+        fs.advance([p.float_name for p in g.outputs])
+        floats_in = {p.float_name: fs.take(p.float_name) for p in g.inputs}
+        local_values: dict[str, Any] = {raw: as_read(qv, raw, floats_in[p.float_name]) for raw, p in g.reads}
+        local_values = run_nodes(quant_runner, g.quant_nodes, local_values, embedded, qs.initializers)
+        acc, loc, qonly, per = [], [], [], {}
+        params: QuantParams | None = None
+        clipped = None
+        for p in g.outputs:
+            f = fs.take(p.float_name)
+            q = readable_value(qv, p.quant_name, qs.take(p.quant_name))
+            pp = qv.params.get(p.quant_name)
+            a = measure(q, f, pp)
+            acc.append(a)
+            per[p.float_name] = a
+            acc_snr[p.float_name] = a.snr
+            loc.append(measure(readable_value(qv, p.quant_name, local_values[p.quant_name]), f, pp))
+            if pp is not None:
+                qonly.append(measure(pp.round_trip(f), f, pp))
+                if params is None:
+                    params = pp
+                    clipped = pp.clipped(f) / max(np.size(f), 1)
+        input_snr = min((acc_snr.get(p.float_name, math.inf) for p in g.inputs), default=math.inf)
+        out.append(
+            GroupErrors(g, Error.combine(acc), Error.combine(loc), Error.combine(qonly) if qonly else None, params, clipped, input_snr, per)
+        )
+        if on_group is not None:
+            on_group(i + 1, len(groups))
+    return out, {"float_peak_bytes": fs.peak_bytes, "quant_peak_bytes": qs.peak_bytes}
