@@ -2,7 +2,9 @@
 
 - *accumulated*: the quantized model's value against the float model's (everything before counts);
 - *local*: the group's quantized nodes run on the float model's own values at its inputs, quantized
-  as the model quantizes them: the error the group itself adds;
+  as the model quantizes them, against the group's float nodes on those same (dequantized) inputs:
+  the error the group itself adds (its weights, its arithmetic, its output's quantization), not
+  its inputs' quantization, which is their producers';
 - *quantization-only*: the float tensor through its own Q/DQ round trip (rounding and clipping).
 
 Both models run once, node by node, in lockstep over the groups (:class:`~.stream.ValueStream`):
@@ -168,7 +170,12 @@ def evaluate_groups(
         fs.advance([p.float_name for p in g.outputs])
         floats_in = {p.float_name: fs.take(p.float_name) for p in g.inputs}
         local_values: dict[str, Any] = {raw: as_read(qv, raw, floats_in[p.float_name]) for raw, p in g.reads}
+        # the float nodes on the same inputs, dequantized: the reference of the local error
+        float_local: dict[str, Any] = {}
+        for raw, p in g.reads:
+            float_local.setdefault(p.float_name, readable_value(qv, raw, local_values[raw]))
         local_values = run_nodes(quant_runner, g.quant_nodes, local_values, embedded, qs.initializers)
+        float_local = run_nodes(float_runner, g.float_nodes, float_local, fs.embedded, fs.initializers)
         acc, loc, qonly, per = [], [], [], {}
         params: QuantParams | None = None
         clipped = None
@@ -180,7 +187,7 @@ def evaluate_groups(
             acc.append(a)
             per[p.float_name] = a
             acc_snr[p.float_name] = a.snr
-            loc.append(measure(readable_value(qv, p.quant_name, local_values[p.quant_name]), f, pp))
+            loc.append(measure(readable_value(qv, p.quant_name, local_values[p.quant_name]), float_local.get(p.float_name, f), pp))
             if pp is not None:
                 qonly.append(measure(pp.round_trip(f), f, pp))
                 if params is None:

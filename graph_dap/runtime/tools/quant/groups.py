@@ -37,11 +37,10 @@ class Group:
 
     @property
     def name(self) -> str:
-        """The float nodes it holds (``conv1+relu1``), or its quantized nodes when the float model has none there."""
-        nodes = [n for n in self.float_nodes if not n.is_static] or [n for n in self.quant_nodes if not n.is_static]
-        ids = [n.id for n in nodes]
+        """The float nodes it holds (``conv1+relu1``); ``x (input)`` for a graph input's own quantization."""
+        ids = [n.id for n in self.float_nodes if not n.is_static]
         if not ids:
-            return self.outputs[0].float_name
+            return f"{self.outputs[0].float_name} (input)"
         return "+".join(ids) if len(ids) <= 3 else f"{ids[0]}+...+{ids[-1]} ({len(ids)} nodes)"
 
     @property

@@ -79,7 +79,7 @@ class ValueStream:
 
 
 def run_nodes(
-    runner: NodeRunner, nodes: Iterable[Any], values: dict[str, Any], embedded: set[str], initializers: Mapping[str, Any]
+    runner: NodeRunner, nodes: Iterable[Any], values: dict[str, Any], embedded: set[str], initializers: dict[str, Any]
 ) -> dict[str, Any]:
     """Run ``nodes`` in order on ``values`` (updated with their outputs, which are returned)."""
     constants = ChainMap(values, initializers)

@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.tools.quant.params import QuantParams
 
-__all__ = ["CanonicalNode", "Form", "ModelView", "OpSpec", "QUANT_OPS", "WeightSlot", "is_quantized"]
+__all__ = ["QUANT_OPS", "CanonicalNode", "Form", "ModelView", "OpSpec", "WeightSlot", "is_quantized", "quant_format"]
 
 
 class Form(Enum):
@@ -86,7 +86,22 @@ COMMUTATIVE = frozenset({"Add", "Mul", "Sum", "Max", "Min"})
 
 def is_quantized(graph: Graph) -> bool:
     """Whether the model holds quantization ops (Q/DQ, QOperator, integer or block-quantized ops)."""
-    return any(n.op_type in _QDQ or n.op_type in QUANT_OPS for n in graph.nodes)
+    return bool(quant_format(graph))
+
+
+def quant_format(graph: Graph) -> str:
+    """How the model is quantized: ``QOperator``, ``dynamic``, ``weight-only (MatMulNBits)``, ``QDQ``, or '' (float)."""
+    ops = {n.op_type for n in graph.nodes}
+    if ops & {"QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QGemm", "QLinearConcat"}:
+        return "QOperator"
+    if ops & {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"}:
+        return "dynamic"
+    if "MatMulNBits" in ops:
+        return "weight-only (MatMulNBits)"
+    if ops & {"QuantizeLinear", "DequantizeLinear"}:
+        activations = any(n.op_type == "QuantizeLinear" and not n.is_static for n in graph.nodes)
+        return "QDQ" if activations else "weight-only (DequantizeLinear)"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)

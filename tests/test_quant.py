@@ -1,0 +1,183 @@
+"""Quantized models against their float model: pairing by structure, the three errors, weights, sensitivity, the CLI.
+
+Models are built here and quantized by onnxruntime's own tools (quantize_static in QDQ and
+QOperator, quantize_dynamic, the MatMulNBits quantizer); values are checked against
+onnxruntime's runs and against its qdq_loss_debug.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from quant_models import block_quantized, cnn, coarser, matmul, quantize, samples
+
+from graph_dap.cli import main
+from graph_dap.runtime.engine.options import session_options
+from graph_dap.runtime.tools.quant.analysis import compare_quantized
+from graph_dap.runtime.tools.quant.errors import measure
+from graph_dap.runtime.tools.quant.pairing import How
+from graph_dap.runtime.tools.quant.sensitivity import run_sensitivity
+from graph_dap.runtime.tools.quant.weights import dequantized_weight
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("quant")
+    f = cnn(d / "float.onnx")
+    out = {"float": f, "dir": d}
+    for kind in ("qdq", "qoperator", "dynamic"):
+        out[kind] = quantize(f, d / f"{kind}.onnx", kind)
+    np.savez(d / "x.npz", **samples(1)[0])
+    out["x"] = d / "x.npz"
+    return out
+
+
+def _run(path, feeds, names=None):
+    """onnxruntime's whole run of the model (optimizations off), with ``names`` made outputs."""
+    m = onnx.load(str(path))
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names or () if n not in have)
+    sess = ort.InferenceSession(m.SerializeToString(), session_options("none"))
+    return dict(zip(names or [o.name for o in sess.get_outputs()], sess.run(names, feeds)))
+
+
+def test_every_format_pairs_by_structure_and_measures_against_onnxruntime(models):
+    """QDQ (Relu folded into conv1's range), QOperator (integer outputs dequantized) and dynamic (names kept):
+    every float tensor is paired or folded, every weight compared, and the accumulated error is the one between
+    onnxruntime's own values of the two models."""
+    feeds = samples(1)[0]
+    float_values = _run(models["float"], feeds, ["c2", "s", "y"])
+    for kind in ("qdq", "qoperator", "dynamic"):
+        result = compare_quantized(models[kind], models["float"], feeds)
+        pairing = result.pairing
+        counts = pairing.counts()
+        assert counts["float_unpaired"] == 0, (kind, pairing.unpaired_float)
+        assert counts["weights_paired"] == counts["float_weights"] == 6, kind
+        assert len(result.weights) == 6 and not result.weights_skipped
+        if kind == "dynamic":
+            assert pairing.pairs["r1"].how is How.NAME and "c1" in pairing.pairs
+        else:
+            assert pairing.pairs["r1"].how is How.FOLDED and "c1" in pairing.folded  # Relu folded into the quantized range
+            assert pairing.pairs["c2"].how is How.STRUCTURE
+        assert pairing.pairs["x"].how is How.INPUT
+        quant_values = _run(models[kind], feeds, [pairing.pairs[n].quant_name for n in ("c2", "s", "y")])
+        by_name = {g.group.outputs[0].float_name: g for g in result.groups}
+        view = pairing.quant_view
+        for name in ("c2", "s", "y"):
+            q = pairing.pairs[name].quant_name
+            value = view.params[q].dequantize(quant_values[q]) if view.form[q].value == "int" else quant_values[q]
+            want = measure(value, float_values[name])
+            assert by_name[name].accumulated.snr == pytest.approx(want.snr, abs=1e-6), (kind, name)
+            assert by_name[name].local.snr >= by_name[name].accumulated.snr - 3  # the group's own error, not the sum
+        if kind != "dynamic":
+            g = by_name["c2"]
+            assert g.params is not None and g.quant_only is not None and g.local.steps is not None
+            assert g.quant_only.steps <= 0.5 + 1e-3 or g.clipped > 0  # rounding is at most half a step; more is clipping
+
+
+def test_pairs_and_sqnr_agree_with_onnxruntime_qdq_loss_debug(models, tmp_path):
+    from onnxruntime.quantization import CalibrationDataReader
+    from onnxruntime.quantization import qdq_loss_debug as qld
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(samples(1))
+
+        def get_next(self):
+            return next(self.items, None)
+
+    acts = {}
+    for kind in ("float", "qdq"):
+        qld.modify_model_output_intermediate_tensors(str(models[kind]), str(tmp_path / f"{kind}_aug.onnx"))
+        acts[kind] = qld.collect_activations(str(tmp_path / f"{kind}_aug.onnx"), Reader(), session_options("none"))
+    theirs = qld.compute_activation_error(qld.create_activation_matching(acts["qdq"], acts["float"]))
+    their_weights = qld.compute_weight_error(qld.create_weight_matching(str(models["float"]), str(models["qdq"])))
+    result = compare_quantized(models["qdq"], models["float"], samples(1)[0])
+    ours = {p.float_name: g for g in result.groups for p in g.group.outputs}
+    compared = [n for n, e in theirs.items() if "xmodel_err" in e]
+    assert len(compared) >= 6
+    for name in compared:
+        assert name in ours, name  # graph-dap pairs every tensor qdq_loss_debug pairs
+        assert ours[name].per_output[name].snr == pytest.approx(theirs[name]["xmodel_err"], abs=0.01), name
+    weights = {w.float_name: w for w in result.weights}
+    assert set(their_weights) <= set(weights)
+    for name, snr in their_weights.items():
+        assert weights[name].error.snr == pytest.approx(snr, abs=0.01), name
+
+
+def test_block_quantized_weights_match_onnxruntimes_dequantization(tmp_path):
+    pytest.importorskip("onnx_ir")  # onnxruntime's MatMulNBits quantizer needs it
+    f = matmul(tmp_path / "mm.onnx")
+    eye = np.eye(64, dtype=np.float32)
+    feeds = {"a": np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32)}
+    want_float = _run(f, feeds)["y"]
+    for name, path in block_quantized(f, tmp_path).items():
+        result = compare_quantized(path, f, feeds)
+        (w,) = result.weights
+        assert w.granularity == "block" and w.params.block_size == 32, name
+        # onnxruntime's own dequantization: the model on an identity input is its weight
+        seen = np.concatenate([_run(path, {"a": eye[i : i + 4]})["y"] for i in range(0, 64, 4)])
+        mine, _, _ = dequantized_weight(result.pairing, result.pairing.weights[0])
+        np.testing.assert_allclose(mine, seen, atol=1e-6)
+        assert w.error.snr == pytest.approx(measure(seen, onnx.numpy_helper.to_array(onnx.load(str(f)).graph.initializer[0])).snr, abs=1e-3)
+        assert w.worst_part_snr <= w.error.snr and w.error.steps <= 1.0 + 1e-6
+        (g,) = result.groups
+        assert g.accumulated.snr == pytest.approx(measure(_run(path, feeds)["y"], want_float).snr, abs=1e-4)
+
+
+def test_a_planted_coarse_layer_is_first_by_local_error_and_by_sensitivity(models, tmp_path):
+    bad = coarser(models["qdq"], tmp_path / "bad.onnx", "c2_scale")  # conv2's output: 16x coarser steps
+    feeds = samples(1)[0]
+    result = compare_quantized(bad, models["float"], feeds)
+    worst = result.ranked[0]
+    assert worst.group.name == "conv2" and [p.float_name for p in worst.group.outputs] == ["c2"]
+    assert result.first_divergence is worst  # the earliest group whose own error breaks snr<20
+    assert result.ranked[0].accumulated.snr < 20 < min(g.accumulated.snr for g in result.groups[:2])
+    later = [g for g in result.groups if g.group.index > worst.group.index]
+    assert all(not result.born(g) for g in later)  # downstream groups inherit the error; they do not add it
+    sens = run_sensitivity(result, feeds, target_snr=30.0)
+    assert sens.ranked[0].name == "conv2" and sens.ranked[0].recovered > 10
+    assert sens.all_float_snr > 80  # every group in float is the float model
+    assert sens.nodes_to_exclude[:1] == ["conv2"] and sens.chosen_snr >= 30
+    assert sens.runs == len(sens.ranked) + 2 + len(sens.chosen)
+
+
+def test_the_command_line_ranks_groups_reports_and_says_what_is_wrong_in_one_line(models, tmp_path, capsys):
+    q, f, x = str(models["qoperator"]), str(models["float"]), str(models["x"])
+    assert main(["compare", q, "--against-model", f, "--inputs", x, "--json", "--sensitivity", "--report", str(tmp_path / "r")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rule"]["fail_if"] == ["snr<20"] and data["pairing"]["float_unpaired"] == 0
+    assert [g["index"] for g in data["groups"]] == sorted(g["index"] for g in data["groups"])
+    assert data["ranked"][0] == min(data["groups"], key=lambda g: g["local"]["snr"])["index"]
+    assert data["sensitivity"]["ranked"] and len(data["weights"]) == 6
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert 'id="snr-chart"' in page and page.count("<rect class=\"local\"") == len(data["groups"]) and 'id="sensitivity"' in page
+    assert main(["compare", q, "--against-model", f, "--inputs", x, "--show-pairs", "--fail-if", "snr<60"]) == 1
+    out = capsys.readouterr().out
+    assert "r1  <->  c1_quantized  (folded" in out and "first divergence (local error):" in out and "FAIL" in out
+    # bad input: one line each, exit 2
+    other = cnn(tmp_path / "other.onnx", input_name="image")
+    (tmp_path / "pairs.txt").write_text("c2 no_such_value\n")
+    cases = [
+        (["compare", q, "--against-model", str(other)], "do not share their inputs"),
+        (["compare", q, "--against-model", f, "--pairs", str(tmp_path / "pairs.txt")], "'no_such_value', which is no value of the quantized model"),
+        (["compare", q, "--against-opt-level", "all", "--sensitivity"], "--sensitivity compares a quantized model with its float model"),
+        (["compare", q, "--against-model", str(models["qdq"])], "both models are quantized"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_memory_holds_only_what_groups_still_need(models):
+    result = compare_quantized(models["qdq"], models["float"], samples(1)[0])
+    largest = 1 * 8 * 16 * 16 * 4  # one activation
+    # the float side holds at most the residual (r1) and the values of the group at hand
+    assert result.memory["float_peak_bytes"] <= 4 * largest + 16 * 16 * 3 * 4
+    assert not math.isnan(result.groups[-1].accumulated.snr)
