@@ -82,24 +82,29 @@ def _snr(signal: float, noise: float) -> float:
 
 
 def measure(value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None) -> Error:
-    """``value`` against the float ``reference``: one pass in float32 (BLAS dot products), NaN or Inf on one side fail."""
+    """``value`` against the float ``reference``: float32 BLAS dot products over one difference array; NaN or Inf on
+    one side fail (as :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says)."""
     a = np.asarray(value, np.float32).reshape(-1)
     b = np.asarray(reference, np.float32).reshape(-1)
     if a.shape != b.shape:
         return Error(-math.inf, math.inf, math.inf, math.nan, 0.0, math.inf, int(b.size))
+    if not a.size:
+        return Error(math.inf, 0.0, 0.0, 1.0, 0.0, 0.0, 0)
     d = a - b
-    finite = bool(np.isfinite(d).all())
-    if not finite:
-        m = compare_arrays(value, reference).metrics
-        return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], float(np.dot(b, b)), math.inf, int(b.size))
     noise = float(np.dot(d, d))
     signal = float(np.dot(b, b))
     aa = float(np.dot(a, a))
+    if not (math.isfinite(noise) and math.isfinite(signal) and math.isfinite(aa)):
+        m = compare_arrays(value, reference).metrics
+        return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], signal, math.inf, int(b.size))
     dot = float(np.dot(a, b))
-    cosine = 1.0 if aa == 0 and signal == 0 else (0.0 if aa == 0 or signal == 0 else max(-1.0, min(1.0, dot / math.sqrt(aa * signal))))
-    max_abs = float(np.max(np.abs(d))) if d.size else 0.0
+    if aa == 0 or signal == 0:
+        cosine = 1.0 if aa == signal else 0.0
+    else:
+        cosine = max(-1.0, min(1.0, dot / math.sqrt(aa * signal)))
+    max_abs = float(max(d.max(), -d.min()))
     steps = params.max_steps(d.reshape(np.shape(reference))) if params is not None else None
-    return Error(_snr(signal, noise), max_abs, noise / max(d.size, 1), cosine, signal, noise, int(d.size), steps)
+    return Error(_snr(signal, noise), max_abs, noise / d.size, cosine, signal, noise, int(d.size), steps)
 
 
 def readable_value(view: ModelView, name: str, value: Any) -> np.ndarray:
@@ -165,11 +170,23 @@ def evaluate_groups(
     qs = ValueStream(qv.graph, {k: inputs[k] for k in qv.graph.input_names}, quant_runner, quant_demand)
     embedded = set(qs.embedded)
     acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
+    read_later: dict[str, int] = {}  # groups still to read each paired tensor
+    for g in groups:
+        for p in g.inputs:
+            read_later[p.float_name] = read_later.get(p.float_name, 0) + 1
+    trips: dict[str, np.ndarray] = {}  # round trips of paired tensors, kept for the groups that read them
     out: list[GroupErrors] = []
     for i, g in enumerate(groups):
         fs.advance([p.float_name for p in g.outputs])
         floats_in = {p.float_name: fs.take(p.float_name) for p in g.inputs}
-        local_values: dict[str, Any] = {raw: as_read(qv, raw, floats_in[p.float_name]) for raw, p in g.reads}
+        local_values: dict[str, Any] = {}
+        for raw, p in g.reads:
+            cached = trips.get(p.float_name) if raw == p.quant_name else None
+            local_values[raw] = cached if cached is not None else as_read(qv, raw, floats_in[p.float_name])
+        for p in g.inputs:
+            read_later[p.float_name] -= 1
+            if read_later[p.float_name] <= 0:
+                trips.pop(p.float_name, None)
         # the float nodes on the same inputs, dequantized: the reference of the local error
         float_local: dict[str, Any] = {}
         for raw, p in g.reads:
@@ -189,10 +206,12 @@ def evaluate_groups(
             acc_snr[p.float_name] = a.snr
             loc.append(measure(readable_value(qv, p.quant_name, local_values[p.quant_name]), float_local.get(p.float_name, f), pp))
             if pp is not None:
-                qonly.append(measure(pp.round_trip(f), f, pp))
+                trip, clips = pp.round_trip_clipped(f)
+                qonly.append(measure(trip, f, pp))
+                if p.float_name in read_later and qv.form.get(p.quant_name) is Form.DEQUANTIZED:
+                    trips[p.float_name] = trip  # what the groups that read it are fed
                 if params is None:
-                    params = pp
-                    clipped = pp.clipped(f) / max(np.size(f), 1)
+                    params, clipped = pp, clips / max(np.size(f), 1)
         input_snr = min((acc_snr.get(p.float_name, math.inf) for p in g.inputs), default=math.inf)
         out.append(
             GroupErrors(g, Error.combine(acc), Error.combine(loc), Error.combine(qonly) if qonly else None, params, clipped, input_snr, per)

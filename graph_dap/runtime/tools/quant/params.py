@@ -93,41 +93,65 @@ class QuantParams:
 
     # -- the arithmetic ---------------------------------------------------------------
 
-    def quantize(self, x: np.ndarray) -> np.ndarray:
-        """QuantizeLinear: round half to even, add the zero point, saturate; in the integer type."""
+    def _scaled(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``x / scale + zp`` (a new float32 array), and scale and zero point shaped to broadcast against it."""
         shape = tuple(np.shape(x))
         s = self._expand(self.scale, shape)
         zp = self._expand(self.zero_point.astype(np.float32), shape)
-        lo, hi = self.qrange
         with np.errstate(all="ignore"):
-            q = np.clip(np.rint(np.asarray(x, np.float32) / s) + zp, lo, hi)
-        return q.astype(dtypes.dtype_of(self.dtype))
+            t = np.divide(np.asarray(x, np.float32), s, dtype=np.float32)
+            t += zp
+        return t, s, zp
+
+    def quantize(self, x: np.ndarray) -> np.ndarray:
+        """QuantizeLinear: round half to even, add the zero point, saturate; in the integer type."""
+        t, _, _ = self._scaled(x)
+        lo, hi = self.qrange
+        np.rint(t, out=t)
+        np.clip(t, lo, hi, out=t)
+        return t.astype(dtypes.dtype_of(self.dtype))
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
         """DequantizeLinear, in float32."""
         shape = tuple(np.shape(q))
         s = self._expand(self.scale, shape)
         zp = self._expand(self.zero_point.astype(np.float32), shape)
-        return ((dtypes.numeric(np.asarray(q)).astype(np.float32) - zp) * s).astype(np.float32)
+        out = dtypes.numeric(np.asarray(q)).astype(np.float32)
+        out -= zp
+        out *= s
+        return out
 
     def round_trip(self, x: np.ndarray) -> np.ndarray:
         """``dequantize(quantize(x))``: the value a consumer reads after this tensor's own Q/DQ pair."""
-        return self.dequantize(self.quantize(x))
+        return self.round_trip_clipped(x)[0]
+
+    def round_trip_clipped(self, x: np.ndarray) -> tuple[np.ndarray, int]:
+        """The round trip, and how many elements were clipped (beyond the range by more than half a step), in one pass."""
+        t, s, zp = self._scaled(x)
+        lo, hi = self.qrange
+        clipped = int(np.count_nonzero(t < lo - 0.5)) + int(np.count_nonzero(t > hi + 0.5))
+        np.rint(t, out=t)
+        np.clip(t, lo, hi, out=t)
+        t -= zp
+        t *= s
+        return t, clipped
 
     def clipped(self, x: np.ndarray) -> int:
         """How many elements of ``x`` lie outside the representable range (by more than half a step): clipped, not rounded."""
-        shape = tuple(np.shape(x))
-        s = self._expand(self.scale, shape)
-        zp = self._expand(self.zero_point.astype(np.float32), shape)
-        lo, hi = self.qrange
-        with np.errstate(all="ignore"):
-            t = np.asarray(x, np.float32) / s + zp
-        return int(np.count_nonzero((t < lo - 0.5) | (t > hi + 0.5)))
+        return self.round_trip_clipped(x)[1]
 
     def max_steps(self, diff: np.ndarray) -> float:
         """The largest ``|diff|`` in quantization steps (each element divided by its own scale)."""
-        a = np.abs(np.asarray(diff, np.float32))
+        a = np.asarray(diff)
         if a.size == 0:
             return 0.0
+        if self.axis is None:
+            return float(max(a.max(), -a.min())) / float(self.scale)
+        axis = self.axis % a.ndim
+        moved = np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
+        per = np.maximum(moved.max(axis=1), -moved.min(axis=1))
+        if self.block_size:
+            per = np.moveaxis(np.abs(a) / self._expand(self.scale, a.shape), axis, 0).reshape(a.shape[axis], -1).max(axis=1)
+            return float(per.max())
         with np.errstate(all="ignore"):
-            return float(np.max(a / self._expand(self.scale, a.shape)))
+            return float(np.max(per / self.scale.reshape(-1)))

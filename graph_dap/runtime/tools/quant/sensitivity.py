@@ -1,12 +1,11 @@
 """What to keep in float: the output SQNR each group recovers when it alone runs in float.
 
-One model serves every run: each group of the quantized model becomes an ``If`` on a boolean
-input of its own, whose then-branch is the float model's nodes of that group (float weights;
-its inputs dequantized, its outputs quantized again where the next quantized op reads integers)
-and whose else-branch is the group's quantized nodes. One session, one whole run per group with
-its flag on (plus one with none and one with all), so N groups cost about N plain runs. Ranked by
-the output SQNR recovered; with a target, groups are kept in float in that order until the output
-reaches it, and their float nodes' names are the ``nodes_to_exclude`` to give ``quantize_static``.
+For each group, the quantized model with that group's nodes replaced by the float model's (float
+weights; its inputs dequantized where they are integers, its outputs quantized again where the next
+quantized op reads integers), run whole by onnxruntime: a session of a few milliseconds and one
+plain run per group, so N groups cost about N plain runs. Ranked by the output SQNR recovered; with
+a target, groups are kept in float in that order until the output reaches it, and their float
+nodes' names are the ``nodes_to_exclude`` to give ``quantize_static``.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from graph_dap.errors import CompareError
-from graph_dap.runtime import dtypes
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph.order import outer_scope_reads
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
@@ -32,9 +30,8 @@ from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.pairing import Pairing
 from graph_dap.runtime.tools.quant.view import Form
 
-__all__ = ["GroupSensitivity", "Sensitivity", "run_sensitivity", "switch_model"]
+__all__ = ["GroupSensitivity", "Sensitivity", "in_float", "run_sensitivity"]
 
-_FLAG = "graph_dap_keep_float_{}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,121 +112,91 @@ def _db(v: float) -> str:
     return f"{v:.2f}" if math.isfinite(v) else str(_num(v))
 
 
-# -- the switch model -------------------------------------------------------------------
+# -- the model with groups in float -------------------------------------------------------
 
 
-def _value_info(pairing: Pairing, name: str, as_name: str) -> onnx.ValueInfoProto:
-    """A branch output typed as the quantized model's ``name`` (integers: their params' type; contrib ops' outputs
-    have no inferred type)."""
-    qv = pairing.quant_view
-    dtype = qv.params[name].dtype if qv.form.get(name) is Form.INT else qv.graph.value_info(name).dtype
-    elem = helper.np_dtype_to_tensor_dtype(dtypes.dtype_of(dtype)) if dtype else onnx.TensorProto.FLOAT
-    return helper.make_tensor_value_info(as_name, elem, None)
-
-
-def _branch(
-    pairing: Pairing, g: Group, escaping: list[str], prefix: str
-) -> tuple[onnx.GraphProto, onnx.GraphProto]:
-    """(float branch, quantized branch) of group ``g``: each computes ``escaping`` (renamed inside)."""
+def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """The float model's nodes of ``g`` (renamed, float weights copied) computing ``escaping``, the quantized model's
+    values read outside the group: as float where consumers read float, quantized again where they read integers."""
     fv, qv = pairing.float_view, pairing.quant_view
-    # quantized branch: the group's nodes, every value they produce renamed
-    qnodes = [n for n in g.quant_nodes if not n.is_static]
-    made = {o for n in qnodes for o in n.outputs if o}
-    qname = {o: f"{prefix}q__{o}" for o in made}
-    qprotos = []
-    for n in qnodes:
-        p = onnx.NodeProto()
-        p.CopyFrom(n.proto)
-        p.input[:] = [qname.get(i, i) for i in p.input]
-        p.output[:] = [qname.get(o, o) for o in p.output]
-        p.name = f"{prefix}q__{n.id}"
-        qprotos.append(p)
-    q_out = [_value_info(pairing, v, qname[v]) for v in escaping]
-    else_branch = helper.make_graph(qprotos, f"{prefix}quantized", [], q_out)
-    # float branch: the float nodes, read from the quantized model's values, weights copied in
     fnodes = list(g.float_nodes)
-    fmade = {o for n in fnodes for o in n.outputs if o}
-    fname = {o: f"{prefix}f__{o}" for o in fmade}
+    fname = {o: f"{prefix}f__{o}" for n in fnodes for o in n.outputs if o}
     inits: list[onnx.TensorProto] = []
-    extra: list[onnx.NodeProto] = []
+    protos: list[onnx.NodeProto] = []
     float_inits = {t.name: t for t in fv.graph.model.graph.initializer}
     for n in fnodes:
         for i in n.all_inputs:
             if i in fname or i in fv.graph.input_names:
                 continue
-            if i in float_inits and i not in pairing.pairs:
-                t = numpy_helper.from_array(np.asarray(fv.graph.weights.array(float_inits[i])), f"{prefix}f__{i}")
-                inits.append(t)
-                fname[i] = t.name
-            elif i in pairing.pairs:
+            if i in pairing.pairs:
                 read = pairing.pairs[i].quant_name
-                if qv.form.get(read) is Form.INT:
+                if qv.form.get(read) is Form.INT:  # an integer tensor: dequantized for the float node
                     params = qv.params[read]
                     s, z = f"{prefix}s__{read}", f"{prefix}z__{read}"
                     inits += [numpy_helper.from_array(params.scale, s), numpy_helper.from_array(params.zero_point, z)]
-                    extra.append(helper.make_node("DequantizeLinear", [read, s, z], [f"{prefix}dq__{read}"], axis=params.axis or 1))
+                    protos.append(helper.make_node("DequantizeLinear", [read, s, z], [f"{prefix}dq__{read}"], axis=params.axis or 1))
                     fname[i] = f"{prefix}dq__{read}"
                 else:
                     fname[i] = read
-    fprotos = list(extra)
+            elif i in float_inits:
+                t = numpy_helper.from_array(np.asarray(fv.graph.weights.array(float_inits[i])), f"{prefix}f__{i}")
+                inits.append(t)
+                fname[i] = t.name
     for n in fnodes:
         p = onnx.NodeProto()
         p.CopyFrom(n.proto)
         p.input[:] = [fname.get(i, i) for i in p.input]
         p.output[:] = [fname.get(o, o) for o in p.output]
         p.name = f"{prefix}f__{n.id}"
-        fprotos.append(p)
-    f_out = []
+        protos.append(p)
     for v in escaping:
         f = pairing.by_logical[qv.logical(v)]
         src = fname.get(f, f)
-        out = f"{prefix}fo__{v}"
         if qv.form.get(v) is Form.INT:
             params = qv.params[v]
             s, z = f"{prefix}s__{v}", f"{prefix}z__{v}"
             inits += [numpy_helper.from_array(params.scale, s), numpy_helper.from_array(params.zero_point, z)]
-            fprotos.append(helper.make_node("QuantizeLinear", [src, s, z], [out], axis=params.axis or 1))
+            protos.append(helper.make_node("QuantizeLinear", [src, s, z], [v], axis=params.axis or 1))
         else:
-            fprotos.append(helper.make_node("Identity", [src], [out]))
-        f_out.append(_value_info(pairing, v, out))
-    then_branch = helper.make_graph(fprotos, f"{prefix}float", [], f_out, inits)
-    return then_branch, else_branch
+            protos.append(helper.make_node("Identity", [src], [v]))
+    return protos, inits
 
 
-def switch_model(pairing: Pairing, groups: Sequence[Group]) -> tuple[onnx.ModelProto, dict[int, str], list[str]]:
-    """The quantized model with each eligible group behind an ``If`` on its own flag input; the flags; why others were left out."""
+def _escaping(pairing: Pairing, g: Group) -> tuple[list[str], str | None]:
+    """The values of ``g``'s quantized nodes read outside it; why it cannot run in float (None: it can)."""
     qv = pairing.quant_view
     graph = qv.graph
+    qnodes = [n for n in g.quant_nodes if not n.is_static]
+    inside = {n.order for n in qnodes}
+    outputs = set(graph.output_names)
+    made = [o for n in qnodes for o in n.outputs if o]
+    escaping = [v for v in made if v in outputs or any(c.order not in inside for c in graph.consumers(v))]
+    own = {p.logical for p in g.outputs}
+    bad = [v for v in escaping if qv.logical(v) not in own or qv.form.get(v) is Form.OPAQUE]
+    if not qnodes:
+        return escaping, "it has no quantized node"
+    if bad:
+        return escaping, f"its value '{bad[0]}' is read outside it and has no float counterpart"
+    return escaping, None
+
+
+def in_float(pairing: Pairing, groups: Sequence[Group]) -> onnx.ModelProto:
+    """The quantized model with ``groups`` computed by the float model's nodes and weights."""
+    graph = pairing.quant_view.graph
     model = onnx.ModelProto()
     model.CopyFrom(graph.model)
-    outputs = set(graph.output_names)
     removed: set[int] = set()
-    ifs: list[onnx.NodeProto] = []
-    flags: dict[int, str] = {}
-    skipped: list[str] = []
+    added: list[onnx.NodeProto] = []
     for g in groups:
-        qnodes = [n for n in g.quant_nodes if not n.is_static]
-        if not qnodes:
-            continue
-        inside = {n.order for n in qnodes}
-        made = [o for n in qnodes for o in n.outputs if o]
-        escaping = [v for v in made if v in outputs or any(c.order not in inside for c in graph.consumers(v))]
-        own = {p.logical for p in g.outputs}
-        bad = [v for v in escaping if qv.logical(v) not in own or qv.form.get(v) is Form.OPAQUE]
-        if bad:
-            skipped.append(f"{g.name}: its value '{bad[0]}' is read outside it and has no float counterpart")
-            continue
-        prefix = f"graph_dap_g{g.index}_"
-        then_branch, else_branch = _branch(pairing, g, escaping, prefix)
-        flag = _FLAG.format(g.index)
-        flags[g.index] = flag
-        ifs.append(helper.make_node("If", [flag], escaping, name=f"{prefix}switch", then_branch=then_branch, else_branch=else_branch))
-        removed |= {n.index for n in qnodes}
+        escaping, _ = _escaping(pairing, g)
+        nodes, inits = _float_nodes(pairing, g, escaping, f"graph_dap_g{g.index}_")
+        added += nodes
+        model.graph.initializer.extend(inits)
+        removed |= {n.index for n in g.quant_nodes if not n.is_static}
     kept = [p for i, p in enumerate(model.graph.node) if i not in removed]
     del model.graph.node[:]
-    model.graph.node.extend(_topological(kept + ifs, model))
-    model.graph.input.extend(helper.make_tensor_value_info(f, onnx.TensorProto.BOOL, []) for f in flags.values())
-    return model, flags, skipped
+    model.graph.node.extend(_topological(kept + added, model))
+    return model
 
 
 def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[onnx.NodeProto]:
@@ -247,7 +214,7 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
                 ready.update(n.output)
                 progressed = True
         if not progressed:
-            raise CompareError("the groups of the quantized model form a cycle; sensitivity cannot run them one at a time")
+            raise CompareError("the groups of the quantized model form a cycle; they cannot be kept in float one at a time")
     return order
 
 
@@ -270,52 +237,59 @@ def run_sensitivity(
     fg, qg = pairing.float_view.graph, pairing.quant_view.graph
     feeds = resolve_inputs(fg, inputs, dims)
     providers = check_providers(providers)
-    model, flags, skipped = switch_model(pairing, groups)
-    try:
-        float_sess = ort.InferenceSession(fg.model.SerializeToString(), session_options(opt_level), providers=providers)
-        plain = ort.InferenceSession(qg.model.SerializeToString(), session_options(opt_level), providers=providers)
-        sess = ort.InferenceSession(model.SerializeToString(), session_options(opt_level), providers=providers)
-    except ORT_ERRORS as e:
-        raise CompareError(f"onnxruntime cannot run the quantized model with groups kept in float: {ort_message(e)}") from None
     names = [o.name for o in fg.model.graph.output]
     quant_names = [o.name for o in qg.model.graph.output]
     qnames = [n if n in quant_names else quant_names[i] for i, n in enumerate(names)]
-    reference = dict(zip(names, float_sess.run(names, {k: feeds[k] for k in fg.input_names})))
     qfeeds = {k: feeds[k] for k in qg.input_names}
-    began = time.perf_counter()
-    plain.run(qnames, qfeeds)
-    plain_seconds = time.perf_counter() - began
-    del plain
 
-    def output_snr(on: set[int]) -> float:
-        fed = dict(qfeeds)
-        fed.update({f: np.array(i in on) for i, f in flags.items()})
-        outs = sess.run(qnames, fed)
+    def session(model: onnx.ModelProto) -> ort.InferenceSession:
+        try:
+            return ort.InferenceSession(model.SerializeToString(), session_options(opt_level), providers=providers)
+        except ORT_ERRORS as e:
+            raise CompareError(f"onnxruntime cannot run the quantized model with groups kept in float: {ort_message(e)}") from None
+
+    reference = dict(zip(names, session(fg.model).run(names, {k: feeds[k] for k in fg.input_names})))
+
+    def output_snr(model: onnx.ModelProto) -> float:
+        outs = session(model).run(qnames, qfeeds)
         return Error.combine([measure(o, reference[n]) for n, o in zip(names, outs)]).snr
 
+    plain = session(qg.model)
+    times = []
+    for _ in range(3):
+        began = time.perf_counter()
+        outs = plain.run(qnames, qfeeds)
+        times.append(time.perf_counter() - began)
+    plain_seconds = sorted(times)[1]  # the median of three, the first one a warm-up
+    del plain
+    baseline = Error.combine([measure(o, reference[n]) for n, o in zip(names, outs)]).snr
+    eligible, skipped = [], []
+    for g in groups:
+        _, why = _escaping(pairing, g)
+        if why is None:
+            eligible.append(g)
+        elif g.float_nodes:
+            skipped.append(f"{g.name}: {why}")
     began = time.perf_counter()
-    baseline = output_snr(set())
-    total = len(flags)
     rows = []
-    by_index = {g.index: g for g in groups}
-    for k, index in enumerate(flags):
-        snr = output_snr({index})
-        g = by_index[index]
-        rows.append(GroupSensitivity(index, g.name, snr, snr - baseline, tuple(g.node_names())))
+    for k, g in enumerate(eligible):
+        snr = output_snr(in_float(pairing, [g]))
+        rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(g.node_names())))
         if on_progress is not None:
-            on_progress(k + 1, total)
+            on_progress(k + 1, len(eligible))
     rows.sort(key=lambda r: (-r.recovered if not math.isnan(r.recovered) else math.inf, r.index))
-    all_float = output_snr(set(flags))
-    runs = total + 2
+    all_float = output_snr(in_float(pairing, eligible))
+    runs = len(eligible) + 1
     out = Sensitivity(baseline, all_float, rows, skipped, target_snr)
     if target_snr is not None:
+        by_index = {g.index: g for g in eligible}
         chosen: list[int] = []
         snr = baseline
         for r in rows:
             if snr >= target_snr:
                 break
             chosen.append(r.index)
-            snr = output_snr(set(chosen))
+            snr = output_snr(in_float(pairing, [by_index[i] for i in chosen]))
             runs += 1
         out.chosen, out.chosen_snr = chosen, snr
     out.runs, out.seconds, out.plain_seconds = runs, time.perf_counter() - began, plain_seconds
