@@ -46,7 +46,8 @@ sys.path.append(str(HERE.parent / "tests"))  # quant_models; after this folder, 
 
 def yolo(size: int = 640) -> onnx.ModelProto:
     """A YOLOv8-like detector: Conv+SiLU (BatchNormalization folded, as exported), C2f-like blocks with residuals,
-    an SPPF of max pools, an upsampling neck with Concat, and three Sigmoid heads concatenated."""
+    an SPPF of max pools, an upsampling neck with Concat, and two heads, each one tensor of boxes in pixels beside
+    class probabilities (as YOLOv8 writes its output), concatenated."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(5)
@@ -83,20 +84,26 @@ def yolo(size: int = 640) -> onnx.ModelProto:
     nodes.append(helper.make_node("Concat", pools, ["sppf.cat"], name="sppf/concat", axis=1))
     top = conv("sppf.cat", 512, 128, 1, 1, "sppf.cv2")
     inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up2"))
-    inits.append(numpy_helper.from_array(np.array([1, 8, -1], np.int64), "flat_shape"))
+    inits.append(numpy_helper.from_array(np.array([1, 12, -1], np.int64), "flat_shape"))
     outs = []
     for i, (f, c) in ((2, feats[2]), (1, feats[1])):
         nodes.append(helper.make_node("Resize", [top, "", "up2"], [f"neck.up{i}"], name=f"neck/up{i}", mode="nearest"))
         nodes.append(helper.make_node("Concat", [f"neck.up{i}", f], [f"neck.cat{i}"], name=f"neck/concat{i}", axis=1))
-        top = conv(f"neck.cat{i}", 128 + c, 64 if i == 1 else 128, 3, 1, f"neck.c{i}")
-        head = conv(top, 64 if i == 1 else 128, 8, 1, 1, f"head{i}.cls", act=False)
-        nodes.append(helper.make_node("Sigmoid", [head], [f"head{i}.prob"], name=f"head{i}/sigmoid"))
-        nodes.append(helper.make_node("Reshape", [f"head{i}.prob", "flat_shape"], [f"head{i}.flat"], name=f"head{i}/reshape"))
+        width = 64 if i == 1 else 128
+        top = conv(f"neck.cat{i}", 128 + c, width, 3, 1, f"neck.c{i}")
+        # YOLOv8's head: boxes in pixels (here scaled by the stride) beside class probabilities in [0, 1], one tensor
+        box = conv(top, width, 4, 1, 1, f"head{i}.box", act=False)
+        inits.append(numpy_helper.from_array(np.array(8.0 * 2**i * 4, np.float32), f"head{i}.stride"))
+        nodes.append(helper.make_node("Mul", [box, f"head{i}.stride"], [f"head{i}.pixels"], name=f"head{i}/stride"))
+        cls = conv(top, width, 8, 1, 1, f"head{i}.cls", act=False)
+        nodes.append(helper.make_node("Sigmoid", [cls], [f"head{i}.prob"], name=f"head{i}/sigmoid"))
+        nodes.append(helper.make_node("Concat", [f"head{i}.pixels", f"head{i}.prob"], [f"head{i}.det"], name=f"head{i}/concat", axis=1))
+        nodes.append(helper.make_node("Reshape", [f"head{i}.det", "flat_shape"], [f"head{i}.flat"], name=f"head{i}/reshape"))
         outs.append(f"head{i}.flat")
     nodes.append(helper.make_node("Concat", outs, ["detections"], name="detect/concat", axis=2))
     n = (size // 16) ** 2 + (size // 8) ** 2
     graph = helper.make_graph(nodes, "yolo", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, size, size])],
-                              [helper.make_tensor_value_info("detections", TensorProto.FLOAT, [1, 8, n])], inits)  # fmt: skip
+                              [helper.make_tensor_value_info("detections", TensorProto.FLOAT, [1, 12, n])], inits)  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -208,7 +215,7 @@ def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict
         "quant_nodes": len(result.pairing.quant_view.graph.nodes),
         "paired": f"{counts['float_paired']}/{counts['float_activations']} ({100 * counts['float_paired'] / counts['float_activations']:.1f}%)"
         + (f" + {counts['float_folded']} folded" if counts["float_folded"] else ""),
-        "weights": f"{len(result.weights)}/{counts['float_weights']}",
+        "weights": f"{counts['weights_paired']}/{counts['float_weights']}",
         "groups": len(result.groups),
         "own_worst": f"{own.group.name} ({own.quant_only.snr:.1f} dB): rank {ranked.index(own.group.index) + 1}",
         "planted_local": [g.group.index for g in bad.ranked].index(index) + 1,

@@ -90,7 +90,8 @@ def shared_thread_pool() -> Iterator[None]:
 
 
 def quantize(float_path: Path, out: Path, kind: str) -> Path:
-    """``kind``: qdq (per-channel weights), qoperator (per-channel), dynamic."""
+    """``kind``: qdq (per-channel weights), qdq_symmetric (also symmetric activations: onnxruntime's int8 kernels then
+    part from the float simulation), qoperator (per-channel), dynamic."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_dynamic, quantize_static
 
     class Reader(CalibrationDataReader):
@@ -104,8 +105,9 @@ def quantize(float_path: Path, out: Path, kind: str) -> Path:
         if kind == "dynamic":
             quantize_dynamic(str(float_path), str(out))
         else:
-            fmt = QuantFormat.QDQ if kind == "qdq" else QuantFormat.QOperator
-            quantize_static(str(float_path), str(out), Reader(), quant_format=fmt, per_channel=True)
+            fmt = QuantFormat.QOperator if kind == "qoperator" else QuantFormat.QDQ
+            extra = {"ActivationSymmetric": True} if kind == "qdq_symmetric" else {}
+            quantize_static(str(float_path), str(out), Reader(), quant_format=fmt, per_channel=True, extra_options=extra)
     return out
 
 

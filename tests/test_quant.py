@@ -20,6 +20,7 @@ from graph_dap.cli import main
 from graph_dap.runtime.engine.options import session_options
 from graph_dap.runtime.tools.quant.analysis import compare_quantized
 from graph_dap.runtime.tools.quant.errors import measure
+from graph_dap.runtime.tools.quant.kernels import compare_kernels
 from graph_dap.runtime.tools.quant.pairing import How
 from graph_dap.runtime.tools.quant.sensitivity import run_sensitivity
 from graph_dap.runtime.tools.quant.weights import dequantized_weight
@@ -181,3 +182,32 @@ def test_memory_holds_only_what_groups_still_need(models):
     # the float side holds at most the residual (r1) and the values of the group at hand
     assert result.memory["float_peak_bytes"] <= 4 * largest + 16 * 16 * 3 * 4
     assert not math.isnan(result.groups[-1].accumulated.snr)
+
+
+def test_the_kernels_at_level_all_are_read_at_fused_outputs_and_the_optimizer_named(models, tmp_path):
+    """Symmetric activations: onnxruntime's QLinearConv (NHWC) parts from the float simulation. Each group's kernel value is
+    the one onnxruntime's own optimized model (optimized_model_filepath) holds, dequantized and put back to NCHW; the
+    bisection names the optimizer whose disabling brings the outputs back to the simulation."""
+    q = quantize(models["float"], tmp_path / "sym.onnx", "qdq_symmetric")
+    feeds = samples(1)[0]
+    result = compare_quantized(q, models["float"], feeds)
+    kernels = compare_kernels(result, feeds)
+    assert len(kernels.rows) == len(result.groups) and not kernels.unread
+    fused = [r for r in kernels.rows if r.op == "QLinearConv"]
+    assert fused and any(r.layout == "NHWC" for r in fused)
+    assert kernels.parted and kernels.output_divergence > 0.05
+    # ground truth: onnxruntime's optimized model, saved and run with each value read made an output
+    so = session_options("all")
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(q), so)
+    theirs = _run(tmp_path / "optimized.onnx", feeds, [r.value for r in kernels.rows])
+    float_values = _run(models["float"], feeds, [r.group.outputs[0].float_name for r in kernels.rows])
+    for r in kernels.rows:
+        value = theirs[r.value] if r.params is None else r.params.dequantize(theirs[r.value])
+        value = np.moveaxis(value, -1, 1) if r.layout == "NHWC" else value
+        assert measure(value, float_values[r.group.outputs[0].float_name]).snr == pytest.approx(r.vs_float.snr, abs=1e-6), r.value
+    assert kernels.responsible == ["QDQSelectorActionTransformer"]
+    sess = ort.InferenceSession(str(q), session_options("all"), disabled_optimizers=kernels.responsible)
+    simulation = _run(q, feeds)["y"]
+    y_scale = result.groups[-1].params.scale
+    assert np.abs(sess.run(["y"], feeds)[0] - simulation).max() <= float(y_scale) * 1.0001

@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--opt-level",
         choices=OPT_LEVEL_NAMES,
         metavar="LEVEL",
-        help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
+        help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level); "
+        "against a quantized model's float model: also read each group from the kernels onnxruntime runs at this level",
     )
     cmp_.add_argument("--atol", type=_non_negative, default=None, metavar="A", help="absolute tolerance (default 1e-5)")
     cmp_.add_argument("--rtol", type=_non_negative, default=None, metavar="R", help="relative tolerance (default 1e-4)")
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --sensitivity: the output SQNR to reach; prints the nodes_to_exclude for quantize_static that reach it",
     )
     quant.add_argument("--report", metavar="DIR", help="write DIR/report.html: the SQNR per group as a chart, the weights, the sensitivity")
+    # --opt-level LEVEL (above) with a quantized model: also compare the kernels onnxruntime runs at that level, group by group
 
     prof = sub.add_parser(
         "profile",

@@ -78,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         if bar:
             bar.close()
+    if args.opt_level not in (None, "none"):
+        from graph_dap.runtime.tools.quant.kernels import compare_kernels
+
+        result.kernels = compare_kernels(result, args.inputs, dims=parse_dims(args.dim), providers=args.provider or None,
+                                         opt_level=args.opt_level)  # fmt: skip
     report = result.to_dict()
     if args.report:
         from graph_dap.runtime.tools.quant.report import write_report
@@ -124,6 +129,8 @@ def quant_text(result: Any, args: argparse.Namespace, report: dict[str, Any]) ->
     lines.append(result.weights_text())
     if result.sensitivity is not None:
         lines += ["", result.sensitivity.text()]
+    if result.kernels is not None:
+        lines += ["", result.kernels.text()]
     if report.get("report"):
         lines += ["", f"report: {report['report']}"]
     return "\n".join(lines)

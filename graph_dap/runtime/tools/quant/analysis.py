@@ -57,6 +57,7 @@ class QuantComparison:
     notes: list[str] = field(default_factory=list)
     memory: dict[str, int] = field(default_factory=dict)
     sensitivity: Any = None  # a Sensitivity (see .sensitivity), when asked for
+    kernels: Any = None  # a KernelComparison (see .kernels), when asked for
 
     def failed(self, g: GroupErrors) -> bool:
         return _fails(self.rule, g.accumulated)
@@ -125,6 +126,7 @@ class QuantComparison:
             "weights_skipped": list(self.weights_skipped),
             "memory": dict(self.memory),
             "sensitivity": None if self.sensitivity is None else self.sensitivity.to_dict(),
+            "kernels": None if self.kernels is None else self.kernels.to_dict(),
             "notes": list(self.notes),
         }
 

@@ -127,19 +127,19 @@ class Pairing:
             "float_unpaired": len(acts) - paired - folded,
             "quant_activations": len(quant),
             "quant_paired": sum(1 for q in quant if q in self.by_logical),
-            "weights_paired": len({w.float_name for w in self.weights}),
+            "weights_paired": len({w.float_name for w in self.weights} & self._float_weights()),
             "float_weights": len(self._float_weights()),
         }
 
     def _float_weights(self) -> set[str]:
-        """Float initializers read by the float model's computing nodes (weights, biases; not shapes or axes)."""
+        """Float constants read by the float model's computing nodes beside their activations (weights, biases, scales)."""
         v = self.float_view
         names: set[str] = set()
         for c in v.nodes:
             for i in c.node.inputs:
                 if i and i in v.static and i not in c.acts:
                     value = v.constant(i)
-                    if value is not None and value.dtype.kind == "f" and value.size > 1:
+                    if value is not None and value.dtype.kind == "f":
                         names.add(i)
         return names
 
@@ -329,6 +329,7 @@ def _pair_outputs(pairing: Pairing, f: CanonicalNode, c: CanonicalNode, why: dic
 
 def _pair_weights(pairing: Pairing, f: CanonicalNode, c: CanonicalNode) -> None:
     fv, qv = pairing.float_view, pairing.quant_view
+    seen = {(w.float_name, w.quant_name) for w in pairing.weights}
     fins, qins = f.node.inputs, c.node.inputs
     slots = {s.float_position: s for s in c.spec.weights} if c.spec is not None else None
     for pos, name in enumerate(fins):
@@ -336,6 +337,8 @@ def _pair_weights(pairing: Pairing, f: CanonicalNode, c: CanonicalNode) -> None:
             continue
         if fv.constant(name).dtype.kind != "f":  # type: ignore[union-attr]
             continue
+        if (name, qins[pos] if pos < len(qins) else "") in seen:
+            continue  # one weight read by several nodes (a Resize's scales): compared once
         if slots is None:
             if pos < len(qins) and qins[pos] and qins[pos] in qv.static:
                 pairing.weights.append(WeightPair(name, qins[pos], c, pos, None))

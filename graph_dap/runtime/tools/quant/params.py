@@ -99,7 +99,7 @@ class QuantParams:
         s = self._expand(self.scale, shape)
         zp = self._expand(self.zero_point.astype(np.float32), shape)
         with np.errstate(all="ignore"):
-            t = np.divide(np.asarray(x, np.float32), s, dtype=np.float32)
+            t = np.asarray(np.divide(np.asarray(x, np.float32), s, dtype=np.float32))  # a 0-d result stays an array
             t += zp
         return t, s, zp
 
