@@ -35,7 +35,7 @@ DEFAULT_RULE = (Condition("snr", "<", 20.0),)
 
 
 def _fails(rule: Sequence[Condition], e: Error) -> bool:
-    metrics = {"snr": e.snr, "max_abs": e.max_abs, "mse": e.mse, "cosine": e.cosine}
+    metrics = e.metrics()
     return any(c.metric in metrics and c.holds(metrics) for c in rule)
 
 

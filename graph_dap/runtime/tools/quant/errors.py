@@ -44,8 +44,15 @@ class Error:
     size: int
     steps: float | None = None  # max_abs / scale (None: no scale)
 
+    def metrics(self) -> dict[str, float]:
+        """The metrics by name, as fail conditions read them (cosine only where it was computed)."""
+        d = {"snr": self.snr, "max_abs": self.max_abs, "mse": self.mse}
+        if not (math.isnan(self.cosine) and math.isfinite(self.noise)):
+            d["cosine"] = self.cosine
+        return d
+
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"snr": _num(self.snr), "max_abs": _num(self.max_abs), "mse": _num(self.mse), "cosine": _num(self.cosine)}
+        d: dict[str, Any] = {k: _num(v) for k, v in self.metrics().items()}
         if self.steps is not None:
             d["steps"] = _num(self.steps)
         return d
@@ -61,7 +68,7 @@ class Error:
             _snr(signal, noise),
             max(e.max_abs for e in errors),
             sum(e.mse * e.size for e in errors) / max(size, 1),
-            min(e.cosine for e in errors) if not any(math.isnan(e.cosine) for e in errors) else math.nan,
+            min(e.cosine for e in errors) if not any(math.isnan(e.cosine) for e in errors) else math.nan,  # NaN: not computed
             signal,
             noise,
             size,
@@ -81,9 +88,12 @@ def _snr(signal: float, noise: float) -> float:
     return 10 * math.log10(signal / noise)
 
 
-def measure(value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None) -> Error:
+def measure(
+    value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None
+) -> Error:
     """``value`` against the float ``reference``: float32 BLAS dot products over one difference array; NaN or Inf on
-    one side fail (as :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says)."""
+    one side fail (as :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says). ``cosine=False`` leaves the
+    cosine out (NaN: not computed) and ``signal`` (the reference's sum of squares, when known) saves passes."""
     a = np.asarray(value, np.float32).reshape(-1)
     b = np.asarray(reference, np.float32).reshape(-1)
     if a.shape != b.shape:
@@ -92,19 +102,23 @@ def measure(value: np.ndarray, reference: np.ndarray, params: QuantParams | None
         return Error(math.inf, 0.0, 0.0, 1.0, 0.0, 0.0, 0)
     d = a - b
     noise = float(np.dot(d, d))
-    signal = float(np.dot(b, b))
-    aa = float(np.dot(a, a))
-    if not (math.isfinite(noise) and math.isfinite(signal) and math.isfinite(aa)):
+    if signal is None:
+        signal = float(np.dot(b, b))
+    if not (math.isfinite(noise) and math.isfinite(signal)):
         m = compare_arrays(value, reference).metrics
         return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], signal, math.inf, int(b.size))
-    dot = float(np.dot(a, b))
-    if aa == 0 or signal == 0:
-        cosine = 1.0 if aa == signal else 0.0
-    else:
-        cosine = max(-1.0, min(1.0, dot / math.sqrt(aa * signal)))
+    cos = math.nan
+    if cosine:
+        aa, dot = float(np.dot(a, a)), float(np.dot(a, b))
+        if aa == 0 or signal == 0:
+            cos = 1.0 if aa == signal else 0.0
+        else:
+            cos = max(-1.0, min(1.0, dot / math.sqrt(aa * signal)))
     max_abs = float(max(d.max(), -d.min()))
-    steps = params.max_steps(d.reshape(np.shape(reference))) if params is not None else None
-    return Error(_snr(signal, noise), max_abs, noise / d.size, cosine, signal, noise, int(d.size), steps)
+    steps = None
+    if params is not None:
+        steps = max_abs / float(params.scale) if params.per_tensor else params.max_steps(d.reshape(np.shape(reference)))
+    return Error(_snr(signal, noise), max_abs, noise / d.size, cos, signal, noise, int(d.size), steps)
 
 
 def readable_value(view: ModelView, name: str, value: Any) -> np.ndarray:
@@ -204,10 +218,11 @@ def evaluate_groups(
             acc.append(a)
             per[p.float_name] = a
             acc_snr[p.float_name] = a.snr
-            loc.append(measure(readable_value(qv, p.quant_name, local_values[p.quant_name]), float_local.get(p.float_name, f), pp))
+            local_ref = float_local.get(p.float_name, f)
+            loc.append(measure(readable_value(qv, p.quant_name, local_values[p.quant_name]), local_ref, pp, cosine=False))
             if pp is not None:
                 trip, clips = pp.round_trip_clipped(f)
-                qonly.append(measure(trip, f, pp))
+                qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal))
                 if p.float_name in read_later and qv.form.get(p.quant_name) is Form.DEQUANTIZED:
                     trips[p.float_name] = trip  # what the groups that read it are fed
                 if params is None:
