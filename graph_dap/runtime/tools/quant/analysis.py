@@ -224,8 +224,11 @@ def compare_quantized(
     rule: Sequence[Condition] = DEFAULT_RULE,
     pairs_file: str | os.PathLike[str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    budget_bytes: int = 256 << 20,
 ) -> QuantComparison:
-    """Compare a quantized model with its float model group by group (either may be ``model``)."""
+    """Compare a quantized model with its float model group by group (either may be ``model``).
+
+    Each model runs whole when the values its groups need fit ``budget_bytes``, else node by node."""
     a = model if isinstance(model, Graph) else load_graph(model)
     b = reference if isinstance(reference, Graph) else load_graph(reference)
     float_graph, quant_graph = order_models(a, b)
@@ -236,7 +239,7 @@ def compare_quantized(
         raise CompareError(f"no tensor of {model_label(quant_graph)} could be paired with one of {model_label(float_graph)}")
     feeds = resolve_inputs(float_graph, inputs, dims)
     float_runner, quant_runner = NodeRunner(float_graph, providers), NodeRunner(quant_graph, providers)
-    errors, memory = evaluate_groups(pairing, groups, feeds, float_runner, quant_runner, on_progress)
+    errors, memory = evaluate_groups(pairing, groups, feeds, float_runner, quant_runner, on_progress, budget_bytes=budget_bytes)
     weights, skipped = compare_weights(pairing)
     fmt = quant_format(quant_graph)
     notes = [pairing.summary()]

@@ -23,9 +23,10 @@ import numpy as np
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.tools.metrics import compare_arrays
 from graph_dap.runtime.tools.quant.groups import Group
+from graph_dap.runtime.tools.quant.local import run_local
 from graph_dap.runtime.tools.quant.pairing import Pairing
 from graph_dap.runtime.tools.quant.params import QuantParams
-from graph_dap.runtime.tools.quant.stream import ValueStream, run_nodes
+from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, demanded_bytes
 from graph_dap.runtime.tools.quant.view import Form, ModelView
 
 __all__ = ["Error", "GroupErrors", "evaluate_groups", "measure", "readable_value", "as_read"]
@@ -159,6 +160,31 @@ class GroupErrors:
         return self.input_snr - self.accumulated.snr
 
 
+def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int) -> Any:
+    """A whole run when the demanded values fit the budget, else a node-by-node stream."""
+    feeds = {k: inputs[k] for k in graph.input_names}
+    size = demanded_bytes(graph, demand)
+    if size is not None and size <= budget:
+        return WholeRun(graph, feeds, runner.providers, demand)
+    return ValueStream(graph, feeds, runner, demand)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A group whose full-run values are in hand, waiting for its batch's local run."""
+
+    group: Group
+    quant_feeds: dict[str, Any]
+    float_feeds: dict[str, Any]
+    floats: dict[str, np.ndarray]
+    accumulated: list[Error]
+    quant_only: list[Error]
+    params: QuantParams | None
+    clipped: float | None
+    input_snr: float
+    nbytes: int
+
+
 def evaluate_groups(
     pairing: Pairing,
     groups: Sequence[Group],
@@ -166,9 +192,14 @@ def evaluate_groups(
     float_runner: NodeRunner,
     quant_runner: NodeRunner,
     on_group: Callable[[int, int], None] | None = None,
+    batch_bytes: int = 64 << 20,
+    budget_bytes: int = 256 << 20,
 ) -> tuple[list[GroupErrors], dict[str, int]]:
     """Run both models once in lockstep over ``groups`` and measure each group's three errors.
 
+    Each model runs whole when the values the groups need fit ``budget_bytes``, else node by node,
+    each value kept only until its groups are done. The local runs go in batches of groups (about
+    ``batch_bytes`` of values each): one model and one session per batch and side (see :mod:`.local`).
     Returns the errors in group order and the peak bytes each side held.
     """
     fv, qv = pairing.float_view, pairing.quant_view
@@ -180,9 +211,8 @@ def evaluate_groups(
             quant_demand[p.quant_name] = quant_demand.get(p.quant_name, 0) + 1
         for p in g.inputs:
             float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
-    fs = ValueStream(fv.graph, {k: inputs[k] for k in fv.graph.input_names}, float_runner, float_demand)
-    qs = ValueStream(qv.graph, {k: inputs[k] for k in qv.graph.input_names}, quant_runner, quant_demand)
-    embedded = set(qs.embedded)
+    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes)
+    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes)
     acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
     read_later: dict[str, int] = {}  # groups still to read each paired tensor
     for g in groups:
@@ -190,36 +220,40 @@ def evaluate_groups(
             read_later[p.float_name] = read_later.get(p.float_name, 0) + 1
     trips: dict[str, np.ndarray] = {}  # round trips of paired tensors, kept for the groups that read them
     out: list[GroupErrors] = []
+    batch: list[_Pending] = []
+    held = 0
+    peak_batch = 0
     for i, g in enumerate(groups):
         fs.advance([p.float_name for p in g.outputs])
         floats_in = {p.float_name: fs.take(p.float_name) for p in g.inputs}
-        local_values: dict[str, Any] = {}
+        quant_feeds: dict[str, Any] = {}
         for raw, p in g.reads:
             cached = trips.get(p.float_name) if raw == p.quant_name else None
-            local_values[raw] = cached if cached is not None else as_read(qv, raw, floats_in[p.float_name])
+            quant_feeds[raw] = cached if cached is not None else as_read(qv, raw, floats_in[p.float_name])
         for p in g.inputs:
             read_later[p.float_name] -= 1
             if read_later[p.float_name] <= 0:
                 trips.pop(p.float_name, None)
         # the float nodes on the same inputs, dequantized: the reference of the local error
-        float_local: dict[str, Any] = {}
+        float_feeds: dict[str, Any] = {}
         for raw, p in g.reads:
-            float_local.setdefault(p.float_name, readable_value(qv, raw, local_values[raw]))
-        local_values = run_nodes(quant_runner, g.quant_nodes, local_values, embedded, qs.initializers)
-        float_local = run_nodes(float_runner, g.float_nodes, float_local, fs.embedded, fs.initializers)
-        acc, loc, qonly, per = [], [], [], {}
+            float_feeds.setdefault(p.float_name, readable_value(qv, raw, quant_feeds[raw]))
+        for n in g.float_nodes:
+            for r in n.all_inputs:
+                if r in fv.graph.input_names and r not in float_feeds:
+                    float_feeds[r] = inputs[r]
+        acc, qonly = [], []
+        floats: dict[str, np.ndarray] = {}
         params: QuantParams | None = None
         clipped = None
         for p in g.outputs:
             f = fs.take(p.float_name)
+            floats[p.float_name] = f
             q = readable_value(qv, p.quant_name, qs.take(p.quant_name))
             pp = qv.params.get(p.quant_name)
             a = measure(q, f, pp)
             acc.append(a)
-            per[p.float_name] = a
             acc_snr[p.float_name] = a.snr
-            local_ref = float_local.get(p.float_name, f)
-            loc.append(measure(readable_value(qv, p.quant_name, local_values[p.quant_name]), local_ref, pp, cosine=False))
             if pp is not None:
                 trip, clips = pp.round_trip_clipped(f)
                 qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal))
@@ -228,9 +262,49 @@ def evaluate_groups(
                 if params is None:
                     params, clipped = pp, clips / max(np.size(f), 1)
         input_snr = min((acc_snr.get(p.float_name, math.inf) for p in g.inputs), default=math.inf)
-        out.append(
-            GroupErrors(g, Error.combine(acc), Error.combine(loc), Error.combine(qonly) if qonly else None, params, clipped, input_snr, per)
-        )
+        size = sum(np.asarray(v).nbytes for d in (quant_feeds, float_feeds, floats) for v in d.values())
+        batch.append(_Pending(g, quant_feeds, float_feeds, floats, acc, qonly, params, clipped, input_snr, size))
+        held += size
+        peak_batch = max(peak_batch, held)
+        if held >= batch_bytes or i == len(groups) - 1:
+            out += _finish(pairing, batch, quant_runner.providers)
+            batch, held = [], 0
         if on_group is not None:
             on_group(i + 1, len(groups))
-    return out, {"float_peak_bytes": fs.peak_bytes, "quant_peak_bytes": qs.peak_bytes}
+    return out, {"float_peak_bytes": fs.peak_bytes, "quant_peak_bytes": qs.peak_bytes, "local_batch_peak_bytes": peak_batch}
+
+
+def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str]) -> list[GroupErrors]:
+    """The local runs of a batch of groups (one model per side), then each group's errors."""
+    qv = pairing.quant_view
+    quant_runs = [(b.group.index, b.group.quant_nodes, b.quant_feeds, [p.quant_name for p in b.group.outputs]) for b in batch]
+    float_runs = [
+        (b.group.index, b.group.float_nodes, b.float_feeds, [p.float_name for p in b.group.outputs])
+        for b in batch
+        if b.group.float_nodes
+    ]
+    local_q = run_local(qv.graph, [r for r in quant_runs if r[1]], providers)
+    local_f = run_local(pairing.float_view.graph, float_runs, providers) if float_runs else {}
+    out = []
+    for b in batch:
+        g = b.group
+        loc = []
+        for p in g.outputs:
+            f = b.floats[p.float_name]
+            ref = local_f.get((g.index, p.float_name), b.float_feeds.get(p.float_name, f))
+            value = local_q.get((g.index, p.quant_name), b.quant_feeds.get(p.quant_name))
+            loc.append(measure(readable_value(qv, p.quant_name, value), ref, qv.params.get(p.quant_name), cosine=False))
+        per = {p.float_name: a for p, a in zip(g.outputs, b.accumulated)}
+        out.append(
+            GroupErrors(
+                g,
+                Error.combine(b.accumulated),
+                Error.combine(loc),
+                Error.combine(b.quant_only) if b.quant_only else None,
+                b.params,
+                b.clipped,
+                b.input_snr,
+                per,
+            )
+        )
+    return out

@@ -9,7 +9,7 @@ plus the values waiting for their outside readers.
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from graph_dap.errors import CompareError
@@ -17,7 +17,7 @@ from graph_dap.runtime.engine.executor import split_reads
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph
 
-__all__ = ["ValueStream", "run_nodes"]
+__all__ = ["ValueStream", "WholeRun", "demanded_bytes"]
 
 
 class ValueStream:
@@ -78,12 +78,53 @@ class ValueStream:
         return value
 
 
-def run_nodes(
-    runner: NodeRunner, nodes: Iterable[Any], values: dict[str, Any], embedded: set[str], initializers: dict[str, Any]
-) -> dict[str, Any]:
-    """Run ``nodes`` in order on ``values`` (updated with their outputs, which are returned)."""
-    constants = ChainMap(values, initializers)
-    for node in nodes:
-        feeds, consts = split_reads(node.all_inputs, embedded, constants, values.__getitem__)
-        values.update(runner.run(node, feeds, constants=consts))
-    return values
+
+class WholeRun:
+    """The values ``demand`` names from one whole run of ``graph`` (onnxruntime, optimizations off), when they fit a budget.
+
+    The same reading interface as :class:`ValueStream`: a value is handed out as many times as demanded, then dropped.
+    """
+
+    def __init__(self, graph: Graph, inputs: Mapping[str, Any], providers: Sequence[str], demand: Mapping[str, int]) -> None:
+        import onnx
+        import onnxruntime as ort
+        from onnx import helper
+
+        from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
+
+        self.graph = graph
+        self._demand = dict(demand)
+        names = [n for n in demand if n not in inputs]
+        model = onnx.ModelProto()
+        model.CopyFrom(graph.model)
+        have = {o.name for o in model.graph.output}
+        model.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in have)
+        try:
+            folder = graph.weights.folder if graph.weights.has_external else None
+            sess = ort.InferenceSession(model.SerializeToString(), session_options("none", folder), providers=list(providers))
+            values = sess.run(names, {k: inputs[k] for k in graph.input_names})
+        except ORT_ERRORS as e:
+            raise CompareError(f"onnxruntime failed on {graph.path or graph.name}: {ort_message(e)}") from None
+        self._values: dict[str, Any] = {**{k: v for k, v in inputs.items() if k in demand}, **dict(zip(names, values))}
+        self.peak_bytes = sum(getattr(v, "nbytes", 0) for v in self._values.values())
+
+    def advance(self, names: Iterable[str]) -> None:
+        """Nothing to run: the whole run computed every value."""
+
+    def take(self, name: str) -> Any:
+        value = self._values[name]
+        self._demand[name] -= 1
+        if self._demand[name] <= 0:
+            del self._values[name]
+        return value
+
+
+def demanded_bytes(graph: Graph, demand: Mapping[str, int]) -> int | None:
+    """The bytes of the values ``demand`` names, from the graph's value types (None: some size is unknown)."""
+    total = 0
+    for name in demand:
+        n = graph.value_info(name).nbytes
+        if n is None:
+            return None
+        total += n
+    return total
