@@ -214,3 +214,30 @@ def test_the_kernels_at_level_all_are_read_at_fused_outputs_and_the_optimizer_na
     simulation = _run(q, feeds)["y"]
     y_scale = result.groups[-1].params.scale
     assert np.abs(sess.run(["y"], feeds)[0] - simulation).max() <= float(y_scale) * 1.0001
+
+
+def test_a_scan_against_the_float_model_ranks_groups_over_the_data_set(models, tmp_path):
+    """scan QUANT --reference model:FLOAT: an SQNR rule, each input's mismatch at the group where the error is born,
+    and each group's SQNR over every input (energies added: the SQNR of the inputs taken together)."""
+    from graph_dap.runtime.tools.quant.dataset import aggregate
+    from graph_dap.runtime.tools.scan.results import InputResult
+    from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig
+    from graph_dap.runtime.tools.scan.sources import WorkItem
+
+    bad = coarser(models["qdq"], tmp_path / "bad.onnx", "c2_scale")
+    config = ScanConfig(model=str(bad), break_on=("nan", "inf", "error", "mismatch"), reference=f"model:{models['float']}")
+    scanner = InputScanner(config)
+    results: list[InputResult] = []
+    for i, feeds in enumerate(samples(3)):
+        result, _ = scanner.scan(WorkItem(i, f"in{i}", "arrays", f"in{i}", feeds=feeds))
+        results.append(result)
+    scanner.close()
+    assert [r.status for r in results] == ["mismatch"] * 3 and {r.node.id for r in results} == {"conv2"}
+    assert results[0].comparison["groups"]["names"][2] == "conv2"
+    groups = aggregate((r.id, r.comparison["groups"]) for r in results)
+    assert groups[0]["group"] == "conv2" and groups[0]["inputs"] == 3
+    # the data set's SQNR of a group is that of its values taken together
+    one = [compare_quantized(bad, models["float"], feeds) for feeds in samples(3)]
+    signal = sum(c.groups[2].accumulated.signal for c in one)
+    noise = sum(c.groups[2].accumulated.noise for c in one)
+    assert groups[0]["accumulated_snr"] == pytest.approx(10 * np.log10(signal / noise), abs=1e-6)

@@ -50,11 +50,10 @@ def run(args: argparse.Namespace) -> int:
     from graph_dap.runtime.tools.metrics import Condition
     from graph_dap.runtime.tools.quant.analysis import DEFAULT_RULE, compare_quantized
 
-    if args.atol is not None or args.rtol is not None:
-        raise UsageError("graph-dap: --atol/--rtol do not apply to a quantized model; give an SQNR rule, e.g. --fail-if 'snr<25'")
     if args.target_snr is not None and not args.sensitivity:
         raise UsageError("graph-dap: --target-snr needs --sensitivity")
     rule = tuple(Condition.parse(c) for c in args.fail_if) or DEFAULT_RULE
+    ignored = ["--atol"] * (args.atol is not None) + ["--rtol"] * (args.rtol is not None)
     bar = ProgressBar.on_terminal(args.json, unit="groups")
     result = compare_quantized(
         args.model,
@@ -83,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
         result.kernels = compare_kernels(result, args.inputs, dims=parse_dims(args.dim), providers=args.provider or None,
                                          opt_level=args.opt_level)  # fmt: skip
+    if ignored:
+        result.notes.append(f"{' and '.join(ignored)} do not apply to a quantized model: the rule is {', '.join(map(str, rule))}")
     report = result.to_dict()
     if args.report:
         from graph_dap.runtime.tools.quant.report import write_report
@@ -103,6 +104,7 @@ def quant_text(result: Any, args: argparse.Namespace, report: dict[str, Any]) ->
         f"rule:      {result.rule_text()}",
         f"pairing:   {result.pairing.summary()}",
     ]
+    lines += [f"note:      {n}" for n in result.notes[1:]]
     if args.show_pairs:
         lines += ["", result.pairing.text()]
     lines.append("")

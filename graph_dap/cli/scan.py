@@ -218,8 +218,20 @@ def scan_text(summary: Any) -> str:
         first = next((r for r in failing if (r.get("replay") or {}).get("command")), None)
         if first is not None:
             lines.append(f"debug one: {first['replay']['command']}")
+    groups = data.get("groups") or []
+    if groups:
+        lines.append(f"groups of the quantized model over {groups[0]['inputs']} inputs, by local SQNR (dB), worst first:")
+        for g in groups[:_SHOWN]:
+            lines.append(
+                f"  {g['group']}: local {_db(g['local_snr'])}, accumulated {_db(g['accumulated_snr'])} "
+                f"(worst input {g['worst_input']}: {_db(g['worst_input_snr'])})"
+            )
     for incident in data.get("incidents", [])[-5:]:
         lines.append(f"worker lost: {incident['message']}")
     lines.append(f"results: {summary.results_path}")
     lines.append(f"report:  {summary.report_path}")
     return "\n".join(lines)
+
+
+def _db(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, (int, float)) else str(v)
