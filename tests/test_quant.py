@@ -8,6 +8,7 @@ onnxruntime's runs and against its qdq_loss_debug.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import onnx
@@ -241,3 +242,17 @@ def test_a_scan_against_the_float_model_ranks_groups_over_the_data_set(models, t
     signal = sum(c.groups[2].accumulated.signal for c in one)
     noise = sum(c.groups[2].accumulated.noise for c in one)
     assert groups[0]["accumulated_snr"] == pytest.approx(10 * np.log10(signal / noise), abs=1e-6)
+
+
+def test_a_re_export_with_other_names_pairs_by_structure(models, tmp_path):
+    """Neither model quantized (every computed tensor and node renamed, as a re-export does): --structure pairs them all."""
+    m = onnx.load(str(models["float"]))
+    renamed = {o: f"t{i}" for i, n in enumerate(m.graph.node) for o in n.output if o != "y"}
+    for n in m.graph.node:
+        n.name = "export/" + n.name
+        n.input[:] = [renamed.get(i, i) for i in n.input]
+        n.output[:] = [renamed.get(o, o) for o in n.output]
+    onnx.save(m, str(tmp_path / "re.onnx"))
+    result = compare_quantized(tmp_path / "re.onnx", models["float"], samples(1)[0])
+    assert {p.float_name: p.quant_name for p in result.pairing.pairs.values()} == {"x": "x", **renamed, "y": "y"}
+    assert all(g.accumulated.snr == math.inf for g in result.groups) and result.pairing.counts()["weights_paired"] == 6

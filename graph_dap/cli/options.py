@@ -188,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
         "paired by graph structure, each group of nodes between paired tensors gets its accumulated, local and "
         "quantization-only error, and the rule is an SQNR threshold (default snr<20)",
     )
+    quant.add_argument(
+        "--structure",
+        action="store_true",
+        help="pair by graph structure even when neither model is quantized (a re-export, a converter's or optimizer's rewrite)",
+    )
     quant.add_argument("--show-pairs", action="store_true", help="print which float tensor stands for which quantized value, and why the others are unpaired")
     quant.add_argument("--pairs", metavar="FILE", help="pairs to use where the structure cannot tell: JSON {FLOAT: QUANT} or lines 'FLOAT QUANT'")
     quant.add_argument("--order", choices=("local", "graph"), default="local", help="rank the groups by local error (default) or list them in graph order")

@@ -15,7 +15,7 @@ from graph_dap.cli.options import EXIT_COMPLETED, EXIT_DIVERGED, UsageError, par
 from graph_dap.cli.progress import ProgressBar
 
 #: Options that only mean something against a float model.
-QUANT_OPTIONS = ("show_pairs", "pairs", "sensitivity", "target_snr", "report")
+QUANT_OPTIONS = ("structure", "show_pairs", "pairs", "sensitivity", "target_snr", "report")
 
 
 def quant_options_given(args: argparse.Namespace) -> list[str]:

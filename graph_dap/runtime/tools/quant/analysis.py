@@ -203,15 +203,15 @@ def _where(where: Mapping[str, Any]) -> str:
 
 
 def order_models(a: Graph, b: Graph) -> tuple[Graph, Graph]:
-    """(float, quantized) of two models, whichever order they were given in; one line when neither or both are quantized."""
+    """(float, quantized) of two models, whichever order they were given in; one line when both are quantized.
+
+    When neither is (a re-export, a converter's rewrite), ``b`` is the reference and ``a`` is compared with it."""
     fa, fb = quant_format(a), quant_format(b)
     if fa and fb:
         raise CompareError(
             f"both models are quantized ({model_label(a)}: {fa}, {model_label(b)}: {fb}); the reference must be the float model"
         )
-    if not fa and not fb:
-        raise CompareError(f"neither {model_label(a)} nor {model_label(b)} is quantized; compare them by value name instead")
-    return (b, a) if fa else (a, b)
+    return (a, b) if fb else (b, a)
 
 
 def compare_quantized(
@@ -249,8 +249,8 @@ def compare_quantized(
         weights,
         skipped,
         tuple(rule) or DEFAULT_RULE,
-        f"{model_label(quant_graph)} ({fmt}) node by node on {', '.join(quant_runner.providers)}",
-        f"{model_label(float_graph)} (float) node by node",
+        f"{model_label(quant_graph)} ({fmt or 'float'}) node by node on {', '.join(quant_runner.providers)}",
+        f"{model_label(float_graph)} (the reference) node by node",
         notes,
         memory,
     )

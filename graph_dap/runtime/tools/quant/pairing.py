@@ -149,7 +149,7 @@ class Pairing:
         return (
             f"paired {c['float_paired']} of the float model's {c['float_activations']} computed tensors ({share:.1f}%), "
             f"{c['float_folded']} folded into a neighbour's group, {c['float_unpaired']} unpaired; "
-            f"{c['quant_paired']} of the quantized model's {c['quant_activations']} tensors; "
+            f"{c['quant_paired']} of the other model's {c['quant_activations']} tensors; "
             f"{c['weights_paired']} of {c['float_weights']} float weights"
         )
 
