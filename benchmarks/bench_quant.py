@@ -21,7 +21,10 @@ Measured per model and format, in one process, medians of ``--repeat`` runs:
   graph-dap's session options, at level none, the quantized model's float simulation that
   graph-dap measures, and at ORT_ENABLE_ALL for scale);
 - ``--sensitivity`` over N groups against N plain runs of the quantized model (level none);
-- memory: the values the comparison held at its peak, next to all the model's activations.
+- memory: the values the comparison held at its peak, next to all the model's activations;
+- the kernels at level all: groups read from onnxruntime's optimized model (dequantized from fused
+  integer nodes, put back from NHWC), how many part from the simulation by more than a step, and the
+  optimizer the bisection names.
 The table goes to stdout and benchmarks/results/quant.md.
 """
 
@@ -185,6 +188,7 @@ def plant(quant: Path, result: Any) -> tuple[Path, int]:
 
 def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     from graph_dap.runtime.tools.quant.analysis import compare_quantized
+    from graph_dap.runtime.tools.quant.kernels import compare_kernels
     from graph_dap.runtime.tools.quant.sensitivity import run_sensitivity
 
     f = folder / f"{name}.onnx"
@@ -203,6 +207,7 @@ def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict
     counts = result.pairing.counts()
     ranked = [g.group.index for g in result.ranked]
     own = min((g for g in result.groups if g.quant_only is not None), key=lambda g: g.quant_only.snr)
+    kernels = compare_kernels(result, feeds)
     planted, index = plant(q, result)
     bad = compare_quantized(planted, f, feeds)
     sens = run_sensitivity(bad, feeds)
@@ -229,6 +234,10 @@ def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict
         "sens_groups": len(sens.ranked),
         "sens_s": sens.seconds,
         "sens_plain_s": sens.plain_seconds,
+        "kernels": f"{len(kernels.rows)} ({sum(1 for r in kernels.rows if r.params is not None)} dequantized"
+        + (f", {sum(1 for r in kernels.rows if r.layout)} from {'/'.join(sorted({r.layout for r in kernels.rows if r.layout}))}" if any(r.layout for r in kernels.rows) else "")
+        + f"); part > 1 step: {len(kernels.parted)}; outputs {kernels.output_divergence:.3g} apart"
+        + (f"; {', '.join(kernels.responsible)}" if kernels.responsible else ""),
         "held_mb": max(result.memory.values()) / 2**20,
         "all_mb": total_bytes / 2**20,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -239,7 +248,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| model | format | nodes float / quantized | float tensors paired | weights compared | groups | worst own error: rank by local error | "
         "planted 16x layer: rank by local error / first divergence / rank by sensitivity | compare s | vs plain runs of both (none / all) | "
-        "sensitivity: runs, s | vs N plain runs (level none) | values held at peak MB (all activations MB) |"
+        "sensitivity: runs, s | vs N plain runs (level none) | values held at peak MB (all activations MB) | "
+        "kernels at level all: groups read at fused outputs |"
     )
     out = [head, "|" + " --- |" * (head.count("|") - 1)]
     for r in rows:
@@ -248,7 +258,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['own_worst']} | {r['planted_name']}: {r['planted_local']} / {'yes' if r['planted_first'] else 'no'} / {r['planted_sens']} | "
             f"{r['compare_s']:.2f} | {r['ratio_none']:.2f}x / {r['ratio_all']:.2f}x | "
             f"{r['sens_runs']}, {r['sens_s']:.2f} | {r['sens_s'] / (r['sens_groups'] * r['sens_plain_s']):.2f}x | "
-            f"{r['held_mb']:.0f} ({r['all_mb']:.0f}) |"
+            f"{r['held_mb']:.0f} ({r['all_mb']:.0f}) | {r['kernels']} |"
         )
     return "\n".join(out)
 
