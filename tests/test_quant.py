@@ -256,3 +256,22 @@ def test_a_re_export_with_other_names_pairs_by_structure(models, tmp_path):
     result = compare_quantized(tmp_path / "re.onnx", models["float"], samples(1)[0])
     assert {p.float_name: p.quant_name for p in result.pairing.pairs.values()} == {"x": "x", **renamed, "y": "y"}
     assert all(g.accumulated.snr == math.inf for g in result.groups) and result.pairing.counts()["weights_paired"] == 6
+
+
+def test_a_debug_session_against_the_float_model_stops_where_the_error_is_born(models, tmp_path):
+    """The debugger's mismatch filter with reference model:FLOAT.onnx (a launch argument): the stop is at the node that
+    finishes the first group whose local error breaks the rule, not at the first value that differs by name."""
+    from graph_dap.runtime import DebugSession, StopReason
+    from graph_dap.runtime.tools.lockstep import Lockstep, ReferenceSpec
+
+    bad = coarser(models["qdq"], tmp_path / "bad.onnx", "c2_scale")
+    session = DebugSession(str(bad), samples(1)[0])
+    lockstep = Lockstep(session, ReferenceSpec.make(f"model:{models['float']}"))
+    try:
+        stop = lockstep.continue_()
+        assert stop.reason is StopReason.MISMATCH and stop.node.id == "c2_DequantizeLinear"
+        assert stop.tensor == "c2_DequantizeLinear_Output" and float(stop.details["local SQNR dB"]) < 20
+        assert "conv2" in stop.message and lockstep.to_dict()["first_divergence"]["group"] == "conv2"
+        assert lockstep.continue_().reason is StopReason.END
+    finally:
+        lockstep.close()
