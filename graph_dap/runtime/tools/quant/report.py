@@ -19,7 +19,7 @@ from graph_dap.runtime.tools.scan.report_page import STYLE
 
 __all__ = ["report_html", "write_report"]
 
-_W, _H, _PAD = 960, 300, 44
+_W, _H, _PAD, _LABELS = 960, 300, 44, 90  # _LABELS: room under the chart for the groups' names
 
 
 def _finite(v: float, cap: float) -> float:
@@ -39,7 +39,7 @@ def _chart(result: Any) -> str:
     def y(v: float) -> float:
         return _H - _PAD - (_H - 2 * _PAD) * _finite(v, top) / top
 
-    parts = [f'<svg id="snr-chart" viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img" aria-label="SQNR per group">']
+    parts = [f'<svg id="snr-chart" viewBox="0 0 {_W} {_H + _LABELS}" width="{_W}" height="{_H + _LABELS}" role="img" aria-label="SQNR per group">']
     for t in range(0, int(top) + 1, 10):
         parts.append(f'<line class="grid" x1="{_PAD}" x2="{_W - _PAD}" y1="{y(t):.1f}" y2="{y(t):.1f}"/>')
         parts.append(f'<text x="{_PAD - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t}</text>')
@@ -58,11 +58,15 @@ def _chart(result: Any) -> str:
             f'<rect class="local" x="{x + step * 0.15:.1f}" y="{y(g.local.snr):.1f}" width="{max(step * 0.7, 1):.1f}" '
             f'height="{h:.1f}" fill="{color}"><title>{title}</title></rect>'
         )
+        if n <= 120:
+            cx, cy = x + step / 2, _H - _PAD + 12
+            label = html.escape(g.group.name if len(g.group.name) <= 22 else g.group.name[:21] + "…")
+            parts.append(f'<text x="{cx:.1f}" y="{cy:.1f}" transform="rotate(-40 {cx:.1f} {cy:.1f})" text-anchor="end" font-size="10">{label}</text>')
         if first is not None and g is first:
             parts.append(f'<text x="{x + step / 2:.1f}" y="{_PAD - 8}" text-anchor="middle" fill="#d81b60">first divergence</text>')
     points = " ".join(f"{_PAD + (i + 0.5) * step:.1f},{y(g.accumulated.snr):.1f}" for i, g in enumerate(groups))
     parts.append(f'<polyline points="{points}" fill="none" stroke="#1e3a8a" stroke-width="2"/>')
-    parts.append(f'<text x="{_PAD}" y="{_H - 12}">groups in the float model\'s run order; bars: local SQNR, line: accumulated SQNR (dB)</text>')
+    parts.append(f'<text x="{_PAD}" y="{_PAD - 24}">bars: local SQNR (red: it breaks the rule), line: accumulated SQNR (dB); groups in the float model\'s run order</text>')
     parts.append("</svg>")
     return "".join(parts)
 
