@@ -46,6 +46,10 @@ OPTIMIZERS = (
 )  # fmt: skip
 
 
+#: Ops that move integers without changing what they mean (their output keeps their input's scale and zero point).
+_MOVES_INTEGERS = frozenset({"NhwcMaxPool", "MaxPool", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Resize", "Concat"})
+
+
 @dataclass(frozen=True, slots=True)
 class KernelRow:
     """One group as the optimized model computes it."""
@@ -142,13 +146,17 @@ def _layout(node: onnx.NodeProto) -> str:
     return ""
 
 
-def _to_nchw(value: np.ndarray, layout: str, shape: Sequence[int]) -> np.ndarray:
-    if layout == "NHWC":
-        return np.moveaxis(value, -1, 1)
-    if layout == "NCHWc" and value.ndim == 5:
+def _to_nchw(value: np.ndarray, layout: str, shape: Sequence[int]) -> tuple[np.ndarray, str]:
+    """``value`` put back to the float tensor's NCHW ``shape``, and the layout it was in. The layout a node's attribute
+    says, else the one its shape shows: onnxruntime's NHWC transformer leaves elementwise ops between its Transposes
+    working on NHWC data with no attribute to say so."""
+    shape = tuple(shape)
+    if layout == "NCHWc" or (value.ndim == 5 and len(shape) == 4):
         n, blocks, h, w, b = value.shape
-        return np.moveaxis(value, 4, 2).reshape(n, blocks * b, h, w)[:, : shape[1]]
-    return value
+        return np.moveaxis(value, 4, 2).reshape(n, blocks * b, h, w)[:, : shape[1]], "NCHWc"
+    if layout == "NHWC" or (value.ndim == 4 and value.shape != shape and value.shape == (shape[0], *shape[2:], shape[1])):
+        return np.moveaxis(value, -1, 1), "NHWC"
+    return value, layout
 
 
 def _with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> bytes:
@@ -244,6 +252,10 @@ def _plan(qv: Any, pair: Any, producer: Mapping[str, onnx.NodeProto], consts: Ma
         return "its value is no longer computed under its name"
     spec = QUANT_OPS.get(owner.op_type)
     node = next((n for n in producer.values() if n.name == owner.name), None)
+    root_value = members[0]
+    if node is not None and spec is None and qv.form.get(root_value) is Form.INT and owner.op_type in _MOVES_INTEGERS:
+        # an op that moves integers (NhwcMaxPool, a Transpose): its output keeps the tensor's own scale and zero point
+        return node.output[0], owner.name, qv.params[root_value], _layout(node), owner.op_type
     if spec is None or spec.out_params is None or node is None:
         return f"fused into {owner.name} ({owner.op_type}), whose output is not this tensor"
     params = _const_params(node, *spec.out_params, consts)
@@ -271,7 +283,7 @@ def _measure_chunk(chunk: list[Any], qv: Any, fg: Any, optimized: onnx.ModelProt
     rows = []
     for g, p, read, node, params, layout, op in chunk:
         f = np.asarray(flo[p.float_name])
-        k = _to_nchw(np.asarray(kern[read] if params is None else params.dequantize(kern[read])), layout, f.shape)
+        k, layout = _to_nchw(np.asarray(kern[read] if params is None else params.dequantize(kern[read])), layout, f.shape)
         s = readable_value(qv, p.quant_name, sim[p.quant_name])
         vs_sim = measure(k, s, qv.params.get(p.quant_name))
         rows.append(KernelRow(g, read, node, op, layout, params, measure(k, f), vs_sim, vs_sim.steps))
