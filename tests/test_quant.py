@@ -146,6 +146,8 @@ def test_a_planted_coarse_layer_is_first_by_local_error_and_by_sensitivity(model
     assert sens.all_float_snr > 80  # every group in float is the float model
     assert sens.nodes_to_exclude[:1] == ["conv2"] and sens.chosen_snr >= 30
     assert sens.runs == len(sens.ranked) + 1 + len(sens.chosen)
+    whole = run_sensitivity(result, feeds, budget_bytes=0)  # each group's run a whole run, not only what it changes
+    assert [(g.index, g.output_snr) for g in whole.ranked] == [(g.index, g.output_snr) for g in sens.ranked]
 
 
 def test_the_command_line_ranks_groups_reports_and_says_what_is_wrong_in_one_line(models, tmp_path, capsys):

@@ -135,7 +135,9 @@ def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -
                     params = qv.params[read]
                     s, z = f"{prefix}s__{read}", f"{prefix}z__{read}"
                     inits += [numpy_helper.from_array(params.scale, s), numpy_helper.from_array(params.zero_point, z)]
-                    protos.append(helper.make_node("DequantizeLinear", [read, s, z], [f"{prefix}dq__{read}"], axis=params.axis or 1))
+                    protos.append(
+                        helper.make_node("DequantizeLinear", [read, s, z], [f"{prefix}dq__{read}"], name=f"{prefix}dq__{read}", axis=params.axis or 1)
+                    )
                     fname[i] = f"{prefix}dq__{read}"
                 else:
                     fname[i] = read
@@ -157,9 +159,9 @@ def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -
             params = qv.params[v]
             s, z = f"{prefix}s__{v}", f"{prefix}z__{v}"
             inits += [numpy_helper.from_array(params.scale, s), numpy_helper.from_array(params.zero_point, z)]
-            protos.append(helper.make_node("QuantizeLinear", [src, s, z], [v], axis=params.axis or 1))
+            protos.append(helper.make_node("QuantizeLinear", [src, s, z], [v], name=f"{prefix}out__{v}", axis=params.axis or 1))
         else:
-            protos.append(helper.make_node("Identity", [src], [v]))
+            protos.append(helper.make_node("Identity", [src], [v], name=f"{prefix}out__{v}"))
     return protos, inits
 
 
@@ -222,6 +224,71 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
 # -- running it ---------------------------------------------------------------------------
 
 
+def _baseline(graph: Any, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
+    """Every value the quantized model computes (static ones aside), from one whole run; None over ``budget``."""
+    names = [o for n in graph.nodes if not n.is_static for o in n.outputs if o]
+    sizes = [graph.value_info(n).nbytes for n in names]
+    if any(b is None for b in sizes) or sum(b or 0 for b in sizes) > budget:
+        return None
+    model = onnx.ModelProto()
+    model.CopyFrom(graph.model)
+    have = {o.name for o in model.graph.output}
+    model.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in have)
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), session_options(level), providers=providers)
+        return dict(zip(names, sess.run(names, dict(feeds))))
+    except ORT_ERRORS as e:
+        raise CompareError(f"onnxruntime cannot run the quantized model: {ort_message(e)}") from None
+
+
+def _cone(model: onnx.ModelProto, prefix: str, held: Mapping[str, Any], feeds: Mapping[str, Any]) -> tuple[onnx.ModelProto, dict[str, Any], list[str]]:
+    """The part of ``model`` that a group in float (its nodes named ``prefix``...) changes: those nodes and every node
+    downstream, with the constants they need; fed the plain run's values. The model, its feeds, the outputs it computes."""
+    inits = {t.name for t in model.graph.initializer}
+    static = set(inits)
+    producer: dict[str, onnx.NodeProto] = {}
+    for n in model.graph.node:
+        producer.update({o: n for o in n.output if o})
+        if all(i in static for i in n.input if i) and not outer_scope_reads(n):
+            static.update(o for o in n.output if o)
+    changed: set[str] = set()
+    cone: list[onnx.NodeProto] = []
+    for n in model.graph.node:
+        reads = [i for i in n.input if i] + sorted(outer_scope_reads(n))
+        if n.name.startswith(prefix) or any(i in changed for i in reads):
+            cone.append(n)
+            changed.update(o for o in n.output if o)
+    # the static nodes (a weight's DequantizeLinear) the cone reads, and theirs
+    need = [i for n in cone for i in list(n.input) + sorted(outer_scope_reads(n)) if i and i not in changed and i in static and i not in inits]
+    extra: dict[int, onnx.NodeProto] = {}
+    while need:
+        v = need.pop()
+        p = producer[v]
+        if id(p) not in extra:
+            extra[id(p)] = p
+            need += [i for i in p.input if i and i not in inits]
+    nodes = [n for n in model.graph.node if id(n) in extra] + cone
+    made = {o for n in nodes for o in n.output if o}
+    read = {i for n in nodes for i in list(n.input) + sorted(outer_scope_reads(n)) if i}
+    fed = sorted(r for r in read if r not in made and r not in inits)
+    values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
+    outputs = [o.name for o in model.graph.output if o.name in made]
+    sub = helper.make_model(
+        helper.make_graph(
+            nodes,
+            "graph_dap_cone",
+            [helper.make_tensor_value_info(r, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for r, v in values.items()],
+            [helper.make_empty_tensor_value_info(o) for o in outputs],
+            [t for t in model.graph.initializer if t.name in read],
+        ),
+        opset_imports=list(model.opset_import),
+    )
+    sub.ir_version = model.ir_version
+    sub.functions.extend(model.functions)
+    return sub, values, outputs
+
+
+
 def run_sensitivity(
     result: Any,
     inputs: InputsArg = None,
@@ -231,8 +298,12 @@ def run_sensitivity(
     target_snr: float | None = None,
     opt_level: str = "none",
     on_progress: Callable[[int, int], None] | None = None,
+    budget_bytes: int = 1 << 30,
 ) -> Sensitivity:
-    """Rank ``result``'s groups (a QuantComparison) by the output SQNR each recovers when kept in float."""
+    """Rank ``result``'s groups (a QuantComparison) by the output SQNR each recovers when kept in float.
+
+    When the quantized model's values fit ``budget_bytes``, one plain run keeps them all and each group's run
+    computes only the nodes downstream of it; else each group's run is a whole run."""
     pairing: Pairing = result.pairing
     groups = [g.group for g in result.groups]
     fg, qg = pairing.float_view.graph, pairing.quant_view.graph
@@ -258,6 +329,16 @@ def run_sensitivity(
     plain = session(qg.model)
     outs = plain.run(qnames, qfeeds)
     plain_times: list[float] = []
+    held = _baseline(qg, qfeeds, providers, budget_bytes, opt_level)
+
+    def group_snr(g: Group) -> float:
+        """The output SQNR with ``g`` in float: only what it changes runs again, the rest is the plain run's, when it is held."""
+        model = in_float(pairing, [g])
+        if held is None:
+            return output_snr(model)
+        sub, sub_feeds, produced = _cone(model, f"graph_dap_g{g.index}_", held, qfeeds)
+        got = dict(zip(produced, session(sub).run(produced, sub_feeds))) if produced else {}
+        return Error.combine([measure(got[q] if q in got else held[q], reference[n]) for n, q in zip(names, qnames)]).snr
 
     def time_plain() -> None:
         """One plain run of the quantized model, timed: every few groups, so that the ratio is side by side."""
@@ -279,7 +360,7 @@ def run_sensitivity(
         if k % 8 == 0:
             time_plain()
         began = time.perf_counter()
-        snr = output_snr(in_float(pairing, [g]))
+        snr = group_snr(g)
         spent += time.perf_counter() - began
         rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(g.node_names())))
         if on_progress is not None:
