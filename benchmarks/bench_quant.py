@@ -172,11 +172,23 @@ def timed(sess: Any, feeds: dict[str, Any]) -> float:
 def plant(quant: Path, result: Any) -> tuple[Path, int]:
     """A copy of the quantized model whose group at half depth has a 16x coarser output scale; that group's index."""
     view = result.pairing.quant_view
-    candidates = [g for g in result.groups if g.params is not None and g.group.ops != "input" and g.params.per_tensor]
+    graph = view.graph
+
+    def scale_of(g: Any) -> str:
+        producer = graph.producer(g.group.outputs[0].quant_name)
+        return producer.inputs[1] if producer.op_type == "DequantizeLinear" else producer.inputs[6]
+
+    def own(g: Any) -> bool:
+        """In QDQ, a scale only this tensor's Q/DQ read (quantize_static gives tensors that must agree one scale)."""
+        if graph.producer(g.group.outputs[0].quant_name).op_type != "DequantizeLinear":
+            return True
+        members = set(view.members.get(g.group.outputs[0].logical, []))
+        users = [n for n in graph.nodes if scale_of(g) in n.inputs]
+        return all(n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.inputs[0] in members for n in users)
+
+    candidates = [g for g in result.groups if g.params is not None and g.group.ops != "input" and g.params.per_tensor and own(g)]
     target = candidates[len(candidates) // 2]
-    value = target.group.outputs[0].quant_name
-    producer = view.graph.producer(value)
-    scale = producer.inputs[1] if producer.op_type == "DequantizeLinear" else producer.inputs[-3 if producer.op_type == "QLinearConv" else 6]
+    scale = scale_of(target)
     m = onnx.load(str(quant))
     for i, t in enumerate(m.graph.initializer):
         if t.name == scale:

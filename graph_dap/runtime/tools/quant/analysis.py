@@ -224,7 +224,7 @@ def compare_quantized(
     rule: Sequence[Condition] = DEFAULT_RULE,
     pairs_file: str | os.PathLike[str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-    budget_bytes: int = 256 << 20,
+    budget_bytes: int = 1 << 30,
 ) -> QuantComparison:
     """Compare a quantized model with its float model group by group (either may be ``model``).
 

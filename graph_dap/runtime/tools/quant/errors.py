@@ -193,7 +193,7 @@ def evaluate_groups(
     quant_runner: NodeRunner,
     on_group: Callable[[int, int], None] | None = None,
     batch_bytes: int = 64 << 20,
-    budget_bytes: int = 256 << 20,
+    budget_bytes: int = 1 << 30,
 ) -> tuple[list[GroupErrors], dict[str, int]]:
     """Run both models once in lockstep over ``groups`` and measure each group's three errors.
 
