@@ -175,8 +175,11 @@ def plant(quant: Path, result: Any) -> tuple[Path, int]:
     graph = view.graph
 
     def scale_of(g: Any) -> str:
+        from graph_dap.runtime.tools.quant.view import QUANT_OPS
+
         producer = graph.producer(g.group.outputs[0].quant_name)
-        return producer.inputs[1] if producer.op_type == "DequantizeLinear" else producer.inputs[6]
+        spec = QUANT_OPS.get(producer.op_type)
+        return producer.inputs[spec.out_params[0] if spec and spec.out_params else 1]
 
     def own(g: Any) -> bool:
         """In QDQ, a scale only this tensor's Q/DQ read (quantize_static gives tensors that must agree one scale)."""
@@ -186,7 +189,12 @@ def plant(quant: Path, result: Any) -> tuple[Path, int]:
         users = [n for n in graph.nodes if scale_of(g) in n.inputs]
         return all(n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.inputs[0] in members for n in users)
 
-    candidates = [g for g in result.groups if g.params is not None and g.group.ops != "input" and g.params.per_tensor and own(g)]
+    candidates = [
+        g for g in result.groups
+        if g.params is not None and g.group.ops != "input" and g.params.per_tensor and graph.producer(g.group.outputs[0].quant_name)
+        and graph.producer(g.group.outputs[0].quant_name).op_type in ("DequantizeLinear", "QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul")
+        and own(g)
+    ]  # fmt: skip
     target = candidates[len(candidates) // 2]
     scale = scale_of(target)
     m = onnx.load(str(quant))
