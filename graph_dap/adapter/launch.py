@@ -32,7 +32,7 @@ class LaunchArgs:
     no_debug: bool = False
     skip_constants: bool = True
     providers: tuple[str, ...] = DEFAULT_PROVIDERS
-    dims: dict[str, int] = field(default_factory=dict)
+    dims: dict[str, int | list[int]] = field(default_factory=dict)
     memory_budget_mb: float | None = None
     opt_level: str = "all"  # onnxruntime's graph optimizations for a continue's segments (what is shown is unoptimized)
     worker: str | None = None  # HOST:PORT of a remote worker
@@ -94,10 +94,12 @@ class LaunchArgs:
         if self.iterations is not None and self.iterations < 1:
             raise UserError("iterations must be at least 1")
         for key, value in self.dims.items():
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise UserError(f"dims: '{key}' must be an integer, got {value!r}")
-            if not 0 <= value <= MAX_INTEGER:
-                raise UserError(f"dims: '{key}' must be a size from 0 to 2**53 - 1, got {value}")
+            # an input's name with a list: its whole shape (dimensions without a name, or -1)
+            for size in value if isinstance(value, list) else [value]:
+                if not isinstance(size, int) or isinstance(size, bool):
+                    raise UserError(f"dims: '{key}' must be an integer (a dimension's size) or a list of them (an input's shape), got {value!r}")
+                if not 0 <= size <= MAX_INTEGER:
+                    raise UserError(f"dims: '{key}' must be a size from 0 to 2**53 - 1, got {size}")
         if self.worker and not self.token:
             raise UserError("'worker' needs the 'token' the worker was started with")
         if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
@@ -134,7 +136,7 @@ class LaunchArgs:
         return LoadArgs(
             model=self.model,
             inputs=self.inputs,
-            dims=self.dims,
+            dims={k: tuple(v) if isinstance(v, list) else v for k, v in self.dims.items()},
             providers=self.providers,
             skip_constants=self.skip_constants,
             memory_budget_mb=self.memory_budget_mb,

@@ -14,7 +14,7 @@ from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundErro
 from graph_dap.runtime.engine.segments import SegmentError
 from graph_dap.runtime.frames import Frame
 from graph_dap.runtime.graph import Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.session.continues import LOOK_INSIDE, Continues
 from graph_dap.runtime.stops import Stop, StopReason
 
@@ -285,7 +285,7 @@ class DebugSession(Continues):
             if node is not None and self.breakpoint_table.stops_at(node.id):
                 return self._stop(StopReason.BREAKPOINT, f"breakpoint at {node.label}")
 
-    def restart(self, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> Stop:
+    def restart(self, inputs: InputsArg = None, dims: Dims | None = None) -> Stop:
         """Back to the start, with the original inputs (or new ``inputs``, checked like the first); breakpoints are kept.
 
         New inputs reuse every onnxruntime session built so far: cheap for a data set of inputs of one shape.

@@ -27,7 +27,7 @@ from graph_dap.runtime.engine.segments import SegmentRunner
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.frames import ControlFlow, Frame, last_uses, run_sequence
 from graph_dap.runtime.graph import Graph, Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.stops import PathStep, Stop, StopReason
 from graph_dap.runtime.tensor import TensorSummary, summarize
@@ -47,7 +47,7 @@ class SessionState:
         model: str | os.PathLike[str] | onnx.ModelProto | Graph,
         inputs: InputsArg = None,
         *,
-        dims: Mapping[str, int] | None = None,
+        dims: Dims | None = None,
         providers: Sequence[str] | None = None,
         skip_constants: bool = True,
         break_on: Iterable[str] = (),

@@ -27,7 +27,7 @@ class LoadArgs:
 
     model: str
     inputs: str | dict[str, Any] | None = None  # a file or folder, or input name -> a .npy path or nested numbers
-    dims: dict[str, int] = field(default_factory=dict)
+    dims: dict[str, int | tuple[int, ...]] = field(default_factory=dict)  # a tuple: an input's whole shape
     providers: tuple[str, ...] = ()
     skip_constants: bool = True
     memory_budget_mb: float | None = None
