@@ -65,17 +65,8 @@ def test_run_dump_and_compare_equal_onnxruntime(subjects: dict[str, Subject], na
     assert report["failed"] == 0 and report["first_divergence"] is None
 
 
-_KNOWN = {("vad_nested_if_lstm", 1): "issue 28 item 2: the fast engine names the inner If, not the LSTM inside it"}
-
-
 def _cases() -> list[Any]:
-    return [
-        pytest.param(
-            name, k, id=f"{name}-{fault.kind}-{fault.target}", marks=[pytest.mark.xfail(reason=_KNOWN[name, k], strict=True)] if (name, k) in _KNOWN else []
-        )
-        for name in NAMES
-        for k, fault in enumerate(FAULTS[name])
-    ]
+    return [pytest.param(name, k, id=f"{name}-{fault.kind}-{fault.target}") for name in NAMES for k, fault in enumerate(FAULTS[name])]
 
 
 @pytest.mark.parametrize("name,k", _cases())

@@ -47,6 +47,7 @@ class LaunchArgs:
     path_mappings: tuple[PathMapping, ...] = ()  # where the stack traces' folders are here
     break_on: tuple[str, ...] = ()  # exception filters the launch turns on, besides the client's
     inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
+    fault_stops: str = "new"  # after a NaN/Inf stop: "new" faults only (made from finite inputs), or "every" node holding one
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -67,6 +68,7 @@ class LaunchArgs:
             "python": request.arg("python", str, None),
             "listing_path": request.arg("listingPath", str, None) or None,
             "iterations": request.arg("iterations", int, None),
+            "fault_stops": request.arg("faultStops", str, "new"),
         }
         inputs = given.get("inputs")
         if inputs is not None and not isinstance(inputs, str | dict):
@@ -102,6 +104,8 @@ class LaunchArgs:
                     raise UserError(f"dims: '{key}' must be a size from 0 to 2**53 - 1, got {size}")
         if self.worker and not self.token:
             raise UserError("'worker' needs the 'token' the worker was started with")
+        if self.fault_stops not in ("new", "every"):
+            raise UserError(f"faultStops must be 'new' (a NaN or Inf made anew) or 'every' (every node holding one), got {self.fault_stops!r}")
         if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
             raise UserError("memoryBudgetMB must be positive")
         if self.opt_level not in OPT_LEVEL_NAMES:
@@ -145,6 +149,7 @@ class LaunchArgs:
             reference=self.reference,
             tolerance=self.tolerance if self.reference is not None else None,
             write_listing=not self.listing_file,
+            fault_stops=self.fault_stops,
         )
 
     def restarted_with(self, new: LaunchArgs) -> tuple[LaunchArgs, bool]:
@@ -156,7 +161,7 @@ class LaunchArgs:
 #: What a restart must load the model again for, when it changes.
 _RELOAD_FIELDS = (
     "model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path",
-    "break_on", "inf_exclude",
+    "break_on", "inf_exclude", "fault_stops",
 )
 
 

@@ -71,7 +71,9 @@ class DebugSession(SessionState):
     recomputations are the original graph's, computed without optimizations: exactly what
     onnxruntime computes for each original node. Constant nodes are computed once at start
     (in a body: when its frame starts) and skipped by the program counter unless
-    ``skip_constants`` is False.
+    ``skip_constants`` is False. After a NaN/Inf stop, a continue stops at the next node that
+    makes a new NaN or Inf from finite inputs, not at each node that carries one on
+    (``fault_stops="every"``: at each).
     """
 
     @_command

@@ -51,6 +51,7 @@ class SessionState:
         skip_constants: bool = True,
         break_on: Iterable[str] = (),
         inf_exclude: Iterable[str] = (),
+        fault_stops: str = "new",
         opt_level: str = "all",
         memory_budget_mb: float | None = None,
         fast: bool = True,
@@ -67,7 +68,7 @@ class SessionState:
         self.base_dir = Path(base_dir) if base_dir else (self.graph.path.parent if self.graph.path else Path.cwd())
         self.on_log = on_log
         self.logs: list[str] = []
-        self.filters = BreakFilters(break_on, inf_exclude)
+        self.filters = BreakFilters(break_on, inf_exclude, fault_stops)
         self.constants = Constants(self.graph, skip_constants)
         self.executor = Executor(self.graph, providers, opt_level, self.constants.embedded)
         self.store = ValueStore(None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20)))
@@ -136,6 +137,7 @@ class SessionState:
         self.levels.reset(self.inputs)
         self.breakpoint_table.reset_hits()
         self.runs.statics_checked = False
+        self.filters.found = False  # a new run: its first NaN/Inf stops it wherever it is first held
 
     @property
     def frames(self) -> list[Frame]:

@@ -36,6 +36,7 @@ class LoadArgs:
     reference: str | dict[str, Any] | None = None  # a dump, provider:NAME, opt_level:LEVEL or model:OTHER.onnx
     tolerance: Tolerance | None = None
     write_listing: bool = True
+    fault_stops: str = "new"  # after a NaN/Inf stop: "new" faults only, or "every" node holding one
 
 
 class RunCommand(enum.Enum):
