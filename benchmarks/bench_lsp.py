@@ -158,7 +158,7 @@ def main() -> None:
     base = graph_mb(model) - data_mb
     from graph_dap.lsp.analysis import Analysis
     from graph_dap.lsp.diagnostics import model_diagnostics
-    from graph_dap.lsp.models import load_version
+    from graph_dap.lsp.versions import load_version
 
     t = time.perf_counter()
     version = load_version(model)

@@ -16,9 +16,12 @@ from typing import Any
 import pytest
 from converters import CORPUS, FAULTS, NAMES, Subject, first_fault, load, truth
 from dap_client import DapClient
+from graph_dap.lsp.models import load_version
 from models import assert_same
 
 from graph_dap.cli import main as cli_main
+from graph_dap.lsp import diagnostics, highlighting, hover, outline
+from graph_dap.lsp.analysis import Analysis
 from graph_dap.runtime import DebugSession, StopReason
 from graph_dap.runtime.tools.compare import compare_model
 from graph_dap.runtime.tools.dump import dump_model, open_dump
@@ -119,10 +122,6 @@ def test_the_command_line_shows_every_model_without_a_traceback(capsys: pytest.C
 
 def test_the_language_server_analyses_every_model() -> None:
     """What the server computes for a listing (its diagnostics, outline, tokens, hovers) on each model."""
-    from graph_dap.lsp import diagnostics, highlighting, hover, outline
-    from graph_dap.lsp.analysis import Analysis
-    from graph_dap.lsp.models import load_version
-
     for name in NAMES:
         version = load_version(CORPUS / f"{name}.onnx")
         assert not hasattr(version, "message"), (name, getattr(version, "message", ""))

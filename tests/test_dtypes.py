@@ -253,7 +253,7 @@ def test_a_debugger_client_sees_and_sets_bfloat16_values(dap, tmp_path):
     dap.wait_for_stop("exception")
     assert dap.top_frame()["name"] == "down (Cast)"
     y = dap.scope_variables("Last outputs")["y"]
-    assert y["value"].startswith("bfloat16[4] min=-2 max=1") and y["value"].endswith("inf=1")
+    assert y["value"].startswith("bfloat16[4] min=-2 max=1") and "inf=1" in y["value"]
     elements = dap.variables(y["variablesReference"])
     assert [elements[f"[{i}]"]["value"] for i in range(4)] == ["1", "-2", "inf", "0"]
     view = dap.request("graphDap/tensorView", {"name": "y"})

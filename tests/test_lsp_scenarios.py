@@ -20,7 +20,7 @@ from models import layered_model, make_model, tensor
 from onnx import helper
 from pytest_lsp import LanguageClient
 
-from graph_dap.lsp.models import load_version
+from graph_dap.lsp.versions import load_version
 from graph_dap.runtime import load_graph, render_listing
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "nan_demo.onnx"

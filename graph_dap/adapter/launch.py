@@ -16,11 +16,10 @@ from typing import Any
 
 from graph_dap.adapter.requests import MAX_INTEGER, InvalidRequest, Request, UserError, checked, items_of
 from graph_dap.adapter.sources import PathMapping
-from graph_dap.worker.protocol import OPT_LEVEL_NAMES, LoadArgs, RunCommand, Tolerance
+from graph_dap.kinds import BreakFilter, OptLevel
+from graph_dap.worker.protocol import LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
-#: The exception filters (the ids of ``core.EXCEPTION_FILTERS``), as ``breakOn`` names them.
-FILTER_IDS = ("nan", "inf", "error", "mismatch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +33,7 @@ class LaunchArgs:
     providers: tuple[str, ...] = DEFAULT_PROVIDERS
     dims: dict[str, int | list[int]] = field(default_factory=dict)
     memory_budget_mb: float | None = None
-    opt_level: str = "all"  # onnxruntime's graph optimizations for a continue's segments (what is shown is unoptimized)
+    opt_level: OptLevel = OptLevel.ALL  # onnxruntime's graph optimizations for a continue's segments (what is shown is unoptimized)
     worker: str | None = None  # HOST:PORT of a remote worker
     token: str | None = None  # the remote worker's token
     cwd: str | None = None  # what relative paths are resolved against
@@ -45,7 +44,7 @@ class LaunchArgs:
     reference: str | dict[str, Any] | None = None
     tolerance: Tolerance | None = None
     path_mappings: tuple[PathMapping, ...] = ()  # where the stack traces' folders are here
-    break_on: tuple[str, ...] = ()  # exception filters the launch turns on, besides the client's
+    break_on: tuple[BreakFilter, ...] = ()  # exception filters the launch turns on, besides the client's
     inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
     fault_stops: str = "new"  # after a NaN/Inf stop: "new" faults only (made from finite inputs), or "every" node holding one
 
@@ -58,10 +57,10 @@ class LaunchArgs:
             "stop_on_entry": request.arg("stopOnEntry", bool, False),
             "no_debug": request.arg("noDebug", bool, False),
             "skip_constants": request.arg("skipConstants", bool, True),
-            "providers": _providers(given.get("providers")),
+            "providers": parse_providers(given.get("providers")),
             "dims": request.arg("dims", dict, {}),
             "memory_budget_mb": request.arg("memoryBudgetMB", float, None),
-            "opt_level": request.arg("optLevel", str, "all"),
+            "opt_level": opt_level(request.arg("optLevel", str, OptLevel.ALL)),
             "worker": request.arg("worker", str, None),
             "token": request.arg("token", str, None),
             "cwd": request.arg("cwd", str, None),
@@ -78,13 +77,13 @@ class LaunchArgs:
             raise InvalidRequest(
                 "'arguments.reference' must be a string: a dump (.npz), provider:NAME, opt_level:LEVEL or model:OTHER.onnx"
             )
-        typed["break_on"] = tuple(items_of(request.arg("breakOn", list, []), str, "breakOn"))
+        typed["break_on"] = tuple(_filter(f) for f in items_of(request.arg("breakOn", list, []), str, "breakOn"))
         typed["inf_exclude"] = tuple(items_of(request.arg("infExclude", list, []), str, "infExclude"))
         args = cls(
             **typed,
             inputs=inputs,
             reference=reference or None,
-            tolerance=_tolerance(given.get("tolerance")),
+            tolerance=parse_tolerance(given.get("tolerance")),
             path_mappings=_path_mappings(given.get("pathMappings"), typed["cwd"] or os.getcwd()),
         )
         args._check()
@@ -108,12 +107,7 @@ class LaunchArgs:
             raise UserError(f"faultStops must be 'new' (a NaN or Inf made anew) or 'every' (every node holding one), got {self.fault_stops!r}")
         if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
             raise UserError("memoryBudgetMB must be positive")
-        if self.opt_level not in OPT_LEVEL_NAMES:
-            raise UserError(f"optLevel '{self.opt_level}' is not an optimization level; expected one of {', '.join(OPT_LEVEL_NAMES)}")
-        for f in self.break_on:
-            if f not in FILTER_IDS:
-                raise UserError(f"breakOn: unknown filter '{f}'; expected any of {', '.join(FILTER_IDS)}")
-        if "mismatch" in self.break_on and self.reference is None:
+        if BreakFilter.MISMATCH in self.break_on and self.reference is None:
             raise UserError("breakOn: the mismatch filter needs a 'reference' to compare with")
 
     @property
@@ -165,7 +159,25 @@ _RELOAD_FIELDS = (
 )
 
 
-def _providers(given: Any) -> tuple[str, ...]:
+def is_program_launch(arguments: dict[str, Any]) -> bool:
+    """Whether a launch asks for a program (a mixed session) rather than a model."""
+    return arguments.get("program") is not None or arguments.get("module") is not None
+
+
+def opt_level(given: str) -> OptLevel:
+    """``optLevel``, checked: one of onnxruntime's optimization levels."""
+    if given not in OptLevel.values():
+        raise UserError(f"optLevel '{given}' is not an optimization level; expected one of {', '.join(OptLevel.values())}")
+    return OptLevel(given)
+
+
+def _filter(given: str) -> BreakFilter:
+    if given not in BreakFilter.values():
+        raise UserError(f"breakOn: unknown filter '{given}'; expected any of {', '.join(BreakFilter.values())}")
+    return BreakFilter(given)
+
+
+def parse_providers(given: Any) -> tuple[str, ...]:
     """A list of execution providers (a lone string is one provider)."""
     if given is None or given == []:
         return DEFAULT_PROVIDERS
@@ -193,7 +205,7 @@ def _path_mappings(given: Any, base_dir: str) -> tuple[PathMapping, ...]:
     return tuple(out)
 
 
-def _tolerance(given: Any) -> Tolerance | None:
+def parse_tolerance(given: Any) -> Tolerance | None:
     """``{atol, rtol}`` (and ``failIf``), or a list of fail-if conditions (``cosine<0.999``)."""
     if given is None:
         return None

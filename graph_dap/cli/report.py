@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     """``run --json``: the stop as :meth:`Stop.to_dict` gives it, with a status and the summaries of what it is about."""
     from graph_dap.runtime import StopReason, summarize
-    from graph_dap.runtime.source import source_fields
+    from graph_dap.runtime.graph.source import source_fields
 
     completed = stop.completed
     node = stop.node

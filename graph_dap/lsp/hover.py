@@ -16,8 +16,8 @@ from graph_dap.lsp.analysis import Analysis
 from graph_dap.lsp.hazards import Sign
 from graph_dap.lsp.index import ValueRef
 from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph.source import SourceFrame
 from graph_dap.runtime.listing import Token, TokenKind
-from graph_dap.runtime.source import SourceFrame
 
 _MAX_LISTED = 12  # consumers named in a hover
 _SIGN_WORDS = {Sign.POSITIVE: "> 0", Sign.NONNEGATIVE: ">= 0", Sign.NONZERO: "!= 0"}

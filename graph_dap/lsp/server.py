@@ -32,11 +32,11 @@ from graph_dap import log as _log
 from graph_dap.files import write_text_atomic
 from graph_dap.lsp import actions, diagnostics, highlighting, outline
 from graph_dap.lsp.analysis import Analysis
-from graph_dap.lsp.index import Span
 from graph_dap.lsp.live import DEBUG_STATE, LiveValues
-from graph_dap.lsp.models import LoadFailure, load_version, release_memory, stamp_of
+from graph_dap.lsp.versions import LoadFailure, load_version, release_memory, stamp_of
 from graph_dap.lsp.wire import ListingProtocol, RawResult, raw
 from graph_dap.runtime.listing import read_header
+from graph_dap.tasks import background
 
 _logger = _log.get_logger(__name__)
 NAME = "graph-dap-lsp"
@@ -122,7 +122,7 @@ class ListingServer(LanguageServer):
         if doc is not None and doc.pending is not None and not doc.pending.done():
             try:
                 await asyncio.wait_for(asyncio.shield(doc.pending), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return None
         return self.analysis(uri)
 
@@ -278,7 +278,7 @@ class ListingServer(LanguageServer):
         for path in wanted if paths is None else wanted & paths:
             known = self.models.get(path)
             if path not in self._loading and (known is None or _stamp(known) != stamp_of(path)):
-                asyncio.ensure_future(self.ensure(path))
+                background(self.ensure(path))
 
     async def _progress_begin(self, title: str) -> str | None:
         """Start a ``$/progress`` for a load, when the client takes them (it answers ``create`` first)."""
@@ -289,7 +289,8 @@ class ListingServer(LanguageServer):
         try:
             await asyncio.wait_for(self.work_done_progress.create_async(token), _PROGRESS_TIMEOUT)
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=False))
-        except Exception:  # a client that refuses progress, or does not answer: load without it
+        except Exception as error:  # noqa: BLE001 - a client that refuses progress, or does not answer: load without it
+            _logger.info("no progress for %r: %s: %s", title, type(error).__name__, error)
             return None
         return token
 
@@ -297,8 +298,8 @@ class ListingServer(LanguageServer):
         if token is not None:
             try:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd())
-            except Exception:
-                pass
+            except Exception as error:  # noqa: BLE001 - the progress may be gone with its client: the load is done anyway
+                _logger.info("cannot end progress %s: %s: %s", token, type(error).__name__, error)
 
     # -- the replies built once per version -------------------------------------------
 
@@ -364,7 +365,3 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
     return obj
-
-
-def span_location(a: Analysis, uri: str, span: Span) -> types.Location:
-    return types.Location(uri=uri, range=a.range(span))

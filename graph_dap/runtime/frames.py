@@ -245,7 +245,7 @@ class ControlFlow:
         assert node is not None
         if loop is None:
             return None
-        outs = [frame.values.flowing(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
+        outs = [frame.values.get(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
         return self.advance(node, scope, loop, outs, read_outer)
 
     def advance(self, node: Node, scope: Scope, loop: LoopState, outs: list[Any], read_outer: Any) -> dict[str, Any] | None:
@@ -302,8 +302,3 @@ class ControlFlow:
                 rank = np.asarray(elems[0]).ndim + 1
                 scans.append(np.stack(elems, axis=axis + rank if axis < 0 else axis))
         return {name: v for name, v in zip(node.outputs, finals + scans) if name}
-
-
-def frame_inputs_fixed(values: Values, inputs: Mapping[str, Any]) -> None:
-    """A frame's formal inputs are fixed values of its level (never evicted, never recomputed)."""
-    values.store.fixed.update(inputs)

@@ -1,14 +1,14 @@
 """The worker's calls that look at values: summaries, slices, raw bytes, expressions, edits.
 
-A mixin of :class:`~graph_dap.worker.service.WorkerService`. Results of
-expressions that are whole tensors stay here as numbered *temps* until the next stop,
+An object that :class:`~graph_dap.worker.service.WorkerService` owns (its ``values``). Results
+of expressions that are whole tensors stay here as numbered *temps* until the next stop,
 so that the adapter can page through them like any value.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,15 +29,16 @@ _NAME_LIKE = re.compile(r"^[^\s()\[\],]+$")  # no spaces, calls or subscripts: m
 
 
 class ValueCalls:
-    """``rpc_<method>`` calls on the values of the session at its current stop."""
+    """``rpc_<method>`` calls on the values of the session at its current stop; ``session``: the loaded one (NotLoadedError before)."""
 
-    def __init__(self) -> None:
+    def __init__(self, session: Callable[[], DebugSession]) -> None:
+        self._session = session
         self._temps: dict[int, Any] = {}
         self._next_temp = 0
 
     @property
     def s(self) -> DebugSession:
-        raise NotImplementedError
+        return self._session()
 
     def forget_temps(self) -> None:
         """Drop the results of expressions (at a stop or a new model: they describe the old values)."""
@@ -70,7 +71,8 @@ class ValueCalls:
         scope = s.frame(a.level).scope
         for name in a.names:
             if s.has_value(name, a.level):
-                out.append(wire.summary(name, s.value(name, a.level), s.is_stale(name, a.level), a.hex))
+                value = s.value(name, a.level)
+                out.append(wire.summary(name, value, s.is_stale(name, a.level), a.hex, s.note(name, a.level)))
                 continue
             producer = scope.producer(name) or s.graph.producer(name)
             info = s.graph.info_at(scope.path, name)
@@ -149,7 +151,7 @@ class ValueCalls:
         name = unquoted(text)
         if self._knows(name, a.level):
             value = s.value(name, a.level)  # raises "not computed yet" with the producer's name
-            summary = wire.summary(name, value, s.is_stale(name, a.level), a.hex)
+            summary = wire.summary(name, value, s.is_stale(name, a.level), a.hex, s.note(name, a.level))
             return p.Evaluated(value=name, summary=summary, text=self._full_text(value) if a.clipboard else "")
         value = s.evaluate(text, level=a.level)
         if isinstance(value, list) and not all(isinstance(v, np.ndarray) for v in value):
@@ -201,8 +203,8 @@ class ValueCalls:
             return p.ValueSet(tuple(stale), scalar=wire.number_text(np.asarray(part)[()]))
         return p.ValueSet(tuple(stale), wire.summary(name, part))
 
-    def rpc_outputs(self, a: p.OutputsArgs) -> tuple[p.Summary, ...]:
-        return tuple(wire.summary(name, v) for name, v in self.s.outputs(exact=a.exact).items())
+    def rpc_outputs(self, _: p.NoArgs) -> tuple[p.Summary, ...]:
+        return tuple(wire.summary(name, v) for name, v in self.s.outputs().items())
 
     def rpc_tensor_view(self, a: p.TensorViewArgs) -> p.TensorView:
         """A 2-D slice of a value (or of what an expression gives), downsampled here, with its statistics."""

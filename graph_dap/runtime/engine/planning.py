@@ -16,7 +16,7 @@ from graph_dap.runtime.engine.bounds import Bounds
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.store import nbytes
-from graph_dap.runtime.engine.watch import WatchPlan, watch_plan
+from graph_dap.runtime.engine.watch import WatchPlan, never_faults, watch_plan
 from graph_dap.runtime.graph import Lookup, Node
 
 CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
@@ -90,7 +90,8 @@ class SegmentPlanner:
                     wanted += live
                     room -= cost
         bounds = self._bounds_over(constants) if optimized and filt.nan and filt.inf else None
-        watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf, bounds) if filt.active else None
+        faultless = (lambda n: never_faults(n, constants, dtypes)) if constants is not None else None
+        watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf, bounds, faultless) if filt.active else None
         if watch is not None and instruments is not None:
             for n in nodes:
                 if n.enterable and instruments.can(n):

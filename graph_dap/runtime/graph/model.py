@@ -15,7 +15,7 @@ from graph_dap.runtime.graph.types import ValueInfo, attribute_value, dtype_name
 from graph_dap.runtime.weights import Weights
 
 if TYPE_CHECKING:
-    from graph_dap.runtime.source import SourceMap
+    from graph_dap.runtime.graph.source import SourceMap
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 #: Nodes whose output must not be folded once: they differ on every run.
@@ -247,7 +247,7 @@ class Graph:
     def sources(self) -> SourceMap:
         """Where each node came from in the model's own source (stack traces, module scopes); made on first use."""
         if self._sources is None:
-            from graph_dap.runtime.source import SourceMap
+            from graph_dap.runtime.graph.source import SourceMap
 
             self._sources = SourceMap(self)
         return self._sources

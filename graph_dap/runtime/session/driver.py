@@ -6,11 +6,8 @@ from __future__ import annotations
 import enum
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-
-import numpy as np
-from onnx import numpy_helper
 
 from graph_dap import log as _log
 from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundError
@@ -18,6 +15,7 @@ from graph_dap.runtime.engine.segments import SegmentError
 from graph_dap.runtime.frames import Frame
 from graph_dap.runtime.graph import Node
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
+from graph_dap.runtime.session.constants import known_outputs
 from graph_dap.runtime.session.runs import LOOK_INSIDE
 from graph_dap.runtime.session.state import SessionState
 from graph_dap.runtime.stops import Stop, StopReason
@@ -48,21 +46,6 @@ def _command(method: _Command) -> _Command:
     return run  # type: ignore[return-value]
 
 
-def _filled(node: Node, fixed: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A ConstantOfShape's output as a read-only view of its one value: no memory for the weights the
-    onnx wheel's light models make so (segments fill them again, as the whole model does). None for
-    another node, or a shape that onnxruntime must judge."""
-    if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or len(node.inputs) != 1 or not node.outputs[0]:
-        return None
-    shape = fixed.get(node.inputs[0])
-    if not isinstance(shape, np.ndarray) or shape.ndim != 1 or shape.dtype != np.int64 or (shape < 0).any():
-        return None
-    value = next((numpy_helper.to_array(a.t) for a in node.proto.attribute if a.name == "value"), np.zeros(1, np.float32))
-    if value.size != 1:
-        return None
-    return {node.outputs[0]: np.broadcast_to(value.reshape(()).copy(), tuple(int(d) for d in shape))}
-
-
 class DebugSession(SessionState):
     """Runs one model under a debugger's control.
 
@@ -86,7 +69,7 @@ class DebugSession(SessionState):
             if self.skip_constants and not self.constants.computed:
                 for node in self.graph.nodes:
                     if node.is_static:
-                        outs = _filled(node, self.store.fixed)
+                        outs = known_outputs(node, self.store.fixed)
                         try:
                             if outs is None:
                                 outs = self.values.execute(node, extra=self.store.fixed)

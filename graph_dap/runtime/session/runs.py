@@ -218,8 +218,7 @@ class Runs:
         plan = self.plan(frame, start, end)
         if plan is None:
             return self._slow(frame, end)  # learn the types first: the watch plan needs them
-        read = values.flowing if self.executor.optimized else values.get
-        feeds, embedded = self.executor.split(plan.reads, read, values.fixed, self.segment_embedded(values))
+        feeds, embedded = self.executor.split(plan.reads, values.get, values.fixed, self.segment_embedded(values))
         began = time.perf_counter()
         try:
             with self.interrupt.run_options() as options:
@@ -231,12 +230,13 @@ class Runs:
             _logger.info("positions %d..%d in one call failed in onnxruntime (%s); running them node by node", start, end - 1, e)
             return self._slow(frame, end)
         frame.timeline.advance_segment(plan.nodes, end)
-        values.keep(result.values, approx=self.executor.optimized)
+        values.keep(result.values, from_run=True)
         values.evict()
-        if result.sums is not None and plan.watch is not None and not np.isfinite(result.sums).all():
-            found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value, result.watched, values.prefetch, self.filters.new_only)
+        watch = result.watch or plan.watch  # (the plan's, or the one that left the optimized graph's fusions alone)
+        if result.sums is not None and watch is not None and not np.isfinite(result.sums).all():
+            found = filt.first_fault(frame.scope, watch, result.sums, values.original, result.watched, values.prefetch, self.filters.new_only)
             if found is None and self.executor.optimized and not self.filters.new_only:  # (new_only: faults carried on)
-                fired = filt.fired(plan.watch, result.sums, result.watched)
+                fired = filt.fired(watch, result.sums, result.watched)
                 if fired:  # the optimized graph made a NaN that the original nodes do not: say so
                     return self._disagreement(frame, plan, feeds, embedded, fired)
             if found is not None:
@@ -266,7 +266,7 @@ class Runs:
         except SegmentError as e:
             made_by = f"an optimized node (the optimized graph could not be read back: {e})"
         frame.timeline.rewind_to(frame.timeline.position(node) + 1)
-        original = summarize(frame.values.value(tensor)).text() if frame.values.available(tensor) else "not computed"
+        original = summarize(frame.values.original(tensor)).text() if frame.values.available(tensor) else "not computed"
         message = (
             f"the optimized graph (level '{level}') makes NaN in '{tensor}' at {made_by}, from {', '.join(origin)}; "
             f"the original nodes compute it without NaN ({original}): a fusion that computes differently"
@@ -348,7 +348,7 @@ class Runs:
                 if name in embeds:
                     continue
                 value = frame.values.store.peek(name)
-                if value is None or name in frame.values.stale or name in frame.values.approx:
+                if value is None or name in frame.values.stale:
                     known = False
                 if value is None:
                     value = _placeholder(levels.graph.info_at(frame.scope.path, name))

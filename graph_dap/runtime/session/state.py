@@ -223,6 +223,23 @@ class SessionState:
     def summary(self, name: str, level: int = 0) -> TensorSummary:
         return summarize(self.value(name, level))
 
+    def note(self, name: str, level: int = 0) -> str:
+        """How a value shown was computed, when not as the user's run at an optimization level computed it: ``""``
+        for the run's own values (and for every value at level ``none``, where the run is the original nodes),
+        else "recomputed with the original nodes", and where onnxruntime computes it at that level."""
+        values = self._values(level)
+        if not self.executor.optimized or not values.computed_by_nodes(name):
+            return ""
+        note = "recomputed with the original nodes"
+        fusions = self.executor.fusions()
+        producer = self.graph.producer(name) if self.graph.has_value(name) else None
+        if fusions is None or producer is None or not fusions.absent(name):
+            return note
+        into = fusions.fused_into(producer, name)
+        if into is not None:
+            return f"{note}: fused into {into.op_type} '{into.name}' at level {fusions.opt_level}"
+        return f"{note}: at level {fusions.opt_level} onnxruntime's graph has no tensor of this name (fused, or in its blocked layout)"
+
     def computed_values(self, level: int = 0) -> list[str]:
         """Names of every value of the frame's own level known now: inputs, initializers, computed ones in run order."""
         values = self._values(level)
@@ -235,12 +252,9 @@ class SessionState:
             values = values.outer
         return values is not None and name in values.stale
 
-    def outputs(self, exact: bool = True) -> dict[str, Any]:
-        """The graph outputs computed so far, as the original graph computes them; ``exact=False``: as the run
-        left them (after a continue at an optimization level, what the user's own optimized run gives, without
-        recomputing the model with its original nodes: a batch of runs that only summarizes its outputs)."""
-        if not exact:
-            return {n: self.values.flowing(n) for n in self.graph.output_names if self.values.available(n)}
+    def outputs(self) -> dict[str, Any]:
+        """The graph outputs computed so far: as the run computed them (at an optimization level, what the user's
+        own optimized run gives), or as the original nodes did where a step or a set value made them."""
         return {n: self.value(n, len(self.frames) - 1) for n in self.graph.output_names if self.values.available(n)}
 
     def evaluate(self, text: str | _expr.Expression, extra: Mapping[str, Any] | None = None, level: int = 0) -> Any:

@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 
 from graph_dap import log as _log
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
@@ -448,7 +449,7 @@ def compare_model(
     *,
     dims: Dims | None = None,
     providers: Sequence[str] | None = None,
-    opt_level: str = "none",
+    opt_level: str = OptLevel.NONE,
     tolerance: Tolerance = _ALLCLOSE,
     metrics: Sequence[str] = METRICS,
     base_dir: str | os.PathLike[str] | None = None,
@@ -474,7 +475,7 @@ def compare_model(
         dump_source if dump_source is not None else make_source(graph, feeds, ref, base_dir=base_dir, providers=providers)
     )
     primary: Source
-    if opt_level == "none":
+    if opt_level == OptLevel.NONE:
         primary = RunnerSource(graph, feeds, providers)
     else:
         primary = OptimizedSource(graph, feeds, opt_level, providers)

@@ -35,6 +35,7 @@ import onnx
 from graph_dap import log as _log
 from graph_dap.errors import DumpError
 from graph_dap.files import ARCHIVE_ERRORS, write_text_atomic
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
@@ -126,7 +127,7 @@ def dump_model(
     *,
     dims: Dims | None = None,
     providers: Sequence[str] | None = None,
-    opt_level: str = "none",
+    opt_level: str = OptLevel.NONE,
     values: Sequence[str] = (),
     on_value: Callable[[Node, str, int], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,

@@ -49,9 +49,6 @@ class WorkItem:
     axis: int = 0
     feeds: Any = None
 
-    def without_feeds(self) -> WorkItem:
-        return WorkItem(self.index, self.id, self.kind, self.label, self.path, self.start, self.stop, self.axis)
-
 
 class InputSource:
     """A data set of inputs: ``items()`` yields them in a fixed order, with ids that stay the same across runs."""
