@@ -347,3 +347,26 @@ def wide_model(folder: Path, count: int = 130, rows: int = 250) -> tuple[Path, P
         [helper.make_tensor_value_info(f"v{count - 1}", TensorProto.FLOAT, [rows, 3])],
     )
     return path, save_inputs(folder / "wide_inputs.npz", feeds), feeds
+
+
+def zipmap_model(labels: list[str] | None = None) -> onnx.ModelProto:
+    """x[2,3] -> Softmax scores -> ArgMax ``label``, and skl2onnx's ZipMap of the scores, ``probs``: a sequence of
+    maps, keyed 0, 1, 2 or by ``labels``."""
+    classes = {"classlabels_strings": labels} if labels else {"classlabels_int64s": [0, 1, 2]}
+    kind = TensorProto.STRING if labels else TensorProto.INT64
+    item = helper.make_map_type_proto(kind, helper.make_tensor_type_proto(TensorProto.FLOAT, []))
+    seq = helper.make_value_info("probs", helper.make_sequence_type_proto(item))
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["p"], axis=1, name="softmax"),
+        helper.make_node("ArgMax", ["p"], ["label"], axis=1, keepdims=0, name="argmax"),
+        helper.make_node("ZipMap", ["p"], ["probs"], domain="ai.onnx.ml", name="zipmap", **classes),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "zip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("label", TensorProto.INT64, [2]), seq],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    m.ir_version = 8
+    return m

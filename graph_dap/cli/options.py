@@ -22,13 +22,20 @@ class UsageError(Exception):
     """Bad usage (an unknown option, a bad value, options that do not go together): one line, exit 2."""
 
 
-def parse_dims(items: Sequence[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
+def parse_dims(items: Sequence[str], shapes: Sequence[str] = ()) -> dict[str, int | tuple[int, ...]]:
+    """``--dim NAME=N`` items and ``--shape INPUT=D0,D1,...`` items, as ``resolve_inputs`` takes them."""
+    out: dict[str, int | tuple[int, ...]] = {}
     for item in items:
         name, sep, n = item.partition("=")
         if not sep or not name or not n.strip().isdigit():
             raise UsageError(f"--dim expects NAME=N with N a non-negative integer, got '{item}'")
         out[name.strip()] = int(n)
+    for item in shapes:
+        name, sep, text = item.partition("=")
+        parts = [p.strip() for p in text.split(",")] if text.strip() else []
+        if not sep or not name.strip() or not all(p.isdigit() for p in parts):
+            raise UsageError(f"--shape expects INPUT=D0,D1,... with non-negative integers (INPUT= for a scalar), got '{item}'")
+        out[name.strip()] = tuple(int(p) for p in parts)
     return out
 
 
@@ -36,6 +43,9 @@ def parse_filters(text: str | None) -> list[str]:
     if not text:
         return []
     return [f.strip() for f in text.split(",") if f.strip()]
+
+
+_SHAPE_HELP = "the whole shape of a made-up input (dimensions without a name, or -1); repeatable"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("model", help="path to the .onnx model")
     run.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
     run.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    run.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...", help=_SHAPE_HELP)
     run.add_argument(
         "--break",
         dest="breaks",
@@ -113,9 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
         "dump",
         help="run a model and write every computed value to an .npz",
         description="Run the model node by node and write every computed value (or those --values selects) to an .npz "
-        "keyed by value name, while the run goes: memory stays at the run's working set. The graph inputs are stored too. "
-        "A JSON side file (OUT.json) records the model's and inputs' hashes, the providers and options, and the node that "
-        "produced each value. The archive is renamed into place at the end: an interrupted dump leaves no file under OUT.",
+        "keyed by value name, while the run goes: memory stays at the run's working set. The graph inputs are stored too, "
+        "and the values inside If branches, Loop and Scan bodies and function calls (inside a loop, each iteration's as "
+        "NAME@ITERATION). A JSON side file (OUT.npz.json) records the model's and inputs' hashes, the providers and options, "
+        "and the node that produced each value. The archive is renamed into place at the end: an interrupted dump leaves "
+        "no file under OUT.npz.",
     )
     _model_options(dump)
     dump.add_argument(
@@ -266,6 +279,7 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="path to the .onnx model")
     p.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...", help=_SHAPE_HELP)
     p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
 
 

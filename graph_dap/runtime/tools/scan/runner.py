@@ -49,7 +49,7 @@ class ScanConfig:
     reference: str | None = None
     tolerance: Tolerance = field(default_factory=Tolerance)
     metric: str = "max_abs"
-    dims: tuple[tuple[str, int], ...] = ()
+    dims: tuple[tuple[str, int | tuple[int, ...]], ...] = ()  # (a dimension's size, or an input's whole shape)
     providers: tuple[str, ...] = ()
     base_dir: str = ""
     memory_budget_mb: float = SCAN_BUDGET_MB
