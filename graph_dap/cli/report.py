@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     """``run --json``: the stop as :meth:`Stop.to_dict` gives it, with a status and the summaries of what it is about."""
     from graph_dap.runtime import StopReason, summarize
-    from graph_dap.runtime.source import source_fields
+    from graph_dap.runtime.graph.source import source_fields
 
     completed = stop.completed
     node = stop.node
@@ -33,7 +33,9 @@ def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
         "summaries": summaries,
     }
     if node is not None:
-        out.update(source_fields(session.graph.sources, [node.id]))
+        fields = source_fields(session.graph.sources, [node.id])
+        out["node"] = {**out["node"], **fields}  # as compare's rows and profile's nodes carry them
+        out.update(fields)
     return out
 
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_dap.host import hook
-from graph_dap.host.models import ModelIdentity
+from graph_dap.host.identity import ModelIdentity
+from graph_dap.kinds import BreakFilter
 
 #: SessionOptions attributes a watched session takes from the program's session.
 _COPIED = (
@@ -67,7 +68,7 @@ class Watcher:
         from graph_dap.runtime.tools.watched import watched_model
 
         graph = load_graph(model.path) if model.path is not None else load_graph(onnx.load_from_string(model.data or b""))
-        self.watch = watched_model(graph, FaultFilter("nan" in filters, "inf" in filters, tuple(inf_exclude)))
+        self.watch = watched_model(graph, FaultFilter(BreakFilter.NAN in filters, BreakFilter.INF in filters, tuple(inf_exclude)))
         self.session: Any = None
         if self.watch.sentinel is not None:
             data = self.watch.model.SerializeToString()

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graph_dap.runtime.source import SourceMap
+from graph_dap.runtime.graph.source import SourceMap
 
 NO_SOURCE = "(no source)"
 NO_MODULE = "(no module)"

@@ -60,7 +60,7 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
     del model.graph.node[:]
     main = graph.main
     dtypes = {o: main.value_info(o).dtype or "" for n in main.nodes for o in n.outputs if o}
-    running = [n for n in main.nodes if not n.is_static]
+    running = [n for n in main.nodes if not n.is_constant]
     plan = watch_plan(main, running, dtypes, filt.never_prune, filt.nan, filt.inf) if filt.active else None
     # A node whose Inf is expected (inf_exclude) keeps only its NaNs in its sum (or none, for the inf filter alone):
     # what it guards is then watched itself, or an Inf from upstream would go unseen.
@@ -73,7 +73,7 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
     producers: list[Node] = []
     inner: list[bool] = []
     for n in main.nodes:
-        if plan is not None and not n.is_static and n.enterable and n.calls is None and instruments.can(n):
+        if plan is not None and not n.is_constant and n.enterable and n.calls is None and instruments.can(n):
             rewritten = instruments.get(n, filt)
             protos.extend(rewritten.protos)
             sums.append(rewritten.flag)
