@@ -38,7 +38,7 @@ class Group:
     @property
     def name(self) -> str:
         """The float nodes it holds (``conv1+relu1``); ``x (input)`` for a graph input's own quantization."""
-        ids = [n.id for n in self.float_nodes if not n.is_static]
+        ids = [n.id for n in self.float_nodes if not n.is_constant]
         if not ids:
             return f"{self.outputs[0].float_name} (input)"
         return "+".join(ids) if len(ids) <= 3 else f"{ids[0]}+...+{ids[-1]} ({len(ids)} nodes)"
@@ -46,17 +46,17 @@ class Group:
     @property
     def ops(self) -> str:
         """The float ops it holds (``Conv+Relu``); ``input`` for a graph input's own quantization."""
-        ops = [n.op_type for n in self.float_nodes if not n.is_static]
+        ops = [n.op_type for n in self.float_nodes if not n.is_constant]
         return "+".join(dict.fromkeys(ops)) if ops else "input"
 
     def node_names(self) -> list[str]:
         """The float nodes' names, as ``quantize_static(nodes_to_exclude=...)`` takes them (unnamed nodes left out)."""
-        return [n.name for n in self.float_nodes if n.name and not n.is_static]
+        return [n.name for n in self.float_nodes if n.name and not n.is_constant]
 
     def where(self, pairing: Pairing) -> dict[str, Any]:
         """The float nodes' source lines and module (``{source, module}``), as compare reports them."""
         graph = pairing.float_view.graph
-        return source_fields(graph.sources, [n.id for n in self.float_nodes if not n.is_static])
+        return source_fields(graph.sources, [n.id for n in self.float_nodes if not n.is_constant])
 
 
 def _float_closure(pairing: Pairing, own: set[str]) -> set[int]:
@@ -143,7 +143,7 @@ def make_groups(pairing: Pairing) -> list[Group]:
         pairs = [p for i in members for p in raw[i][0]]
         fnodes = set().union(*(raw[i][1] for i in members))
         qnodes = set().union(*(raw[i][2] for i in members))
-        key = max((fg.nodes[k].order for k in fnodes if not fg.nodes[k].is_static), default=-1)
+        key = max((fg.nodes[k].order for k in fnodes if not fg.nodes[k].is_constant), default=-1)
         groups.append((key, pairs, fnodes, qnodes))
     groups.sort(key=lambda g: (g[0], min(qg.nodes[k].order for k in g[3]) if g[3] else -1))
     out = []
@@ -164,4 +164,4 @@ def make_groups(pairing: Pairing) -> list[Group]:
 
 def _shared_constant(graph: Any, order: int) -> bool:
     """A static node (a weight's DequantizeLinear, a shape constant) may serve several groups without merging them."""
-    return bool(graph.nodes[order].is_static)
+    return bool(graph.nodes[order].is_constant)

@@ -108,7 +108,7 @@ class Pairing:
 
     def float_activations(self) -> list[str]:
         """The float model's computed tensors (not constants)."""
-        return [o for n in self.float_view.graph.nodes if not n.is_static for o in n.outputs if o]
+        return [o for n in self.float_view.graph.nodes if not n.is_constant for o in n.outputs if o]
 
     def quant_activations(self) -> list[str]:
         """The quantized model's logical tensors that a node computes (not constants, not run-time scales)."""
@@ -298,7 +298,7 @@ def pair_models(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str,
 
 def _foldable(fv: ModelView, f: CanonicalNode, pairing: Pairing) -> bool:
     """A one-input float op whose input has no other reader and whose counterpart no quantized op of its type reads."""
-    if len(f.acts) != 1 or f.node.is_static:
+    if len(f.acts) != 1 or f.node.is_constant:
         return False
     src = f.acts[0]
     outs = [o for o in f.node.outputs if o]

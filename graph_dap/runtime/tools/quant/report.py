@@ -11,11 +11,11 @@ from __future__ import annotations
 import html
 import json
 import math
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from graph_dap.files import write_text_atomic
-from graph_dap.runtime.tools.scan.report_page import STYLE
 
 __all__ = ["report_html", "write_report"]
 
@@ -87,6 +87,11 @@ def _db(v: Any) -> str:
     return f"{v:.2f}" if math.isfinite(v) else str(v)
 
 
+def _style() -> str:
+    """The style sheet of scan's report page, so that both pages look alike."""
+    return resources.files("graph_dap.runtime.tools.scan").joinpath("page", "report.css").read_text(encoding="utf-8")
+
+
 def report_html(result: Any) -> str:
     """The page, as text."""
     data = result.to_dict()
@@ -136,7 +141,7 @@ def report_html(result: Any) -> str:
     payload = json.dumps(data).replace("</", "<\\/")
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(result.run_label)}</title><style>{STYLE}</style></head><body>"
+        f"<title>{html.escape(result.run_label)}</title><style>{_style()}</style></head><body>"
         + "".join(body)
         + f'<script type="application/json" id="compare-data">{payload}</script></body></html>'
     )

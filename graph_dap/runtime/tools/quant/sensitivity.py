@@ -169,7 +169,7 @@ def _escaping(pairing: Pairing, g: Group) -> tuple[list[str], str | None]:
     """The values of ``g``'s quantized nodes read outside it; why it cannot run in float (None: it can)."""
     qv = pairing.quant_view
     graph = qv.graph
-    qnodes = [n for n in g.quant_nodes if not n.is_static]
+    qnodes = [n for n in g.quant_nodes if not n.is_constant]
     inside = {n.order for n in qnodes}
     outputs = set(graph.output_names)
     made = [o for n in qnodes for o in n.outputs if o]
@@ -195,7 +195,7 @@ def in_float(pairing: Pairing, groups: Sequence[Group]) -> onnx.ModelProto:
         nodes, inits = _float_nodes(pairing, g, escaping, f"graph_dap_g{g.index}_")
         added += nodes
         model.graph.initializer.extend(inits)
-        removed |= {n.index for n in g.quant_nodes if not n.is_static}
+        removed |= {n.index for n in g.quant_nodes if not n.is_constant}
     kept = [p for i, p in enumerate(model.graph.node) if i not in removed]
     del model.graph.node[:]
     model.graph.node.extend(_topological(kept + added, model))
@@ -226,7 +226,7 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
 
 def _baseline(graph: Any, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
     """Every value the quantized model computes (static ones aside), from one whole run; None over ``budget``."""
-    names = [o for n in graph.nodes if not n.is_static for o in n.outputs if o]
+    names = [o for n in graph.nodes if not n.is_constant for o in n.outputs if o]
     sizes = [graph.value_info(n).nbytes for n in names]
     if any(b is None for b in sizes) or sum(b or 0 for b in sizes) > budget:
         return None

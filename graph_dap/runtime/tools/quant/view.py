@@ -99,7 +99,7 @@ def quant_format(graph: Graph) -> str:
     if "MatMulNBits" in ops:
         return "weight-only (MatMulNBits)"
     if ops & {"QuantizeLinear", "DequantizeLinear"}:
-        activations = any(n.op_type == "QuantizeLinear" and not n.is_static for n in graph.nodes)
+        activations = any(n.op_type == "QuantizeLinear" and not n.is_constant for n in graph.nodes)
         return "QDQ" if activations else "weight-only (DequantizeLinear)"
     return ""
 
@@ -122,7 +122,7 @@ class ModelView:
         self.quantized = is_quantized(graph)
         self._inits = {t.name: t for t in graph.model.graph.initializer}
         self._const_cache: dict[str, np.ndarray | None] = {}
-        self.static = {o for n in graph.nodes if n.is_static for o in n.outputs if o} | set(self._inits)
+        self.static = {o for n in graph.nodes if n.is_constant for o in n.outputs if o} | set(self._inits)
         self.root: dict[str, str] = {}  # value -> its logical tensor (the root value)
         self.form: dict[str, Form] = {}
         self.params: dict[str, QuantParams] = {}
@@ -131,7 +131,7 @@ class ModelView:
         for name in graph.input_names:
             self._set(name, name, Form.FLOAT)
         for n in graph.nodes:
-            if n.is_static:
+            if n.is_constant:
                 continue
             self._add(n)
 
@@ -252,7 +252,7 @@ class ModelView:
         if c is not None:
             return c
         p = self.graph.producer(name)
-        if p is not None and p.op_type == "DequantizeLinear" and p.is_static:
+        if p is not None and p.op_type == "DequantizeLinear" and p.is_constant:
             q = self.constant(p.inputs[0])
             params = self.quant_params(p, 1, 2, dtype=None)
             if q is not None and params is not None:
