@@ -96,6 +96,8 @@ def _config(args: argparse.Namespace) -> Any:
             elif part:
                 fail_if.append(part)
     tolerance = Tolerance.make(atol, rtol, fail_if)
+    if reference and not args.tolerance and _quantized_pair(model, ref):
+        tolerance = Tolerance.make(fail_if=["snr<20"])  # a quantized model against its float model: an SQNR rule
     metric = args.metric or (tolerance.fail_if[0].metric if tolerance.fail_if else "max_abs")
     if metric not in METRICS:
         raise UsageError(f"graph-dap scan: --metric: unknown metric '{metric}'; expected any of {', '.join(METRICS)}")
@@ -191,3 +193,15 @@ def scan_text(summary: Any) -> str:
 
 def _db(v: Any) -> str:
     return f"{v:.2f}" if isinstance(v, (int, float)) else str(v)
+
+
+def _quantized_pair(model: Path, ref: Any) -> bool:
+    """Whether the scan compares a quantized model with its float model (exactly one of the two quantized)."""
+    if ref.kind != "model":
+        return False
+    from graph_dap.runtime.loading import read_model
+    from graph_dap.runtime.tools.quant.view import QUANT_OPS
+
+    ops = set(QUANT_OPS) | {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+    flags = [any(n.op_type in ops for n in read_model(p, external_data=False).graph.node) for p in (model, Path(ref.target))]
+    return flags[0] != flags[1]
