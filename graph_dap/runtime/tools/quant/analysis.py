@@ -19,7 +19,7 @@ from typing import Any
 from graph_dap.errors import CompareError
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.tools.metrics import Condition, metric_number
 from graph_dap.runtime.tools.quant.errors import Error, GroupErrors, evaluate_groups
@@ -219,7 +219,7 @@ def compare_quantized(
     reference: str | os.PathLike[str] | Graph,
     inputs: InputsArg = None,
     *,
-    dims: Mapping[str, int] | None = None,
+    dims: Dims | None = None,
     providers: Sequence[str] | None = None,
     rule: Sequence[Condition] = DEFAULT_RULE,
     pairs_file: str | os.PathLike[str] | None = None,

@@ -27,7 +27,7 @@ from onnx import helper, numpy_helper
 
 from graph_dap.errors import CompareError
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.tools.profile import FusedNode, derive_fused, optimize_model
 from graph_dap.runtime.tools.quant.errors import Error, measure, readable_value
 from graph_dap.runtime.tools.quant.groups import Group
@@ -183,7 +183,7 @@ def compare_kernels(
     result: Any,
     inputs: InputsArg = None,
     *,
-    dims: Mapping[str, int] | None = None,
+    dims: Dims | None = None,
     providers: Sequence[str] | None = None,
     opt_level: str = "all",
     threshold: float = 1.0,

@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 from graph_dap.errors import CompareError
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph.order import outer_scope_reads
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.tools.quant.errors import Error, measure
 from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.pairing import Pairing
@@ -293,7 +293,7 @@ def run_sensitivity(
     result: Any,
     inputs: InputsArg = None,
     *,
-    dims: Mapping[str, int] | None = None,
+    dims: Dims | None = None,
     providers: Sequence[str] | None = None,
     target_snr: float | None = None,
     opt_level: str = "none",
