@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["FAULT_FILTERS", "VALUE_FILTERS", "BreakFilter", "OptLevel", "RunAction", "SourceKind", "StopReason"]
+__all__ = ["FAULT_FILTERS", "VALUE_FILTERS", "BreakFilter", "FaultStops", "OptLevel", "RunAction", "SourceKind", "StopReason"]
 
 
 class _Closed(enum.StrEnum):
@@ -52,6 +52,13 @@ class BreakFilter(_Closed):
 VALUE_FILTERS = (BreakFilter.NAN, BreakFilter.INF)
 #: The filters a session itself honours (``mismatch`` needs a reference, and is the comparison's).
 FAULT_FILTERS = (*VALUE_FILTERS, BreakFilter.ERROR)
+
+
+class FaultStops(_Closed):
+    """After a NaN/Inf stop, which nodes stop the run again."""
+
+    NEW = "new"  # a node that makes a new NaN or Inf from finite inputs
+    EVERY = "every"  # every node whose output holds one, those that only carry it on too
 
 
 class OptLevel(_Closed):

@@ -156,7 +156,13 @@ def test_nan_filter_stops_where_nan_appears(dap: DapClient, tmp_path: Path) -> N
     logged = dap.scope_variables("Last outputs")["logged"]["value"]  # recomputed with the original Log, from the run's values
     assert f"nan={count}" in logged and logged.endswith("(recomputed with the original nodes)")
     dap.request("continue", threadId=1)
-    dap.wait_for_stop("exception")  # Relu passes the NaN on, and says its input already held it
+    dap.wait_for_end()  # Relu only passes the NaN on: no new NaN is made after Log
+    # faultStops "every": each node holding the NaN stops the run, saying its input already held it
+    dap.request("restart", {"arguments": {"model": str(model), "inputs": str(inputs), "faultStops": "every"}})
+    dap.wait_for_stop("exception")
+    assert dap.top_frame()["name"] == "log1 (Log)"
+    dap.request("continue", threadId=1)
+    dap.wait_for_stop("exception")
     info = dap.request("exceptionInfo", threadId=1)
     assert dap.top_frame()["name"] == "relu1 (Relu)" and "input logged already held NaN" in info["description"]
     dap.request("setExceptionBreakpoints", filters=[])

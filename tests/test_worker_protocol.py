@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from models import chain_files, init, make_model, reference, tensor
+from models import chain_files, init, make_model, reference, tensor, zipmap_model
 from onnx import helper
 
 from graph_dap import errors
@@ -61,7 +61,7 @@ _SUMMARY = {"name": "x", "text": "", "type": "tensor(float)", "dtype": "float32"
 @pytest.mark.parametrize(
     ("kind", "data", "said"),
     [
-        (p.LoadArgs, {"model": "m.onnx", "dims": {"n": "2"}}, "LoadArgs.dims['n']: expected an integer, got str '2'"),
+        (p.LoadArgs, {"model": "m.onnx", "dims": {"n": "2"}}, "LoadArgs.dims['n']: expected int or tuple[int, ...], got str '2'"),
         (p.LoadArgs, {"dims": {}}, "LoadArgs: missing field 'model' of LoadArgs"),
         (p.RunArgs, {"command": "fly"}, "RunArgs.command: expected one of 'start', "),
         (p.ChildrenArgs, {"name": "x", "count": True}, "ChildrenArgs.count: expected an integer, got bool True"),
@@ -195,5 +195,38 @@ def test_outputs_are_the_runs_own(tmp_path: Path) -> None:
         assert (await worker.run(p.RunArgs(p.RunCommand.CONTINUE))).reason == "end"
         (as_run,) = await worker.outputs()
         assert dict(as_run.stats)["nan"] == "4"  # what the user's own optimized run gives
+
+    _with_worker(body)
+
+
+def test_a_sequence_of_maps_and_strings_cross_as_converters_write_them(tmp_path: Path) -> None:
+    """skl2onnx's ZipMap output: the outputs' summaries, a map's items by key, evaluated by key; string
+    labels as ``string``; a declared shape that symbolic inference wrote as an expression shows ``?``."""
+    model = zipmap_model(["cat", "dog", "bird"])
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "floor(floor(height/2 - 1/2)/2) + 1"
+    path, inputs = tmp_path / "zip.onnx", tmp_path / "x.npz"
+    onnx.save(model, str(path))
+    x = np.array([[1.0, 2.0, 0.5], [0.1, 0.2, 3.0]], np.float32)
+    np.savez(inputs, x=x)
+    truth = reference(path, {"x": x})
+
+    async def body(worker: WorkerClient) -> None:
+        await worker.load(p.LoadArgs(str(path), str(inputs), write_listing=False))
+        await worker.run(p.RunArgs(p.RunCommand.START))
+        label, probs = await worker.summaries(p.SummariesArgs(("label", "probs")))
+        assert label.text == "int64[?] not computed yet (argmax (ArgMax) has not run)"  # not the expression
+        assert probs.type == "seq(map(string,tensor(float)))" and probs.text.startswith("seq(map(string,float32)) not computed yet")
+        assert (await worker.run(p.RunArgs(p.RunCommand.CONTINUE))).reason == "end"
+        _, out = await worker.outputs()
+        assert out.kind == "sequence" and out.size == 2 and out.text.startswith("seq(map(string,float32)) len=2 [{'bird': ")  # onnxruntime sorts the keys
+        assert (await worker.evaluate(p.EvaluateArgs("probs"))).value == "probs"
+        (first,) = (await worker.children(p.ChildrenArgs("probs", (), 0, 1))).items
+        assert first.summary is not None and first.summary.kind == "map" and first.summary.type == "map(string,tensor(float))"
+        items = (await worker.children(p.ChildrenArgs("probs", (1,), 0, 0))).items
+        assert [(c.key, c.scalar) for c in items] == [(repr(k), f"{v:.7g}") for k, v in truth["probs"][1].items()]
+        dog = await worker.evaluate(p.EvaluateArgs("probs[1]['dog']"))
+        assert float(dog.text) == pytest.approx(truth["probs"][1]["dog"])
+        with pytest.raises(ExpressionError, match="the map has no key 'cow'"):
+            await worker.evaluate(p.EvaluateArgs("probs[1]['cow']"))
 
     _with_worker(body)

@@ -16,7 +16,7 @@ from typing import Any
 
 from graph_dap.adapter.requests import MAX_INTEGER, InvalidRequest, Request, UserError, checked, items_of
 from graph_dap.adapter.sources import PathMapping
-from graph_dap.kinds import BreakFilter, OptLevel
+from graph_dap.kinds import BreakFilter, FaultStops, OptLevel
 from graph_dap.worker.protocol import LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
@@ -31,7 +31,7 @@ class LaunchArgs:
     no_debug: bool = False
     skip_constants: bool = True
     providers: tuple[str, ...] = DEFAULT_PROVIDERS
-    dims: dict[str, int] = field(default_factory=dict)
+    dims: dict[str, int | list[int]] = field(default_factory=dict)
     memory_budget_mb: float | None = None
     opt_level: OptLevel = OptLevel.ALL  # onnxruntime's graph optimizations for a continue's segments (what is shown is unoptimized)
     worker: str | None = None  # HOST:PORT of a remote worker
@@ -46,6 +46,7 @@ class LaunchArgs:
     path_mappings: tuple[PathMapping, ...] = ()  # where the stack traces' folders are here
     break_on: tuple[BreakFilter, ...] = ()  # exception filters the launch turns on, besides the client's
     inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
+    fault_stops: FaultStops = FaultStops.NEW  # after a NaN/Inf stop: new faults only (made from finite inputs), or every node holding one
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -66,6 +67,7 @@ class LaunchArgs:
             "python": request.arg("python", str, None),
             "listing_path": request.arg("listingPath", str, None) or None,
             "iterations": request.arg("iterations", int, None),
+            "fault_stops": fault_stops(request.arg("faultStops", str, FaultStops.NEW)),
         }
         inputs = given.get("inputs")
         if inputs is not None and not isinstance(inputs, str | dict):
@@ -93,10 +95,12 @@ class LaunchArgs:
         if self.iterations is not None and self.iterations < 1:
             raise UserError("iterations must be at least 1")
         for key, value in self.dims.items():
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise UserError(f"dims: '{key}' must be an integer, got {value!r}")
-            if not 0 <= value <= MAX_INTEGER:
-                raise UserError(f"dims: '{key}' must be a size from 0 to 2**53 - 1, got {value}")
+            # an input's name with a list: its whole shape (dimensions without a name, or -1)
+            for size in value if isinstance(value, list) else [value]:
+                if not isinstance(size, int) or isinstance(size, bool):
+                    raise UserError(f"dims: '{key}' must be an integer (a dimension's size) or a list of them (an input's shape), got {value!r}")
+                if not 0 <= size <= MAX_INTEGER:
+                    raise UserError(f"dims: '{key}' must be a size from 0 to 2**53 - 1, got {size}")
         if self.worker and not self.token:
             raise UserError("'worker' needs the 'token' the worker was started with")
         if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
@@ -128,7 +132,7 @@ class LaunchArgs:
         return LoadArgs(
             model=self.model,
             inputs=self.inputs,
-            dims=self.dims,
+            dims={k: tuple(v) if isinstance(v, list) else v for k, v in self.dims.items()},
             providers=self.providers,
             skip_constants=self.skip_constants,
             memory_budget_mb=self.memory_budget_mb,
@@ -137,6 +141,7 @@ class LaunchArgs:
             reference=self.reference,
             tolerance=self.tolerance if self.reference is not None else None,
             write_listing=not self.listing_file,
+            fault_stops=self.fault_stops,
         )
 
     def restarted_with(self, new: LaunchArgs) -> tuple[LaunchArgs, bool]:
@@ -148,7 +153,7 @@ class LaunchArgs:
 #: What a restart must load the model again for, when it changes.
 _RELOAD_FIELDS = (
     "model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path",
-    "break_on", "inf_exclude",
+    "break_on", "inf_exclude", "fault_stops",
 )
 
 
@@ -162,6 +167,13 @@ def opt_level(given: str) -> OptLevel:
     if given not in OptLevel.values():
         raise UserError(f"optLevel '{given}' is not an optimization level; expected one of {', '.join(OptLevel.values())}")
     return OptLevel(given)
+
+
+def fault_stops(given: str) -> FaultStops:
+    """``faultStops``, checked: after a NaN/Inf stop, which nodes stop again."""
+    if given not in FaultStops.values():
+        raise UserError(f"faultStops must be 'new' (a NaN or Inf made anew) or 'every' (every node holding one), got {given!r}")
+    return FaultStops(given)
 
 
 def _filter(given: str) -> BreakFilter:

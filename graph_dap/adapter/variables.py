@@ -181,12 +181,12 @@ def stat_variables(summary: Summary) -> list[dict[str, Any]]:
     ]
 
 
-def element_variable(parent: TensorRef, index: int, text: str, dtype: str) -> dict[str, Any]:
-    """One number of a tensor's last axis."""
+def element_variable(parent: TensorRef, index: int, text: str, dtype: str, key: str = "") -> dict[str, Any]:
+    """One number of a tensor's last axis, or one item of a map (``key``: its key as a Python literal)."""
     return {
-        "name": f"[{index}]",
+        "name": key or f"[{index}]",
         "value": text,
         "type": dtype,
-        "evaluateName": subscript(parent.expression, (index,)),
+        "evaluateName": f"{parent.expression}[{key}]" if key else subscript(parent.expression, (index,)),
         "variablesReference": 0,
     }

@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     session = DebugSession(
         args.model,
         args.inputs,
-        dims=parse_dims(args.dim),
+        dims=parse_dims(args.dim, args.shape),
         providers=args.provider or None,
         break_on=parse_filters(args.break_on),
         inf_exclude=args.inf_exclude,
@@ -88,7 +88,7 @@ def _dump(args: argparse.Namespace) -> int:
         args.model,
         args.out,
         args.inputs,
-        dims=parse_dims(args.dim),
+        dims=parse_dims(args.dim, args.shape),
         providers=args.provider or None,
         values=args.values,
         on_progress=bar.update if bar else None,
@@ -107,6 +107,10 @@ def _dump(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from graph_dap.cli import quant as cli_quant
+
+    if cli_quant.wants_quant(args):
+        return cli_quant.run(args)
     from graph_dap.runtime.tools.compare import METRICS, Reference, Tolerance, compare_model
 
     metrics = [m.strip() for m in args.metric.split(",") if m.strip()]
@@ -134,7 +138,7 @@ def _compare(args: argparse.Namespace) -> int:
         args.model,
         ref,
         args.inputs,
-        dims=parse_dims(args.dim),
+        dims=parse_dims(args.dim, args.shape),
         providers=args.provider or None,
         opt_level=opt_level,
         tolerance=tolerance,
@@ -213,7 +217,7 @@ def _profile(args: argparse.Namespace) -> int:
     prof = profile_model(
         args.model,
         args.inputs,
-        dims=parse_dims(args.dim),
+        dims=parse_dims(args.dim, args.shape),
         providers=args.provider or None,
         opt_level=opt_level,
         repeat=args.repeat,

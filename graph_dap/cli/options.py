@@ -22,13 +22,20 @@ class UsageError(Exception):
     """Bad usage (an unknown option, a bad value, options that do not go together): one line, exit 2."""
 
 
-def parse_dims(items: Sequence[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
+def parse_dims(items: Sequence[str], shapes: Sequence[str] = ()) -> dict[str, int | tuple[int, ...]]:
+    """``--dim NAME=N`` items and ``--shape INPUT=D0,D1,...`` items, as ``resolve_inputs`` takes them."""
+    out: dict[str, int | tuple[int, ...]] = {}
     for item in items:
         name, sep, n = item.partition("=")
         if not sep or not name or not n.strip().isdigit():
             raise UsageError(f"--dim expects NAME=N with N a non-negative integer, got '{item}'")
         out[name.strip()] = int(n)
+    for item in shapes:
+        name, sep, text = item.partition("=")
+        parts = [p.strip() for p in text.split(",")] if text.strip() else []
+        if not sep or not name.strip() or not all(p.isdigit() for p in parts):
+            raise UsageError(f"--shape expects INPUT=D0,D1,... with non-negative integers (INPUT= for a scalar), got '{item}'")
+        out[name.strip()] = tuple(int(p) for p in parts)
     return out
 
 
@@ -36,6 +43,9 @@ def parse_filters(text: str | None) -> list[str]:
     if not text:
         return []
     return [f.strip() for f in text.split(",") if f.strip()]
+
+
+_SHAPE_HELP = "the whole shape of a made-up input (dimensions without a name, or -1); repeatable"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("model", help="path to the .onnx model")
     run.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
     run.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    run.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...", help=_SHAPE_HELP)
     run.add_argument(
         "--break",
         dest="breaks",
@@ -114,9 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
         "dump",
         help="run a model and write every computed value to an .npz",
         description="Run the model node by node and write every computed value (or those --values selects) to an .npz "
-        "keyed by value name, while the run goes: memory stays at the run's working set. The graph inputs are stored too. "
-        "A JSON side file (OUT.json) records the model's and inputs' hashes, the providers and options, and the node that "
-        "produced each value. The archive is renamed into place at the end: an interrupted dump leaves no file under OUT.",
+        "keyed by value name, while the run goes: memory stays at the run's working set. The graph inputs are stored too, "
+        "and the values inside If branches, Loop and Scan bodies and function calls (inside a loop, each iteration's as "
+        "NAME@ITERATION). A JSON side file (OUT.npz.json) records the model's and inputs' hashes, the providers and options, "
+        "and the node that produced each value. The archive is renamed into place at the end: an interrupted dump leaves "
+        "no file under OUT.npz.",
     )
     _model_options(dump)
     dump.add_argument(
@@ -155,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--opt-level",
         choices=OptLevel.values(),
         metavar="LEVEL",
-        help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
+        help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level); "
+        "against a quantized model's float model: also read each group from the kernels onnxruntime runs at this level",
     )
     cmp_.add_argument("--atol", type=_non_negative, default=None, metavar="A", help="absolute tolerance (default 1e-5)")
     cmp_.add_argument("--rtol", type=_non_negative, default=None, metavar="R", help="relative tolerance (default 1e-4)")
@@ -181,6 +195,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="value: a row per value (default); module: the metrics aggregated per module scope of the model's source",
     )
     cmp_.add_argument("--json", action="store_true", help="print {rows, first_divergence, ...} as one JSON object")
+    quant = cmp_.add_argument_group(
+        "quantized models",
+        "with --against-model, when one of the two models is quantized (QDQ, QOperator, dynamic, MatMulNBits): tensors are "
+        "paired by graph structure, each group of nodes between paired tensors gets its accumulated, local and "
+        "quantization-only error, and the rule is an SQNR threshold (default snr<20)",
+    )
+    quant.add_argument(
+        "--structure",
+        action="store_true",
+        help="pair by graph structure even when neither model is quantized (a re-export, a converter's or optimizer's rewrite)",
+    )
+    quant.add_argument("--show-pairs", action="store_true", help="print which float tensor stands for which quantized value, and why the others are unpaired")
+    quant.add_argument("--pairs", metavar="FILE", help="pairs to use where the structure cannot tell: JSON {FLOAT: QUANT} or lines 'FLOAT QUANT'")
+    quant.add_argument("--order", choices=("local", "graph"), default="local", help="rank the groups by local error (default) or list them in graph order")
+    quant.add_argument("--top", type=int, default=0, metavar="K", help="print only the K first groups (default: all)")
+    quant.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also run the model with one group at a time kept in float and rank the groups by the output SQNR each recovers",
+    )
+    quant.add_argument(
+        "--target-snr",
+        type=float,
+        default=None,
+        metavar="DB",
+        help="with --sensitivity: the output SQNR to reach; prints the nodes_to_exclude for quantize_static that reach it",
+    )
+    quant.add_argument("--report", metavar="DIR", help="write DIR/report.html: the SQNR per group as a chart, the weights, the sensitivity")
+    # --opt-level LEVEL (above) with a quantized model: also compare the kernels onnxruntime runs at that level, group by group
 
     prof = sub.add_parser(
         "profile",
@@ -284,6 +327,7 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="path to the .onnx model")
     p.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...", help=_SHAPE_HELP)
     p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
 
 

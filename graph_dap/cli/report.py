@@ -33,7 +33,9 @@ def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
         "summaries": summaries,
     }
     if node is not None:
-        out.update(source_fields(session.graph.sources, [node.id]))
+        fields = source_fields(session.graph.sources, [node.id])
+        out["node"] = {**out["node"], **fields}  # as compare's rows and profile's nodes carry them
+        out.update(fields)
     return out
 
 

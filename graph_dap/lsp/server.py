@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from graph_dap.tasks import background
 _logger = _log.get_logger(__name__)
 NAME = "graph-dap-lsp"
 _PROGRESS_TIMEOUT = 2.0  # seconds to wait for the client to accept a progress token
+_KEPT_CLOSED = 2  # analyses of models no open listing shows, kept for a reopen (newest closed first out last)
 VERSION = "0.1.0"
 
 
@@ -97,6 +99,9 @@ class ListingServer(LanguageServer):
         self.settings = Settings()
         self.docs: dict[str, _Document] = {}
         self.models: dict[Path, Result] = {}
+        # Models whose listings were all closed, newest last: a listing opened again is served at once while
+        # its model is unchanged (a 10,000-node model's analysis takes seconds to build again).
+        self.closed_models: OrderedDict[Path, Result] = OrderedDict()
         self._loading: dict[Path, asyncio.Future[Result]] = {}
         self.live = LiveValues(lambda method, params: self.protocol.send_request_async(method, params))
         self._watcher: asyncio.Task[None] | None = None
@@ -142,7 +147,10 @@ class ListingServer(LanguageServer):
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         wanted = {d.model for d in self.docs.values()}
         for path in [p for p in self.models if p not in wanted]:
-            del self.models[path]
+            self.closed_models[path] = self.models.pop(path)
+            self.closed_models.move_to_end(path)
+        while len(self.closed_models) > _KEPT_CLOSED:
+            self.closed_models.popitem(last=False)
 
     async def _serve(self, uri: str) -> None:
         doc = self.docs.get(uri)
@@ -193,6 +201,8 @@ class ListingServer(LanguageServer):
 
     async def ensure(self, path: Path) -> Result:
         """The current version of the model at ``path``: cached by ``(mtime, size)``, else loaded in the background."""
+        if path not in self.models and path in self.closed_models:
+            self.models[path] = self.closed_models.pop(path)  # its listing was closed and is open again
         known = self.models.get(path)
         stamp = stamp_of(path)
         if known is not None and _stamp(known) == stamp:

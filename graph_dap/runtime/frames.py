@@ -246,6 +246,11 @@ class ControlFlow:
         if loop is None:
             return None
         outs = [frame.values.get(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
+        return self.advance(node, scope, loop, outs, read_outer)
+
+    def advance(self, node: Node, scope: Scope, loop: LoopState, outs: list[Any], read_outer: Any) -> dict[str, Any] | None:
+        """At the end of an iteration of Loop or Scan ``node``, whose body gave ``outs`` (the scope's outputs
+        in order): record them in ``loop``; the next iteration's inputs, or None when done."""
         if node.op_type == "Loop":
             n_carried = len(node.inputs) - 2
             cond, carried, scans = outs[0], outs[1 : 1 + n_carried], outs[1 + n_carried :]
@@ -280,6 +285,11 @@ class ControlFlow:
         if loop is None:  # If, function call: the scope's outputs are the node's
             values = [frame.values.get(o) for o in scope.output_names]
             return {name: v for name, v in zip(node.outputs, values) if name}
+        return self.finish(node, loop)
+
+    @staticmethod
+    def finish(node: Node, loop: LoopState) -> dict[str, Any]:
+        """What Loop or Scan ``node`` outputs after its last iteration: the carried values, the scans stacked."""
         finals = loop.finals
         if node.op_type == "Loop":
             scans = [np.stack(acc, axis=0) for acc in loop.scans]

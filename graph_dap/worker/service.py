@@ -235,6 +235,7 @@ class WorkerService:
                 skip_constants=a.skip_constants,
                 memory_budget_mb=a.memory_budget_mb,
                 opt_level=a.opt_level,
+                fault_stops=a.fault_stops,
                 on_log=self._on_log,
                 on_progress=self._on_progress,
             )

@@ -17,6 +17,7 @@ from graph_dap.errors import BadIndexError, ExpressionError, UnknownNameError, V
 from graph_dap.names import unquoted
 from graph_dap.runtime import expr
 from graph_dap.runtime.session import DebugSession
+from graph_dap.runtime.tensor import element_type
 from graph_dap.runtime.tools.tensor_view import tensor_view
 from graph_dap.runtime.values import Values
 from graph_dap.worker import protocol as p
@@ -78,39 +79,61 @@ class ValueCalls:
             out.append(wire.missing(name, info, producer.label if producer else None))
         return tuple(out)
 
-    def _array(self, name: str, temp: int | None, index: Sequence[int], level: int = 0) -> np.ndarray:
+    def _element(self, name: str, temp: int | None, index: Sequence[int], level: int = 0) -> Any:
+        """``value[index]``: through a sequence's elements (lists), then into an array; a map as it is."""
         value = self._value(name, temp, level)
-        if isinstance(value, list):
-            value = value[index[0]] if index else value
+        while index and isinstance(value, list):
+            try:
+                value = value[index[0]]
+            except IndexError:
+                raise BadIndexError(f"bad index {index[0]} into a sequence of {len(value)}") from None
             index = index[1:]
-            if isinstance(value, list):
-                raise ValueKindError("a sequence has no elements to show here")
+        if isinstance(value, list) or isinstance(value, dict):
+            if index:
+                raise ValueKindError("a map's items are named by key, not by index")
+            return value
         a = np.asarray(value)
         try:
             return a[tuple(index)] if index else a
         except IndexError as e:
             raise BadIndexError(f"bad index {list(index)}: {e}") from None
 
+    def _array(self, name: str, temp: int | None, index: Sequence[int], level: int = 0) -> np.ndarray:
+        value = self._element(name, temp, index, level)
+        if isinstance(value, list):
+            raise ValueKindError("a sequence has no elements to show here")
+        if isinstance(value, dict):
+            raise ValueKindError("a map has no elements to show here")
+        return value
+
     def rpc_children(self, a: p.ChildrenArgs) -> p.ChildrenPage:
-        """Slices of ``value[index]`` along its first axis: summaries, or numbers at the last axis."""
-        value = self._value(a.name, a.temp, a.level)
+        """Slices of ``value[index]`` along its first axis: summaries, or numbers at the last axis; a map's items."""
+        value = self._element(a.name, a.temp, a.index, a.level)
         start = max(a.start, 0)
-        if isinstance(value, list) and not a.index:
+        if isinstance(value, list):
             elements = value[start : start + (a.count or len(value))]
             return p.ChildrenPage(tuple(p.Child(i, wire.summary(f"[{i}]", v)) for i, v in enumerate(elements, start)), len(value))
-        array = self._array(a.name, a.temp, a.index, a.level)
+        if isinstance(value, dict):
+            keys = list(value)[start : min(start + (a.count or len(value)), start + _MAX_CHILDREN)]
+            items = tuple(
+                p.Child(i, scalar=wire.number_text(value[k], a.hex), dtype=element_type(value[k]), key=repr(k))
+                for i, k in enumerate(keys, start)
+            )
+            return p.ChildrenPage(items, len(value))
+        array = value
         if array.ndim == 0:
             return p.ChildrenPage((), 0)
         total = int(array.shape[0])
         stop = min(total, a.start + (a.count or total), a.start + _MAX_CHILDREN)
-        items: list[p.Child] = []
+        dtype = element_type(array)
+        items_: list[p.Child] = []
         for i in range(start, stop):
-            sub = array[i]
+            sub = np.asarray(array[i], dtype=array.dtype)
             if sub.ndim == 0:
-                items.append(p.Child(i, scalar=wire.number_text(sub[()], a.hex), dtype=str(array.dtype)))
+                items_.append(p.Child(i, scalar=wire.number_text(sub[()], a.hex), dtype=dtype))
             else:
-                items.append(p.Child(i, wire.summary(f"[{i}]", sub, hex_=a.hex)))
-        return p.ChildrenPage(tuple(items), total)
+                items_.append(p.Child(i, wire.summary(f"[{i}]", sub, hex_=a.hex)))
+        return p.ChildrenPage(tuple(items_), total)
 
     def rpc_read_memory(self, a: p.ReadMemoryArgs) -> p.MemoryRead:
         array = np.ascontiguousarray(self._array(a.name, a.temp, [], a.level))
@@ -134,7 +157,7 @@ class ValueCalls:
         if isinstance(value, list) and not all(isinstance(v, np.ndarray) for v in value):
             # plain Python data (``.tolist()``), not a sequence of tensors: shown as text
             return p.Evaluated(text=expr.format_value(value, 100_000 if a.clipboard else 1_000), type="list")
-        if isinstance(value, np.ndarray | list) and not (isinstance(value, np.ndarray) and value.size == 1 and value.ndim == 0):
+        if isinstance(value, np.ndarray | list | dict) and not (isinstance(value, np.ndarray) and value.size == 1 and value.ndim == 0):
             self._next_temp += 1
             self._temps[self._next_temp] = value
             summary = wire.summary(text, value, hex_=a.hex)
@@ -147,6 +170,8 @@ class ValueCalls:
 
     @staticmethod
     def _full_text(value: Any) -> str:
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in value.items()) + "}"
         if isinstance(value, list):
             return "[" + ", ".join(ValueCalls._full_text(v) for v in value) + "]"
         with np.printoptions(threshold=100_000, linewidth=120):

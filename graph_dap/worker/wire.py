@@ -44,9 +44,20 @@ def plain(o: Any) -> Any:
 
 
 def tensor_type(dtype: str, kind: str = "tensor") -> str:
-    """ONNX's spelling of a value's type: ``tensor(float)``, ``seq(tensor(int64))``."""
-    inner = f"tensor({_ONNX_TYPES.get(dtype, dtype)})"
-    return f"seq({inner})" if kind == "sequence" else inner
+    """ONNX's spelling of a value's type: ``tensor(float)``, ``seq(tensor(int64))``, ``seq(map(int64,tensor(float)))``."""
+    if kind == "sequence":
+        return f"seq({_element_type(dtype)})"
+    return _element_type(dtype)
+
+
+def _element_type(text: str) -> str:
+    """``float32`` -> ``tensor(float)``; ``map(int64,float32)`` -> ``map(int64,tensor(float))``; ``seq(...)`` likewise."""
+    if text.startswith("map(") and text.endswith(")"):
+        key, _, item = text[4:-1].partition(",")
+        return f"map({key},{_element_type(item)})"
+    if text.startswith("seq(") and text.endswith(")"):
+        return f"seq({_element_type(text[4:-1])})"
+    return f"tensor({_ONNX_TYPES.get(text, text)})"
 
 
 def number_text(x: Any, hex_: bool = False) -> str:
@@ -61,6 +72,8 @@ def number_text(x: Any, hex_: bool = False) -> str:
         if x.dtype.itemsize <= 4:
             return f"{float(x):.7g}"
         return repr(float(x))
+    if isinstance(x, float):  # a map's item: onnxruntime gives ZipMap's float32 numbers as Python floats
+        return f"{x:.7g}"
     if isinstance(x, np.complexfloating):
         return str(complex(x))
     if isinstance(x, bytes):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from graph_dap.runtime.dtypes import can_fault
+from graph_dap.runtime.dtypes import can_fault, numeric
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Lookup, Node
 from graph_dap.runtime.tensor import first_nonfinite
@@ -84,6 +84,23 @@ class FaultFilter:
                 return name, kind
         return None
 
+    @staticmethod
+    def from_finite(node: Node, read: Callable[[str], Any]) -> bool:
+        """Whether every input of ``node`` (``read`` gives them) is free of NaN and Inf: a fault in its
+        output is then one it made, not one it carried on."""
+        for name in node.all_inputs:
+            value = read(name)
+            if value is None or isinstance(value, (list, dict)):
+                continue
+            a = np.asarray(value)
+            if not can_fault(a.dtype) or a.size == 0:
+                continue
+            a = numeric(a)
+            with np.errstate(all="ignore"):
+                if not np.isfinite(np.add.reduce(a, axis=None)) and not np.isfinite(a).all():
+                    return False
+        return True
+
     def _flagged(self, node: Node, s: float) -> bool:
         if np.isnan(s):
             return True
@@ -103,11 +120,14 @@ class FaultFilter:
         get: Callable[[str], Any],
         order: Sequence[str] | None = None,
         prefetch: Callable[[list[str]], Any] | None = None,
+        new_only: bool = False,
     ) -> tuple[Node, str, Fault] | None:
         """The first node, in run order, whose output holds a fault: from the sums, confirmed exactly.
 
         ``prefetch(names)``: makes the candidates' values (and their producers' inputs) ready at once before they
-        are read one by one (recomputed each on its own, each would run again everything before it)."""
+        are read one by one (recomputed each on its own, each would run again everything before it).
+        ``new_only``: only a node that makes a fault from finite inputs counts (:meth:`from_finite`), not one
+        that carries on a fault found before."""
         flagged = set()
         for name, s in zip(plan.watched if order is None else order, sums.tolist()):
             producer = plan.inner.get(name) or graph.producer(name)
@@ -140,9 +160,9 @@ class FaultFilter:
             producer = graph.producer(name)
             assert producer is not None
             kind = self.kind_of(producer, get(name))
-            if kind is not None:
+            if kind is not None and (not new_only or self.from_finite(producer, get)):
                 return producer, name, kind
-        return None  # overflowing sums of finite values
+        return None  # overflowing sums of finite values (or, with new_only, faults carried on)
 
     def stop_details(self, node: Node, name: str, a: np.ndarray, kind: Fault, inputs: Mapping[str, Any], stop_cls: Any, reasons: Any) -> Any:
         count = int(np.isnan(a).sum()) if kind == Fault.NAN else int(np.isinf(a).sum())

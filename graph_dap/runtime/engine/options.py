@@ -123,7 +123,9 @@ def session_options(opt_level: str = "none", external_folder: Path | None = None
     if external_folder is not None:
         so.add_session_config_entry(FOLDER_OPTION, str(external_folder))
     so.use_per_session_threads = False
-    so.log_severity_level = 3
+    # fatal only: a node's failure reaches the user once, in the error graph-dap raises with onnxruntime's
+    # message; logged too, it came out at every level of control flow and at every retry (issue 28)
+    so.log_severity_level = 4
     so.graph_optimization_level = OPT_LEVELS[check_opt_level(opt_level)]
     so.add_session_config_entry("session.use_env_allocators", "1")
     return so

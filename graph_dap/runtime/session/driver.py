@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from graph_dap import log as _log
@@ -14,7 +14,7 @@ from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundErro
 from graph_dap.runtime.engine.segments import SegmentError
 from graph_dap.runtime.frames import Frame
 from graph_dap.runtime.graph import Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.session.constants import known_outputs
 from graph_dap.runtime.session.runs import LOOK_INSIDE
 from graph_dap.runtime.session.state import SessionState
@@ -54,7 +54,9 @@ class DebugSession(SessionState):
     recomputations are the original graph's, computed without optimizations: exactly what
     onnxruntime computes for each original node. Constant nodes are computed once at start
     (in a body: when its frame starts) and skipped by the program counter unless
-    ``skip_constants`` is False.
+    ``skip_constants`` is False. After a NaN/Inf stop, a continue stops at the next node that
+    makes a new NaN or Inf from finite inputs, not at each node that carries one on
+    (``fault_stops="every"``: at each).
     """
 
     @_command
@@ -311,7 +313,7 @@ class DebugSession(SessionState):
                 return self.stops.at(StopReason.BREAKPOINT, f"breakpoint at {node.label}")
 
     @_command
-    def restart(self, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> Stop:
+    def restart(self, inputs: InputsArg = None, dims: Dims | None = None) -> Stop:
         """Back to the start, with the original inputs (or new ``inputs``, checked like the first); breakpoints are kept.
 
         New inputs reuse every onnxruntime session built so far: cheap for a data set of inputs of one shape.

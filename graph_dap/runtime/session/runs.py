@@ -17,6 +17,7 @@ from graph_dap.errors import NodeExecutionError
 from graph_dap.runtime.breakpoints import BreakpointTable
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
+from graph_dap.runtime.engine.failures import failed_inside
 from graph_dap.runtime.engine.faults import Fault
 from graph_dap.runtime.engine.interrupt import Interrupt
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
@@ -106,17 +107,30 @@ class Runs:
 
     # -- one node ------------------------------------------------------------------
 
-    def node(self, node: Node) -> Stop | None:
-        """Run the node at the counter of the innermost frame and move past it; a stop if it failed or faulted."""
+    def node(self, node: Node) -> Stop | LookInside | None:
+        """Run the node at the counter of the innermost frame and move past it; a stop if it failed or faulted.
+
+        A control-flow node run whole whose output holds a watched fault, or that onnxruntime failed on in
+        a node inside it, is not the stop: that node inside is, at any depth. The counter goes back to it
+        (or stays) and the run steps into it (:data:`LOOK_INSIDE`), as for a segment's inner flag."""
         frame = self.levels.top
         try:
             outs = frame.values.execute(node)
         except NodeExecutionError as e:
+            if failed_inside(self.levels.graph, node, e.ort_message) and self.levels.flow.begin(node, frame.values.get) is not None:
+                self.levels.localize.add(node.id)  # a node inside it failed: step in to stop at that node
+                return LOOK_INSIDE
             return self.stops.error(node, e)
         frame.values.keep(outs)
         frame.timeline.advance(node)
         frame.values.evict()
         fault = self.filters.watch.check(node, outs)
+        if fault and node.enterable and self.levels.flow.begin(node, frame.values.get) is not None:
+            frame.timeline.rewind_to(frame.timeline.position(node))
+            self.levels.localize.add(node.id)
+            return LOOK_INSIDE
+        if fault and self.filters.new_only and not self.filters.watch.from_finite(node, frame.values.value):
+            return None  # it carries on a fault found before
         return self.stops.fault(node, *fault) if fault else None
 
     # -- segments ------------------------------------------------------------------
@@ -221,8 +235,8 @@ class Runs:
         values.evict()
         watch = result.watch or plan.watch  # (the plan's, or the one that left the optimized graph's fusions alone)
         if result.sums is not None and watch is not None and not np.isfinite(result.sums).all():
-            found = filt.first_fault(frame.scope, watch, result.sums, values.original, result.watched, values.prefetch)
-            if found is None and self.executor.optimized:
+            found = filt.first_fault(frame.scope, watch, result.sums, values.original, result.watched, values.prefetch, self.filters.new_only)
+            if found is None and self.executor.optimized and not self.filters.new_only:  # (new_only: faults carried on)
                 fired = filt.fired(watch, result.sums, result.watched)
                 if fired:  # the optimized graph made a NaN that the original nodes do not: say so
                     return self._disagreement(frame, plan, feeds, embedded, fired)
@@ -261,7 +275,7 @@ class Runs:
         details = {"disagreement": True, "opt_level": level, "optimized_node": made_by, "origin": origin, "optimized_sum": "nan", "original": original}
         return self.stops.at(StopReason.NAN, message, node, tensor=tensor, details=details)
 
-    def _slow(self, frame: Frame, end: int) -> Stop | None:
+    def _slow(self, frame: Frame, end: int) -> Stop | LookInside | None:
         """Positions up to ``end`` a node at a time (stopping before a node the run loop must step into)."""
         timeline = frame.timeline
         while timeline.pc < end:

@@ -12,7 +12,7 @@ from typing import Any
 import onnx
 
 from graph_dap.errors import GraphDapError
-from graph_dap.kinds import BreakFilter, OptLevel
+from graph_dap.kinds import BreakFilter, FaultStops, OptLevel
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
 from graph_dap.runtime.checks import check_runnable
@@ -24,7 +24,7 @@ from graph_dap.runtime.engine.segments import SegmentRunner
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.frames import Frame
 from graph_dap.runtime.graph import Graph, Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.session.filters import BreakFilters
 from graph_dap.runtime.session.levels import Levels
@@ -47,11 +47,12 @@ class SessionState:
         model: str | os.PathLike[str] | onnx.ModelProto | Graph,
         inputs: InputsArg = None,
         *,
-        dims: Mapping[str, int] | None = None,
+        dims: Dims | None = None,
         providers: Sequence[str] | None = None,
         skip_constants: bool = True,
         break_on: Iterable[str] = (),
         inf_exclude: Iterable[str] = (),
+        fault_stops: str = FaultStops.NEW,
         opt_level: str = OptLevel.ALL,
         memory_budget_mb: float | None = None,
         fast: bool = True,
@@ -68,7 +69,7 @@ class SessionState:
         self.base_dir = Path(base_dir) if base_dir else (self.graph.path.parent if self.graph.path else Path.cwd())
         self.on_log = on_log
         self.logs: list[str] = []
-        self.filters = BreakFilters(break_on, inf_exclude)
+        self.filters = BreakFilters(break_on, inf_exclude, fault_stops)
         self.constants = Constants(self.graph, skip_constants)
         self.executor = Executor(self.graph, providers, opt_level, self.constants.embedded)
         self.store = ValueStore(None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20)))
@@ -137,6 +138,7 @@ class SessionState:
         self.levels.reset(self.inputs)
         self.breakpoint_table.reset_hits()
         self.runs.statics_checked = False
+        self.filters.found = False  # a new run: its first NaN/Inf stops it wherever it is first held
 
     @property
     def frames(self) -> list[Frame]:
@@ -224,8 +226,8 @@ class SessionState:
 
     def note(self, name: str, level: int = 0) -> str:
         """How a value shown was computed, when not as the user's run at an optimization level computed it: ``""``
-        for the run's own values (and for every value at level ``none``, where the run is the original nodes),
-        else "recomputed with the original nodes", and where onnxruntime computes it at that level."""
+        for the run's own values (and for every value at level ``none``, where the run is the original nodes), else
+        "recomputed with the original nodes" (from the run's values), and where onnxruntime computes it at that level."""
         values = self._values(level)
         if not self.executor.optimized or not values.computed_by_nodes(name):
             return ""

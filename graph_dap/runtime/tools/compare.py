@@ -14,7 +14,6 @@ difference, not its propagation.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,10 +27,11 @@ from graph_dap import log as _log
 from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.source import base_name, source_fields
 from graph_dap.runtime.stops import node_ref
+from graph_dap.runtime.tensor import element_type
 from graph_dap.runtime.tools.dump import model_hash
 from graph_dap.runtime.tools.metrics import (
     DEFAULT_ATOL,
@@ -45,6 +45,7 @@ from graph_dap.runtime.tools.metrics import (
     json_number,
     metric_number,
     shape_text,
+    worst_of,
 )
 from graph_dap.runtime.tools.references import (
     DumpSource,
@@ -88,7 +89,6 @@ __all__ = [
 
 _log_ = _log.get_logger(__name__)
 _ALLCLOSE = Tolerance()  # the default rule: numpy.allclose at DEFAULT_ATOL, DEFAULT_RTOL
-_HIGHER_IS_BETTER = frozenset({"cosine", "snr"})
 
 
 # -- the comparison ------------------------------------------------------------------
@@ -231,8 +231,8 @@ class Comparison:
         first = origin and min(self._origins) == node.order
         rows = []
         for name, value, r in compared:
-            shape = None if isinstance(value, list) else tuple(np.shape(value))
-            dtype = f"seq({value[0].dtype if value else '?'})" if isinstance(value, list) else str(np.asarray(value).dtype)
+            shape = None if value is None or isinstance(value, (list, dict)) else tuple(np.shape(value))
+            dtype = element_type(value)
             row = Row(node, name, shape, dtype, r.passed, r.metrics, r.mismatches, origin and not r.passed, r.note)
             self._rows[name] = row
             self._status[name] = r.passed
@@ -310,9 +310,9 @@ class Comparison:
         for module, rows in groups.items():
             worst: dict[str, float] = {}
             for m in self.metrics:
-                got = [r.metrics[m] for r in rows if m in r.metrics and not math.isnan(r.metrics[m])]
+                got = [r.metrics[m] for r in rows if m in r.metrics]
                 if got:
-                    worst[m] = min(got) if m in _HIGHER_IS_BETTER else max(got)
+                    worst[m] = worst_of(m, got)
             failing = next((r for r in rows if not r.passed), None)
             out.append(
                 {
@@ -446,7 +446,7 @@ def compare_model(
     reference: Reference | str | Mapping[str, Any],
     inputs: InputsArg = None,
     *,
-    dims: Mapping[str, int] | None = None,
+    dims: Dims | None = None,
     providers: Sequence[str] | None = None,
     opt_level: str = OptLevel.NONE,
     tolerance: Tolerance = _ALLCLOSE,

@@ -14,7 +14,7 @@ import json
 import os
 import statistics
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.fusion import FusedGraph, FusedNode, derive_fused, named_by_id, origin_text
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, session_options
 from graph_dap.runtime.graph import Graph
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.source import SourceMap, source_fields
 from graph_dap.runtime.tensor import format_bytes
@@ -254,7 +254,7 @@ def profile_model(
     model: str | os.PathLike[str] | onnx.ModelProto | Graph,
     inputs: InputsArg = None,
     *,
-    dims: Mapping[str, int] | None = None,
+    dims: Dims | None = None,
     providers: Sequence[str] | None = None,
     opt_level: str = OptLevel.NONE,
     repeat: int = 3,

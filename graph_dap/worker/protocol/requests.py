@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_dap.kinds import BreakFilter, OptLevel
+from graph_dap.kinds import BreakFilter, FaultStops, OptLevel
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class LoadArgs:
 
     model: str
     inputs: str | dict[str, Any] | None = None  # a file or folder, or input name -> a .npy path or nested numbers
-    dims: dict[str, int] = field(default_factory=dict)
+    dims: dict[str, int | tuple[int, ...]] = field(default_factory=dict)  # a tuple: an input's whole shape
     providers: tuple[str, ...] = ()
     skip_constants: bool = True
     memory_budget_mb: float | None = None
@@ -38,6 +38,7 @@ class LoadArgs:
     reference: str | dict[str, Any] | None = None  # a dump, provider:NAME, opt_level:LEVEL or model:OTHER.onnx
     tolerance: Tolerance | None = None
     write_listing: bool = True
+    fault_stops: FaultStops = FaultStops.NEW  # after a NaN/Inf stop: new faults only, or every node holding one
 
 
 class RunCommand(enum.Enum):

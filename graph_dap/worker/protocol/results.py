@@ -188,12 +188,13 @@ class ValueNames:
 
 @dataclass(frozen=True, slots=True)
 class Child:
-    """One slice of a tensor along its first axis: a summary, or (``summary`` None) the number at the last axis."""
+    """One slice of a tensor along its first axis: a summary, or (``summary`` None) the number at the last axis (or a map's item)."""
 
     index: int
     summary: Summary | None = None
     scalar: str = ""
     dtype: str = ""
+    key: str = ""  # a map's item: its key as a Python literal (``0``, ``'cat'``)
 
 
 @dataclass(frozen=True, slots=True)
