@@ -92,14 +92,7 @@ export function drawScene(
 	for (const b of shown) {
 		if (!b.open) continue;
 		const p = paints.get(b)!;
-		ctx.fillStyle = css(p.fill);
-		ctx.strokeStyle = css(p.stroke);
-		ctx.lineWidth = Math.max(p.width, px);
-		ctx.beginPath();
-		ctx.rect(b.x, b.y, b.w, b.h);
-		ctx.fill();
-		ctx.stroke();
-		if (p.ring) ring(ctx, b, p, px);
+		box(ctx, b, p, px, false);
 		if (labels) {
 			ctx.fillStyle = css(p.text);
 			ctx.font = 'bold 12px sans-serif';
@@ -149,15 +142,7 @@ export function drawScene(
 	for (const b of shown) {
 		if (b.open) continue;
 		const p = paints.get(b)!;
-		ctx.fillStyle = css(p.fill);
-		ctx.strokeStyle = css(p.stroke);
-		ctx.lineWidth = Math.max(p.width, px);
-		ctx.beginPath();
-		if (labels) ctx.roundRect(b.x, b.y, b.w, b.h, 4);
-		else ctx.rect(b.x, b.y, b.w, b.h);
-		ctx.fill();
-		ctx.stroke();
-		if (p.ring) ring(ctx, b, p, px);
+		box(ctx, b, p, px, labels);
 		if (labels) {
 			ctx.fillStyle = css(p.text);
 			ctx.font = 'bold 12px sans-serif';
@@ -171,6 +156,19 @@ export function drawScene(
 		drawn++;
 	}
 	return drawn;
+}
+
+/** A box filled and outlined as painted (rounded when zoomed in enough to read it), with its ring. */
+function box(ctx: CanvasRenderingContext2D, b: Box, p: Paint, px: number, rounded: boolean): void {
+	ctx.fillStyle = css(p.fill);
+	ctx.strokeStyle = css(p.stroke);
+	ctx.lineWidth = Math.max(p.width, px);
+	ctx.beginPath();
+	if (rounded) ctx.roundRect(b.x, b.y, b.w, b.h, 4);
+	else ctx.rect(b.x, b.y, b.w, b.h);
+	ctx.fill();
+	ctx.stroke();
+	if (p.ring) ring(ctx, b, p, px);
 }
 
 function ring(ctx: CanvasRenderingContext2D, b: Box, p: Paint, px: number): void {
