@@ -218,3 +218,37 @@ def test_a_model_whose_weights_fill_the_budget_continues_in_one_session_it_can_s
     for name, value in truth.items():
         assert_same(s.value(name), value, name)
     assert s.executor.exact.sessions_built == built  # nothing recomputed to be shown
+
+
+def test_every_command_reads_the_external_data_from_the_models_folder_run_from_another(saved, tmp_path, monkeypatch, capsys):
+    """onnxruntime looks external data up beside a model given by path, but relative to the current folder for a
+    model given as bytes: each session over the model must be told its folder."""
+    from graph_dap import cli
+    from graph_dap.runtime.tools.scan.reference import OutputsReference, check_reference
+
+    truth = ort_values(onnx.load(str(saved)), TOKENS)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    model = str(Path("..") / saved.name)
+    np.savez("in.npz", **TOKENS)
+    commands = [
+        ["run", model, "--inputs", "in.npz", "--break-on", "nan,inf", "--opt-level", "all"],
+        ["listing", model, "--out", "listing.txt"],
+        ["dump", model, "--inputs", "in.npz", "--out", "run.npz"],
+        ["compare", model, "--inputs", "in.npz", "--against-opt-level", "all"],
+        ["compare", model, "--inputs", "in.npz", "--opt-level", "all", "--against-opt-level", "none"],
+        ["compare", model, "--inputs", "in.npz", "--against-provider", "CPU"],
+        ["profile", model, "--inputs", "in.npz", "--repeat", "1", "--opt-level", "all", "--json"],
+        ["profile", model, "--fused"],
+    ]
+    for argv in commands:
+        capsys.readouterr()
+        assert cli.main(argv) == 0, (argv, capsys.readouterr().err)
+    with open_dump("run.npz") as d:
+        for name, value in truth.items():
+            assert_same(d.get(name), value, name)
+    # a scan's reference: the model at another level, and another model given by a relative path
+    for spec in ("opt_level:none", f"model:{model}"):
+        ref = OutputsReference(load_graph(model), check_reference(spec), Path.cwd())
+        np.testing.assert_allclose(ref.outputs(TOKENS)["logits"], truth["logits"], rtol=1e-5, atol=1e-6)

@@ -70,8 +70,14 @@ class Watcher:
         self.watch = watched_model(graph, FaultFilter("nan" in filters, "inf" in filters, tuple(inf_exclude)))
         self.session: Any = None
         if self.watch.sentinel is not None:
+            from graph_dap.runtime.weights import FOLDER_OPTION
+
             data = self.watch.model.SerializeToString()
-            self.session = hook.internal_session(data, options_like(session), providers_like(session))
+            options = options_like(session)
+            folder = graph.weights.data_folder  # the watched model references the program's external data
+            if folder is not None:
+                options.add_session_config_entry(FOLDER_OPTION, str(folder))
+            self.session = hook.internal_session(data, options, providers_like(session))
 
     def run(self, call: hook.Call) -> tuple[Any, bool]:
         """The call's results from the watched model, and whether its sums flag a NaN or Inf."""

@@ -137,6 +137,11 @@ class Weights:
         """Whether any tensor's data is in an external file (sessions then need :data:`FOLDER_OPTION`)."""
         return bool(self.external)
 
+    @property
+    def data_folder(self) -> Path | None:
+        """The folder a session over this model given as bytes must read its external data from (None: none needed)."""
+        return self.folder if self.external else None
+
     def array(self, tensor: onnx.TensorProto) -> np.ndarray:
         """The data of ``tensor`` as an array: mapped read-only from its file when external (once), else from the proto."""
         if not uses_external_data(tensor):

@@ -196,8 +196,7 @@ class Executor:
             graph = self.graph
             source: Any = str(graph.path) if graph.path is not None and graph.path.is_file() else graph.model.SerializeToString()
             try:
-                folder = graph.weights.folder if graph.weights.has_external else None
-                self._whole = ort.InferenceSession(source, session_options(self.opt_level, folder), providers=self.providers)
+                self._whole = ort.InferenceSession(source, session_options(self.opt_level, graph.weights.data_folder), providers=self.providers)
             except ORT_ERRORS as e:
                 raise SegmentError(ort_message(e)) from None
         names = list(self.graph.output_names)

@@ -312,7 +312,7 @@ class SegmentRunner:
 
     def _options(self, level: str | None = None) -> ort.SessionOptions:
         weights = self.graph.weights
-        so = session_options(self.opt_level if level is None else level, weights.folder if weights.has_external else None)
+        so = session_options(self.opt_level if level is None else level, weights.data_folder)
         so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
         return so
 

@@ -78,7 +78,7 @@ def _save_optimized(so: ort.SessionOptions, path: Path) -> None:
 
 def optimize_model(graph: Graph, opt_level: str, providers: Sequence[str] | None, folder: Path) -> Path:
     """Have onnxruntime optimize the model at ``opt_level`` and save it in ``folder``; its path."""
-    so = session_options(check_opt_level(opt_level))
+    so = session_options(check_opt_level(opt_level), graph.weights.data_folder)
     path = folder / "optimized.onnx"
     _save_optimized(so, path)
     _session(graph, so, check_providers(providers), folder)
@@ -217,7 +217,7 @@ def fused_graph(
     check_opt_level(opt_level)
     with tempfile.TemporaryDirectory(prefix="graph-dap-fused-") as tmp:
         path = Path(save_to) if save_to else Path(tmp) / "optimized.onnx"
-        so = session_options(opt_level)
+        so = session_options(opt_level, graph.weights.data_folder)
         _save_optimized(so, path)
         _session(graph, so, check_providers(providers), Path(tmp))
         optimized = onnx.load(str(path), load_external_data=False)
@@ -395,7 +395,7 @@ def profile_model(
     provs = check_providers(providers)
     with tempfile.TemporaryDirectory(prefix="graph-dap-profile-") as tmp:
         folder = Path(tmp)
-        so = session_options(opt_level)
+        so = session_options(opt_level, graph.weights.data_folder)
         so.enable_profiling = True
         so.profile_file_prefix = str(folder / "ort_profile")
         if opt_level != "none":
