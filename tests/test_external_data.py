@@ -6,6 +6,8 @@ The models here are small; the same path serves a model whose external data exce
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -248,6 +250,10 @@ def test_every_command_reads_the_external_data_from_the_models_folder_run_from_a
     with open_dump("run.npz") as d:
         for name, value in truth.items():
             assert_same(d.get(name), value, name)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for written in ("listing.txt", "run.npz", "run.npz.json"):  # created as open() creates a file, not mkstemp's 0600
+        assert stat.S_IMODE(os.stat(written).st_mode) == 0o666 & ~mask, written
     # a scan's reference: the model at another level, and another model given by a relative path
     for spec in ("opt_level:none", f"model:{model}"):
         ref = OutputsReference(load_graph(model), check_reference(spec), Path.cwd())

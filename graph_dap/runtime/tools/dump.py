@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import secrets
-import tempfile
 import time
 import zipfile
 from collections import ChainMap
@@ -34,7 +33,7 @@ import onnx
 
 from graph_dap import log as _log
 from graph_dap.errors import DumpError
-from graph_dap.files import ARCHIVE_ERRORS, write_text_atomic
+from graph_dap.files import ARCHIVE_ERRORS, temporary_beside, write_text_atomic
 from graph_dap.runtime import dtypes
 from graph_dap.runtime.engine.executor import split_reads
 from graph_dap.runtime.engine.nodes import NodeRunner
@@ -255,7 +254,7 @@ def dump_model(
     entries: list[dict[str, Any]] = []
     skipped: list[str] = []
     total_bytes = 0
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp_name = temporary_beside(target)
     tmp = Path(tmp_name)
     meta_path = meta_path_of(target)
     wrote_meta = False
