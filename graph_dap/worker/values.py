@@ -190,7 +190,7 @@ class ValueCalls:
             try:
                 value = s.evaluate(text, level=a.level)
             except UnknownNameError as e:
-                raise ValueNotFoundError(f"no value named '{e.name}' (not computed yet?)") from None
+                raise ValueNotFoundError(str(e) if e.known else f"no value named '{e.name}' (not computed yet?)") from None
             except ExpressionError:
                 if _NAME_LIKE.match(text):
                     raise ValueNotFoundError(f"no value named '{plain}' (not computed yet?)") from None

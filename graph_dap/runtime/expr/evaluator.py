@@ -226,9 +226,10 @@ class _Evaluator:
         if name not in self.values:
             try:
                 value = self.resolve(name)
-            except (ValueNotFoundError, KeyError):
+            except (ValueNotFoundError, KeyError) as e:
                 if not constant:
-                    raise UnknownNameError(name) from None
+                    computed_later = isinstance(e, ValueNotFoundError) and "not computed yet" in str(e)
+                    raise UnknownNameError(name, str(e) if computed_later else "") from None
                 value = CONSTANTS[name]
             items = value if isinstance(value, (list, tuple)) else [value]
             self.sources.extend(v for v in items if isinstance(v, np.ndarray))
