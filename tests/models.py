@@ -158,6 +158,21 @@ def optimized_nodes(model: onnx.ModelProto, level: str = "all") -> list[onnx.Nod
         return list(onnx.load(so.optimized_model_filepath).graph.node)
 
 
+def segment_own_nodes(segment: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The nodes of the graph onnxruntime's optimizer makes of a watched ``segment`` that its own outputs need: not
+    the watch's (onnxruntime may rewrite a watch's pool to read a blocked layout, so its outputs are not all ``__g...``)."""
+    nodes = optimized_nodes(segment)
+    producer = {o: n for n in nodes for o in n.output}
+    needed: set[int] = set()
+    frontier = [o.name for o in segment.graph.output if not o.name.startswith("__g")]
+    while frontier:
+        n = producer.get(frontier.pop())
+        if n is not None and id(n) not in needed:
+            needed.add(id(n))
+            frontier.extend(n.input)
+    return [n for n in nodes if id(n) in needed]
+
+
 def assert_exact(got: Any, want: Any, what: str) -> None:
     """The same dtype, shape and values, bit for bit (NaN where NaN)."""
     a, b = np.asarray(got), np.asarray(want)

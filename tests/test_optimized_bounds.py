@@ -10,7 +10,17 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from models import assert_exact, init, make_model, optimized_nodes, ort_values, residual_stages, tensor, whole_plan
+from models import (
+    assert_exact,
+    init,
+    make_model,
+    optimized_nodes,
+    ort_values,
+    residual_stages,
+    segment_own_nodes,
+    tensor,
+    whole_plan,
+)
 from onnx import helper
 
 from graph_dap.runtime import DebugSession, StopReason
@@ -56,7 +66,7 @@ def test_with_the_inf_filter_a_relu_is_fused_into_its_conv_and_a_hidden_minus_in
     assert plan.watch.bounded == {"c1": "r0", "b1": "r0", "c2": "y1", "b2": "y1"}
     assert set(plan.watch.watched) == {"r0", "y1", "y2"}
     segment, _ = s.segments.build_model(plan.ran, feeds, s.store.fixed, plan.wanted, plan.watch)
-    own = [n for n in optimized_nodes(segment) if not all(o.startswith("__g") for o in n.output)]  # (the watch's are __g...)
+    own = segment_own_nodes(segment)
     assert [n.op_type for n in own] == [n.op_type for n in optimized_nodes(model)]
     convs = [n for n in own if n.op_type in ("Conv", "FusedConv")]
     assert len(convs) == 2 and all(dict((a.name, a.s) for a in n.attribute).get("activation") == b"Relu" for n in convs)
@@ -149,7 +159,7 @@ def test_a_residual_blocks_relu_is_fused_with_its_conv_and_sum_under_the_inf_wat
     assert watch.bounded["sum2"] == "y2" and not watch.scales["y2"].terms  # the shortcut out1 >= 0 needs no bound
     assert {"r0", "y1", "out1", "y2", "out2"} == set(watch.watched)
     segment, _ = s.segments.build_model(plan.ran, feeds, s.store.fixed, plan.wanted, plan.watch)
-    own = [n for n in optimized_nodes(segment) if not all(o.startswith("__g") for o in n.output)]
+    own = segment_own_nodes(segment)
     assert [n.op_type for n in own] == [n.op_type for n in optimized_nodes(model)]
     fused = [n for n in own if n.op_type in ("Conv", "FusedConv") and len(n.input) == 4]  # (X, W, B and the Sum)
     assert len(fused) == 2 and all(dict((a.name, a.s) for a in n.attribute).get("activation") == b"Relu" for n in fused)
@@ -284,7 +294,7 @@ def test_a_conv_of_a_bounded_tensor_of_any_sign_is_bounded_too():
         and "c5" not in {*watch.watched, *watch.guards}
     )
     segment, _ = s.segments.build_model(plan.ran, feeds, s.store.fixed, plan.wanted, plan.watch)
-    own = [n for n in optimized_nodes(segment) if not all(o.startswith("__g") for o in n.output)]
+    own = segment_own_nodes(segment)
     plain = optimized_nodes(model)
     assert [n.op_type for n in own] == [n.op_type for n in plain]
     assert sum(n.op_type == "Relu" for n in own) == 1  # (r0: the input's)
@@ -321,7 +331,7 @@ def test_a_conv_of_a_value_the_segment_is_fed_is_bounded_by_the_sum_of_its_magni
     assert plan is not None and plan.watch is not None
     assert plan.watch.bounded["b1"] == "y1" and "x" in dict(plan.watch.scales["y1"].terms) and "x" in plan.watch.checked
     segment, _ = s.segments.build_model(plan.ran, feeds, s.store.fixed, plan.wanted, plan.watch)
-    own = [n for n in optimized_nodes(segment) if not all(o.startswith("__g") for o in n.output)]
+    own = segment_own_nodes(segment)
     assert [n.op_type for n in own] == [n.op_type for n in optimized_nodes(model)]
     assert "ReduceL1" in {n.op_type for n in segment.graph.node}
     assert s.continue_().reason is StopReason.END
