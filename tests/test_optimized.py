@@ -390,3 +390,29 @@ def test_a_weight_made_once_and_then_set_is_fed_with_its_new_value():
     changed.graph.node.extend(nodes)
     changed.graph.input.append(tensor("k", list(k.shape)))  # fed, as the original graph computes it: not pre-packed
     assert_exact(s.outputs()["y"], ort_values(changed, {**feeds, "k": k}, ["y"])["y"], "y with the new k")
+
+
+def test_a_continue_that_leaves_the_level_asked_says_so_in_the_report(tmp_path, capsys):
+    """A com.microsoft op that onnx's shape inference does not type: the first watched continue learns the types node by
+    node, without optimizations; the run's report says so (text and JSON), and a restart that runs at the level says nothing."""
+    from graph_dap import cli
+    from graph_dap.cli.report import stop_report
+
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], domain="com.microsoft", name="gelu"), helper.make_node("Relu", ["g"], ["y"], name="relu")]
+    model = make_model(nodes, [tensor("x", [2, 3])], [tensor("y", [2, 3])], extra_opsets=[("com.microsoft", 1)])
+    path = tmp_path / "gelu.onnx"
+    onnx.save(model, str(path))
+    assert cli.main(["run", str(path), "--break-on", "nan"]) == 0
+    text = capsys.readouterr().out
+    assert "outputs (as the run computed them):" in text
+    note = "gelu .. relu (2 nodes) ran node by node without optimizations: the types of their values were not known yet"
+    assert f"note: not all of the run was at optimization level all:\n  {note}" in text
+    s = DebugSession(path, None, break_on=["nan"], opt_level="all")
+    s.start()
+    end = s.continue_()
+    assert stop_report(s, end)["opt_level"] == {"asked": "all", "kept": False, "unoptimized": [note]}
+    s.restart()
+    end = s.continue_()
+    assert stop_report(s, end)["opt_level"] == {"asked": "all", "kept": True, "unoptimized": []}
+    plain = ort.InferenceSession(str(path), session_options("all")).run(["y"], {"x": s.value("x")})[0]
+    np.testing.assert_array_equal(s.outputs(exact=False)["y"], plain)

@@ -110,8 +110,11 @@ class RunControl(AdapterCore):
         elif self.worker is not None:
             # As the run left them: recomputing them with the original graph's nodes would run the model
             # again (resnet50: 0.2 s) before the session may end; a stop before the end shows exact values.
-            level = self.launch.opt_level if self.launch is not None else "none"
-            how = "" if level == "none" else f" (as the run computed them, at optimization level {level})"
+            level = stop.details.get("opt_level") or {"asked": self.launch.opt_level if self.launch is not None else "none"}
+            how = "" if level["asked"] == "none" else f" (as the run computed them, at optimization level {level['asked']})"
+            notes = level.get("unoptimized") or []
+            if notes:  # a stretch ran without the level asked: said where the user reads the outputs
+                how = f" (as the run computed them; not all at optimization level {level['asked']}: {'; '.join(notes)})"
             try:
                 outputs = await self.worker.outputs(exact=False)
                 lines = "".join(f"  {o.name}: {o.text}\n" for o in outputs)

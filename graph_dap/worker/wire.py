@@ -187,6 +187,8 @@ def stop_info(session: DebugSession, stop: Stop, repeat: Mapping[str, Any] | Non
     """A stop as ``Stop.to_dict`` writes it, with the position and the levels of the program counter;
     at the end, the iterations' timings and the comparison."""
     record = stop.to_dict()
+    if stop.completed:  # the end: whether every continue ran at the optimization level asked
+        record["details"] = {**record["details"], "opt_level": session.executor.level_report()}
     fields = {
         **record,
         "pc": session.pc.id if session.pc else None,

@@ -33,6 +33,7 @@ from graph_dap.runtime.graph import Graph, Node
 
 Getter = Callable[[str], Any]
 _logger = _log.get_logger(__name__)
+_NOTES = 8  # stretches that ran without the asked optimizations, noted for the report
 
 
 def split_reads(
@@ -70,14 +71,13 @@ class Executor:
         self.budget = WeightBudget(graph.weights.total_bytes)
         self.runner = NodeRunner(graph, providers, "none", self.budget)
         self.exact = SegmentRunner(graph, self.runner.providers, "none", self.budget)  # recomputations: the original graph's values
-        # A model whose weights fill the budget runs its continues without optimizations: an optimized
-        # segment's values are shown only once recomputed by the original nodes, which for such a model
-        # means a second session over all of its weights (and the budget would let the first go).
+        # Whether sessions of a segment's parts fit beside the segment's own. A model whose weights fill the
+        # budget still runs its continues at ``opt_level``: the level is the user's, never the budget's (a
+        # value shown at a stop is recomputed by the original nodes, and the budget lets the optimized
+        # session go to make room for that; the next continue builds it again).
         self.roomy = 2 * graph.weights.total_bytes <= self.budget.limit
-        level = opt_level if self.roomy else "none"
-        if level != opt_level:
-            _logger.info("weights of %d MB fill the session budget: continues run without graph optimizations", graph.weights.total_bytes >> 20)
-        self.segments = SegmentRunner(graph, self.runner.providers, level, self.budget) if level != "none" else self.exact
+        self.segments = SegmentRunner(graph, self.runner.providers, self.opt_level, self.budget) if self.opt_level != "none" else self.exact
+        self.unoptimized: list[str] = []  # what a continue ran node by node without the asked optimizations, and why
         self._whole: ort.InferenceSession | None = None
         self.embedded = frozenset(embedded)
         self._executions: Counter[str] = Counter()
@@ -208,6 +208,18 @@ class Executor:
             raise SegmentError(str(e)) from None
         self.ort_calls += 1
         return dict(zip(names, results))
+
+    def ran_unoptimized(self, nodes: Sequence[Node], why: str) -> None:
+        """A continue ran ``nodes`` one by one without optimizations instead of in one call at ``opt_level``: noted,
+        so that the run's report and the debugger's end-of-run message say so (:meth:`level_report`)."""
+        if not self.optimized or not nodes or len(self.unoptimized) >= _NOTES:
+            return
+        what = f"{nodes[0].id}" if len(nodes) == 1 else f"{nodes[0].id} .. {nodes[-1].id} ({len(nodes)} nodes)"
+        self.unoptimized.append(f"{what} ran node by node without optimizations: {why}")
+
+    def level_report(self) -> dict[str, Any]:
+        """The optimization level asked and whether every continue ran at it: ``{asked, kept, unoptimized}``."""
+        return {"asked": self.opt_level, "kept": not self.unoptimized, "unoptimized": list(self.unoptimized)}
 
     @property
     def optimized(self) -> bool:

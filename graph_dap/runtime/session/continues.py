@@ -206,6 +206,7 @@ class Continues(Levels):
         values = frame.values
         plan = self._plan(frame, start, end)
         if plan is None:
+            self.executor.ran_unoptimized(frame.timeline.sequence[start:end], "the types of their values were not known yet")
             return self._run_slow(frame, end)  # learn the types first: the watch plan needs them
         read = values.flowing if self.executor.optimized else values.get
         feeds, embedded = self.executor.split(plan.reads, read, values.fixed, self._segment_embedded(values))
@@ -222,6 +223,7 @@ class Continues(Levels):
             if self._paused():
                 return self._stop(StopReason.PAUSE, "paused")
             _logger.info("positions %d..%d in one call failed in onnxruntime (%s); running them node by node", start, end - 1, e)
+            self.executor.ran_unoptimized(frame.timeline.sequence[start:end], f"onnxruntime failed on them in one call ({e})")
             return self._run_slow(frame, end)
         finally:
             self._run_options = None

@@ -139,6 +139,7 @@ class SessionState:
         self.timeline.reset()
         self.breakpoint_table.reset_hits()
         self._statics_checked = False
+        self.executor.unoptimized.clear()
 
     @property
     def top(self) -> Frame:
