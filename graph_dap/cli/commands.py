@@ -139,6 +139,7 @@ def _compare(args: argparse.Namespace) -> int:
         tolerance=tolerance,
         metrics=metrics,
         on_progress=bar.update if bar else None,
+        values=args.values,
     )
     if bar:
         bar.close()
@@ -196,6 +197,9 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from graph_dap.runtime import load_graph
     from graph_dap.runtime.tools.profile import fused_graph, profile_model
 
     opt_level = args.opt_level or ("all" if args.fused else "none")
@@ -203,14 +207,27 @@ def _profile(args: argparse.Namespace) -> int:
         raise UsageError(
             f"graph-dap: {'--fused' if args.fused else '--save-optimized'} needs --opt-level basic, extended or all"
         )
+    graph = load_graph(args.model)
     prof = profile_model(
-        args.model,
+        graph,
         args.inputs,
         dims=parse_dims(args.dim),
         providers=args.provider or None,
         opt_level=opt_level,
         repeat=args.repeat,
     )
+    if args.depth is not None:
+        if args.by != "module":
+            raise UsageError("graph-dap: --depth cuts module paths: it goes with --by module")
+        prof = replace(prof, depth=args.depth)
+    if args.nodes:
+        from graph_dap.runtime.selection import Selection
+
+        selection = Selection.of(graph, args.nodes)
+        missed = selection.unmatched((n.id, n) for n in graph.nodes)
+        if missed:
+            raise UsageError(f"graph-dap: --nodes {missed[0]}: {selection.explain(missed[0])}")
+        prof = prof.restricted(selection, ", ".join(args.nodes))
     if args.chrome_trace:
         prof.write_chrome_trace(args.chrome_trace)
     if args.save_optimized:

@@ -34,6 +34,7 @@ CLASSES_KEY = "pkg.torch.onnx.class_hierarchy"
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<function>.+?))?\s*$')
 _LINE_SPEC = re.compile(r"^(?P<file>.+):(?P<line>\d+)$")
 _PACKAGE = "torch"
+_NO_MODULE = "_empty_nn_module_stack"
 
 
 def split_path(path: str) -> list[str]:
@@ -187,8 +188,9 @@ def metadata_modules(metadata: dict[str, str]) -> list[ModuleScope]:
         if len(classes) != len(names):
             classes = [""] * len(names)
         entries = list(zip(names, classes))
-    # the last entry is the node's own op (``softmax: aten.softmax.int``)
-    return [ModuleScope(name, cls) for name, cls in entries[:-1]]
+    # the last entry is the node's own op (``softmax: aten.softmax.int``); torch.export's placeholder for
+    # nodes it made itself (runtime asserts on symbolic sizes) is no module of the model
+    return [ModuleScope(name, cls) for name, cls in entries[:-1] if not name.startswith(_NO_MODULE)]
 
 
 def name_modules(name: str) -> list[ModuleScope]:

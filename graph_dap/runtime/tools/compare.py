@@ -29,6 +29,7 @@ from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.selection import Selection
 from graph_dap.runtime.source import base_name, source_fields
 from graph_dap.runtime.stops import node_ref
 from graph_dap.runtime.tools.dump import model_hash
@@ -186,6 +187,9 @@ class Comparison:
         self._rows: dict[str, Row] = {}
         self._status: dict[str, bool] = {}
         self._origins: dict[int, Node] = {}
+        # The values the table shows (``compare --values``); every node is still compared, so that where a
+        # difference starts is found before the selection too.
+        self.selection: Selection | None = None
 
     def reset(self) -> None:
         """Forget every observation (a restarted run)."""
@@ -244,7 +248,8 @@ class Comparison:
     def rows(self) -> list[Row]:
         """Every compared value, in run order."""
         pos = {n.order: {o: i for i, o in enumerate(n.outputs)} for n in self.graph.nodes}
-        return sorted(self._rows.values(), key=lambda r: (r.node.order, pos[r.node.order].get(r.value, 0)))
+        chosen = [r for r in self._rows.values() if self.selection is None or self.selection.value(r.value, r.node)]
+        return sorted(chosen, key=lambda r: (r.node.order, pos[r.node.order].get(r.value, 0)))
 
     @property
     def first_divergence(self) -> Row | None:
@@ -256,7 +261,7 @@ class Comparison:
 
     @property
     def failed(self) -> int:
-        return sum(1 for r in self._rows.values() if not r.passed)
+        return sum(1 for r in self.rows if not r.passed)
 
     def matching(self, run_names: set[str]) -> dict[str, int]:
         """How many values the two sides share by name, and how many each has alone."""
@@ -283,7 +288,7 @@ class Comparison:
                 "note": first.note,
                 **source_fields(sources, [first.node.id]),
             },
-            "compared": len(self._rows),
+            "compared": len(self.rows),
             "failed": self.failed,
             **self.matching(names),
             "input_mismatches": list(self.input_mismatches),
@@ -452,12 +457,14 @@ def compare_model(
     metrics: Sequence[str] = METRICS,
     base_dir: str | os.PathLike[str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    values: Sequence[str] = (),
 ) -> CompareResult:
     """Run ``model`` and ``reference`` in lockstep and compare every value they share.
 
     The run is node by node at ``opt_level`` "none" (the model's own values) or, at
     another level, the whole optimized model (only the names it keeps). With a dump
-    reference and no ``inputs``, the dump's inputs are used.
+    reference and no ``inputs``, the dump's inputs are used. ``values``: only these rows
+    (globs, ``op:TYPE``, ``module:PATH``: see :class:`~graph_dap.runtime.selection.Selection`).
     """
     graph = model if isinstance(model, Graph) else load_graph(model)
     ref = parse_reference(reference)
@@ -478,6 +485,13 @@ def compare_model(
     else:
         primary = OptimizedSource(graph, feeds, opt_level, providers)
     comparison = Comparison(graph, source, tolerance, metrics, run_label=primary.label)
+    if values:
+        comparison.selection = Selection.of(graph, values)
+        missed = comparison.selection.unmatched((o, n) for n in graph.nodes for o in n.outputs if o)
+        if missed:
+            primary.close()
+            source.close()
+            raise CompareError(f"--values {missed[0]}: {comparison.selection.explain(missed[0])}")
     comparison.check_inputs(feeds)
     notes += source_notes(source, primary)
     run_names = primary.value_names()

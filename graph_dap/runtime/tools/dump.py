@@ -15,7 +15,6 @@ end: an interrupted dump leaves no file under the final name.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import hashlib
 import json
 import os
@@ -40,6 +39,7 @@ from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.selection import Selection
 from graph_dap.runtime.stops import node_ref
 
 __all__ = ["Dump", "DumpResult", "NodeStream", "dump_model", "inputs_hash", "model_hash", "open_dump"]
@@ -230,10 +230,11 @@ def dump_model(
     on_value: Callable[[Node, str, int], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> DumpResult:
-    """Run ``model`` node by node and write every computed value (or those ``values`` globs select) to ``out``.
+    """Run ``model`` node by node and write every computed value (or those ``values`` select) to ``out``.
 
     Graph inputs are always stored too (a compare against the dump reuses them).
-    ``values`` globs match value names or the id of the node producing them.
+    ``values``: globs over value names or the id of the node producing them, ``op:TYPE`` or ``module:PATH``
+    (see :class:`~graph_dap.runtime.selection.Selection`); one that selects nothing is a DumpError.
     ``on_value(node, name, bytes)`` is called after each value is written.
     """
     started = time.monotonic()
@@ -246,9 +247,13 @@ def dump_model(
     if not target.parent.is_dir():
         raise DumpError(f"folder not found for the dump: {target.parent}")
     patterns = tuple(values)
+    selection = Selection.of(graph, patterns)
+    missed = selection.unmatched((o, n) for n in graph.nodes for o in n.outputs if o)
+    if missed:  # (a dump of the inputs alone, exit 0, would hide the mistake)
+        raise DumpError(f"--values {missed[0]}: {selection.explain(missed[0])}")
 
     def selected(node: Node, name: str) -> bool:
-        return not patterns or any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(node.id, p) for p in patterns)
+        return selection.value(name, node)
 
     dump_id = secrets.token_hex(8)
     entries: list[dict[str, Any]] = []

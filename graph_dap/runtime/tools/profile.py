@@ -16,7 +16,7 @@ import re
 import statistics
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.selection import Selection
 from graph_dap.runtime.source import SourceMap, source_fields
 from graph_dap.runtime.tensor import format_bytes
 from graph_dap.runtime.tools.by_source import SourceTime, by_line, by_module
@@ -270,6 +271,8 @@ class Profile:
     events: tuple[dict[str, Any], ...] = field(default=(), repr=False)  # per run and node: {run, name, ts, dur}
     method: str = METHOD
     sources: SourceMap | None = field(default=None, repr=False, compare=False)  # the model's, for lines and modules
+    depth: int = 0  # by_module: module paths cut to this many components (0: the innermost module)
+    chosen: str = ""  # what `restricted` kept ("" : every node)
 
     def originals(self, n: NodeTime) -> tuple[str, ...]:
         """The model's nodes a timed node stands for: itself, or (optimized) those it came from."""
@@ -283,8 +286,15 @@ class Profile:
         return by_line(self.sources, self._timed()) if self.sources is not None else []
 
     def by_module(self) -> list[SourceTime]:
-        """Node times per module scope."""
-        return by_module(self.sources, self._timed()) if self.sources is not None else []
+        """Node times per module scope (cut to :attr:`depth` components)."""
+        return by_module(self.sources, self._timed(), self.depth) if self.sources is not None else []
+
+    def restricted(self, selection: Selection, label: str) -> Profile:
+        """Only the timed nodes ``selection`` chooses (a fused node when one of its originals is), shares still of the
+        whole run; ``label`` says which (``profile --nodes``)."""
+        graph = selection.graph
+        kept = tuple(n for n in self.nodes if any(graph.has_node(o) and selection.node(graph.node(o)) for o in self.originals(n)))
+        return replace(self, nodes=kept, chosen=label)
 
     def _source(self, n: NodeTime) -> dict[str, Any]:
         return source_fields(self.sources, self.originals(n)) if self.sources is not None else {"source": [], "module": None}
@@ -314,6 +324,9 @@ class Profile:
             f"median of {self.repeat} run(s) after {self.warmup} warm-up: a run takes {self.run_ms:.3f} ms; "
             f"nodes {self.total_ms:.3f} ms in all, {len(self.nodes)} timed",
         ]
+        if self.chosen:
+            chosen = sum(n.time_ms for n in self.nodes)
+            lines.append(f"chosen: {self.chosen}: {len(self.nodes)} nodes, {chosen:.3f} ms ({chosen / self.total_ms if self.total_ms else 0:.1%})")
         shown = self.nodes if top <= 0 else self.nodes[:top]
         head = f"{'rank':>4}  {'index':>5}  {'node':<32}  {'op':<18}  {'time_ms':>9}  {'share':>6}  {'bytes':>9}"
         if self.opt_level != "none":

@@ -1,0 +1,101 @@
+"""A language model as an exporter writes it: layers chosen by module path, conditions on the layer, a KV cache.
+
+The fixture is ``tests/data/llm/tiny_llama.onnx`` (``make_llm_models.py``: a two-layer ``LlamaForCausalLM``
+exported with ``torch.onnx.export(..., dynamo=True)``, weights in external data). Its value names say
+nothing of where they are (``linear_11``, ``val_375``); its nodes carry module paths.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from models import assert_same, ort_values
+
+from graph_dap.errors import DumpError
+from graph_dap.runtime import BreakpointSpec, DebugSession, StopReason, load_graph
+from graph_dap.runtime.selection import Selection, layer_of, module_paths
+
+LLM = Path(__file__).resolve().parent / "data" / "llm"
+MODEL = LLM / "tiny_llama.onnx"
+LAYERS = 2
+
+
+def prompt(tokens: list[int]) -> dict[str, np.ndarray]:
+    """The feeds of a first call: the prompt's tokens and an empty cache."""
+    feeds = {"input_ids": np.array([tokens], np.int64), "attention_mask": np.ones((1, len(tokens)), np.int64)}
+    for i in range(LAYERS):
+        for kind in ("key", "value"):
+            feeds[f"past_{kind}_{i}"] = np.zeros((1, 1, 0, 8), np.float32)
+    return feeds
+
+
+FEEDS = prompt([5, 17, 42])
+
+
+@pytest.fixture(scope="module")
+def truth() -> dict[str, np.ndarray]:
+    return ort_values(onnx.load(str(MODEL)), FEEDS)
+
+
+def _layer_nodes(graph, layer: int, part: str = "") -> list[str]:
+    want = f"model.layers.{layer}{part}"
+    return [n.id for n in graph.nodes if want in module_paths(graph, n)]
+
+
+def test_a_layer_is_chosen_by_its_module_everywhere(truth, tmp_path, capsys):
+    from graph_dap import cli
+    from graph_dap.runtime.tools.compare import compare_model
+    from graph_dap.runtime.tools.dump import dump_model, open_dump
+
+    graph = load_graph(MODEL)
+    mlp0, mlp1 = _layer_nodes(graph, 0, ".mlp"), _layer_nodes(graph, 1, ".mlp")
+    assert len(mlp1) == 6 and _layer_nodes(graph, 0) and not set(_layer_nodes(graph, 0)) & set(_layer_nodes(graph, 1))
+    # breakpoints: where the run enters the module (once per layer for a glob), with or without module:
+    s = DebugSession(graph, FEEDS, opt_level="none")
+    bps = s.set_breakpoints(["module:model.layers.1.mlp", BreakpointSpec("model.layers.*.mlp"), "module:model.layer.9"])
+    assert bps[0].node_ids == (mlp1[0],) and "6 nodes in module model.layers.1.mlp" in bps[0].message
+    assert bps[1].node_ids == (mlp0[0], mlp1[0]) and "entered 2 times" in bps[1].message
+    assert not bps[2].verified and "no node ran in a module matching 'model.layer.9'" in bps[2].message
+    assert "model.layers.0" in bps[2].message
+    s.start()
+    assert s.continue_().node.id == mlp0[0]
+    stop = s.continue_()
+    assert (stop.reason, stop.node.id) == (StopReason.BREAKPOINT, mlp1[0])
+    assert_same(s.value(stop.node.inputs[0]), truth[stop.node.inputs[0]], stop.node.inputs[0])
+    # dump, compare, profile: the values and nodes made in the module
+    layer1 = {o for n in graph.nodes if n.id in _layer_nodes(graph, 1) for o in n.outputs if o}
+    np.savez(tmp_path / "prompt.npz", **FEEDS)
+    dump = tmp_path / "l1.npz"
+    dump_model(graph, dump, FEEDS, values=["module:model.layers.1.*"])
+    with open_dump(dump) as d:
+        assert set(d.names) == layer1 | set(FEEDS)
+        for name in layer1:
+            assert_same(d.get(name), truth[name], name)
+    with pytest.raises(DumpError, match=r"--values \*layers.9\*: no value name or node id matches '\*layers.9\*'; an export's "
+                       "names need not say where a value is: choose by module, e.g. module:model.layers.1$"):
+        dump_model(graph, tmp_path / "none.npz", FEEDS, values=["*layers.9*"])
+    # (the optimized run against the dump: only the values its graph still names; a glob over modules)
+    rows = compare_model(graph, f"dump:{dump}", FEEDS, opt_level="all", values=["*layers.1.mlp*"]).to_dict()["rows"]
+    assert rows and {r["value"] for r in rows} <= {o for n in graph.nodes if n.id in mlp1 for o in n.outputs}
+    assert all(r["module"].startswith("model.layers.1.mlp") for r in rows)
+    capsys.readouterr()
+    argv = ["profile", str(MODEL), "--inputs", str(tmp_path / "prompt.npz"), "--repeat", "1", "--by", "module", "--depth", "3"]
+    assert cli.main([*argv, "--nodes", "module:model.layers.*.mlp", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {row["module"]: row["nodes"] for row in report["by_module"]} == {"model.layers.0": 6, "model.layers.1": 6}
+    assert sorted(n["name"] for n in report["nodes"]) == sorted(mlp0 + mlp1)
+
+
+def test_selection_reads_module_paths_and_the_layer(tmp_path):
+    graph = load_graph(MODEL)
+    gate = next(n for n in graph.nodes if "model.layers.1.mlp.gate_proj" in module_paths(graph, n))
+    assert module_paths(graph, gate)[-3:] == ("model.layers.1", "model.layers.1.mlp", "model.layers.1.mlp.gate_proj")
+    assert layer_of(module_paths(graph, gate)) == 1 and layer_of(("encoder", "encoder.layer.3", "encoder.layer.3.attention")) == 3
+    assert layer_of(module_paths(graph, graph.nodes[-1])) is None  # lm_head
+    sel = Selection.of(graph, ["op:Softmax", "module:model.norm"])
+    assert sum(sel.node(n) for n in graph.nodes) == 2 + 7
+    assert Selection.of(graph, ["module:model.layers.1"]).kinds == Selection.of(graph, ["model.layers.1"]).kinds
