@@ -99,3 +99,45 @@ def test_selection_reads_module_paths_and_the_layer(tmp_path):
     sel = Selection.of(graph, ["op:Softmax", "module:model.norm"])
     assert sum(sel.node(n) for n in graph.nodes) == 2 + 7
     assert Selection.of(graph, ["module:model.layers.1"]).kinds == Selection.of(graph, ["model.layers.1"]).kinds
+
+
+def test_a_line_run_once_per_layer_stops_in_the_layer_its_condition_names():
+    """The MLP's line makes 4 executions per layer; a condition on ``layer`` or ``module`` picks the layer, and the
+    Python frames under the node name the block they run in."""
+    from graph_dap.worker.wire import node_source
+
+    graph = load_graph(MODEL)
+    gate = next(n for n in graph.nodes if "model.layers.1.mlp.gate_proj" in module_paths(graph, n))
+    line = graph.sources.of(gate).user_frame
+    assert line is not None and line.qualname == "LlamaMLP.forward"
+    spec = f"{line.file_name}:{line.line}"
+    s = DebugSession(graph, FEEDS, opt_level="none")
+    s.start()
+
+    def stops(condition: str, hits: str | None = None) -> list[tuple[str, str]]:
+        s.restart()
+        (bp,) = s.set_breakpoints([BreakpointSpec(spec, condition=condition, hit_condition=hits)])
+        assert bp.verified, bp.message
+        out = []
+        while (stop := s.continue_()).node is not None:
+            out.append((stop.node.id, stop.message))
+        return out
+
+    in_layer = [n for n, _ in stops("layer == 1")]
+    assert len(in_layer) == 4 and in_layer == [n for n, _ in stops('module == "model.layers.1"')] == stops_ids(graph, spec, 1)
+    assert [n for n, _ in stops("layer == 1", "1")] == [gate.id]  # the first hit in layer 1, not the second layer's 4 + 1
+    assert [n for n, _ in stops('module == "model.layers.*.mlp.up_proj"')] == [
+        n.id for n in graph.nodes if graph.sources.of(n).module_path in ("model.layers.0.mlp.up_proj", "model.layers.1.mlp.up_proj")
+    ]
+    failed = stops("module > 3")
+    assert failed and "module can only be compared with == or !=" in failed[0][1]
+    frames = node_source(graph, gate).frames
+    assert [f.name for f in frames if not f.library][:1] == ["LlamaMLP.forward  [model.layers.1.mlp]"]
+
+
+def stops_ids(graph, spec: str, layer: int) -> list[str]:
+    """The first nodes of the executions of ``spec``'s line inside layer ``layer``."""
+    from graph_dap.runtime.breakpoints import resolve_spec
+
+    ids, _ = resolve_spec(graph, spec, {n.id for n in graph.nodes})
+    return [i for i in ids if f"model.layers.{layer}" in module_paths(graph, graph.node(i))]

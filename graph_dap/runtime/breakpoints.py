@@ -23,7 +23,7 @@ import numpy as np
 from graph_dap.errors import BreakpointError, ExpressionError, GraphDapError
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.graph import Graph, Node
-from graph_dap.runtime.selection import MODULE, module_nodes, no_module_message
+from graph_dap.runtime.selection import LAYER_NAME, MODULE, MODULE_NAME, module_nodes, no_module_message, where_names
 from graph_dap.runtime.source import LineSpec, base_name, parse_line_spec
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -301,6 +301,12 @@ class BreakpointTable:
                     return i  # the check there stops with the failure
         return limit
 
+    def _where(self, node: Node, names: Iterable[str]) -> dict[str, Any]:
+        """``module`` and ``layer`` for a condition at ``node`` that reads them (see :func:`.selection.where_names`)."""
+        if not {MODULE_NAME, LAYER_NAME} & set(names):
+            return {}
+        return where_names(self.graph, node)
+
     def check(self, node: Node, ctx: BreakpointContext) -> tuple[list[int], str]:
         """Breakpoints that stop before ``node`` (logpoints log here and never stop); a note on failed conditions."""
         stopping: list[int] = []
@@ -317,7 +323,8 @@ class BreakpointTable:
                     # A condition over values this node cannot see yet (not computed) does not hold here.
                     if any(not ctx.is_available(n) and not (trial and n in trial) for n in names):
                         continue
-                    if not _expr.is_truthy(_expr.evaluate(cond, ctx.resolver(trial), base_dir=ctx.base_dir)):
+                    extra = {**self._where(node, cond.names - names), **(trial or {})}
+                    if not _expr.is_truthy(_expr.evaluate(cond, ctx.resolver(extra or None), base_dir=ctx.base_dir)):
                         continue
                 except GraphDapError as e:
                     notes.append(f"condition '{spec.condition}' failed: {e}")

@@ -60,13 +60,39 @@ def no_module_message(graph: Graph, pattern: str) -> str:
 
 
 def layer_of(paths: Sequence[str]) -> int | None:
-    """The index of the repeated block a node ran in: the first module path that ends in a number
-    (``model.layers.8`` -> 8, ``/encoder/layer.3/...`` -> 3); None outside such blocks."""
-    for path in paths:
-        last = re.split(r"[./]", path)[-1] if path else ""
-        if _INDEX.match(last):
-            return int(last)
-    return None
+    """The index of the repeated block a node ran in: the first number among the components of its innermost module
+    path (``model.layers.8.mlp`` -> 8, ``encoder.layer.3.attention`` -> 3); None outside such blocks."""
+    parts = re.split(r"[./]", paths[-1]) if paths else []
+    return next((int(part) for part in parts if _INDEX.match(part)), None)
+
+
+#: The names a breakpoint's condition reads for where its node is (unless the graph has values of those names).
+MODULE_NAME = "module"
+LAYER_NAME = "layer"
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleValue:
+    """What ``module`` reads in a breakpoint's condition: the modules the node ran in. ``module == "model.layers.8"``
+    holds for a node inside that module (a glob names several: ``module == "model.layers.*.mlp"``); ``!=`` is its negation."""
+
+    paths: tuple[str, ...]
+
+    def matches(self, pattern: object) -> bool:
+        return isinstance(pattern, str) and in_module(self.paths, pattern)
+
+    def __str__(self) -> str:
+        return self.paths[-1] if self.paths else ""
+
+
+def where_names(graph: Graph, node: Node) -> dict[str, object]:
+    """``module`` and ``layer`` (-1 outside numbered blocks) for a condition at ``node``: a source line that runs once
+    per layer stops in the layer it names (``layer == 8``)."""
+    import numpy as np
+
+    paths = module_paths(graph, node)
+    layer = layer_of(paths)
+    return {MODULE_NAME: ModuleValue(paths), LAYER_NAME: np.int64(-1 if layer is None else layer)}
 
 
 def at_depth(path: str, depth: int) -> str:

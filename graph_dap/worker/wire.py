@@ -15,6 +15,7 @@ import numpy as np
 
 from graph_dap.runtime import expr
 from graph_dap.runtime.dtypes import EXTRA, is_extra, is_integer
+from graph_dap.runtime.selection import layer_of
 from graph_dap.runtime.session import DebugSession, Stop
 from graph_dap.runtime.tensor import summarize
 from graph_dap.worker import protocol as p
@@ -153,6 +154,12 @@ def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: st
     )
 
 
+def frame_name(qualname: str, module: str | None) -> str:
+    """A Python frame's name, with its module when that is one of repeated blocks (``LlamaMLP.forward  [model.layers.8.mlp]``):
+    a line that runs once per layer shows which layer it runs in."""
+    return f"{qualname}  [{module}]" if module and layer_of([module]) is not None else qualname
+
+
 def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
     """A node's Python frames (innermost first) with the nodes each line made; without them, its module scopes."""
     sources = graph.sources
@@ -162,7 +169,7 @@ def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
     if source.frames:
         frames = tuple(
             p.SourceFrameInfo(
-                name=f.qualname,
+                name=frame_name(f.qualname, f.module),
                 path=f.path,
                 line=f.line,
                 function=f.function,
