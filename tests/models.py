@@ -182,7 +182,7 @@ def assert_exact(got: Any, want: Any, what: str) -> None:
 def whole_plan(session: Any) -> Any:
     """The plan of ``session``'s whole run (stopped at entry) as an optimized continue with its own filters."""
     plan = session.planner.plan(
-        0, len(session.sequence), filt=session._filter, dtypes=session.executor.dtypes, budget=session.store.budget,
+        0, len(session.sequence), filt=session.filters.watch, dtypes=session.executor.dtypes, budget=session.store.budget,
         conditions=lambda a, b: [], constants=session.store.fixed, version=0, optimized=True,
     )  # fmt: skip
     assert plan is not None

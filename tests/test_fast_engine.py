@@ -298,7 +298,7 @@ def test_a_long_run_is_split_so_a_pause_lands_part_way():
     model = make_model(nodes, [tensor("m0", [256, 256])], [tensor(f"m{n}", [256, 256])], [init("w", np.eye(256, dtype=np.float32))])
     s = DebugSession(model, {"m0": np.ones((256, 256), np.float32)})
     s.start()
-    s._segment_seconds[((), 0, n)] = 10.0  # as if the last run of it (main graph, 0..n) took 10 s: it is split in 8
+    s.runs.segment_seconds[((), 0, n)] = 10.0  # as if the last run of it (main graph, 0..n) took 10 s: it is split in 8
     parts: list[int] = []
     started = threading.Event()
 
@@ -348,7 +348,7 @@ def test_a_session_that_is_never_paused_runs_a_long_segment_in_one_call():
     model = make_model(nodes, [tensor("m0", [64, 64])], [tensor(f"m{n}", [64, 64])], [init("w", np.eye(64, dtype=np.float32))])
     s = DebugSession(model, {"m0": np.ones((64, 64), np.float32)}, pausable=False)
     s.start()
-    s._segment_seconds[((), 0, n)] = 10.0  # as if the last run took 10 s: a pausable session would split it in 8
+    s.runs.segment_seconds[((), 0, n)] = 10.0  # as if the last run took 10 s: a pausable session would split it in 8
     before = s.ort_calls
     assert s.continue_().reason is StopReason.END
     assert s.ort_calls - before == 1

@@ -68,17 +68,21 @@ def test_the_core_imports_neither_tools_nor_worker_nor_adapter():
     assert _offenders(core, ("graph_dap.runtime.tools", "graph_dap.worker", "graph_dap.adapter", "graph_dap.cli")) == []
 
 
-def test_the_session_is_built_in_layers_each_on_the_ones_below():
-    """``DebugSession`` is a stack of layers (runtime/session/__init__.py says which); none imports one above it,
-    and nothing below the session (the engine, the graph, values, frames) imports the session (the runtime's
-    ``__init__`` is its front door, not below it)."""
-    layers = ["state", "levels", "continues", "driver"]
-    for i, layer in enumerate(layers):
-        above = tuple(f"graph_dap.runtime.session.{a}" for a in layers[i + 1 :])
-        assert _offenders([PACKAGE / "runtime" / "session" / f"{layer}.py"], above) == []
+def test_the_session_is_composed_of_parts_that_do_not_know_it():
+    """``DebugSession`` holds parts (runtime/session/__init__.py says which); each part imports only the parts
+    it is built on, never the session that holds it (``state``) or its commands (``driver``), and nothing below
+    the session (the engine, the graph, values, frames) imports the session (the runtime's ``__init__`` is its
+    front door, not below it)."""
+    parts = ["filters", "levels", "stopping", "runs"]  # each may import those before it
+    for i, part in enumerate(parts):
+        above = tuple(f"graph_dap.runtime.session.{a}" for a in [*parts[i + 1 :], "state", "driver"])
+        assert _offenders([PACKAGE / "runtime" / "session" / f"{part}.py"], above) == []
+    assert _offenders([PACKAGE / "runtime" / "session" / "state.py"], ("graph_dap.runtime.session.driver",)) == []
     front = PACKAGE / "runtime" / "__init__.py"
     below = [p for p in _modules("runtime") if p != front and not {"session", "tools"} & set(p.relative_to(PACKAGE / "runtime").parts)]
     assert _offenders(below, ("graph_dap.runtime.session",)) == []
+    # the onnxruntime calls and their interrupt are the engine's: the session does not import onnxruntime
+    assert _offenders(list((PACKAGE / "runtime" / "session").glob("*.py")), ("onnxruntime",)) == []
 
 
 def test_tools_import_neither_worker_nor_adapter():

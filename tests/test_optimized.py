@@ -365,7 +365,7 @@ def test_weights_computed_once_are_embedded_from_memory_in_optimized_segments():
     np.testing.assert_allclose(s.outputs(exact=False)["y"], plain.run(["y"], feeds)[0], rtol=1e-5, atol=1e-6)
     assert_exact(s.outputs()["y"], ort_values(model, feeds, ["y"])["y"], "y as the original graph computes it")
     plan = whole_plan(s)
-    fed, embedded = s.executor.split(plan.reads, s.values.get, s.values.fixed, s._segment_embedded(s.values))
+    fed, embedded = s.executor.split(plan.reads, s.values.get, s.values.fixed, s.runs.segment_embedded(s.values))
     assert "k" in embedded and "k" not in fed
     memory: dict = {}
     segment, _ = s.segments.build_model(plan.ran, fed, embedded, plan.wanted, plan.watch, memory)

@@ -405,7 +405,7 @@ def test_a_watched_run_in_parts_is_cut_where_no_residual_sum_reads_across():
                                   constants=s.store.fixed, version="probe", optimized=True)  # fmt: skip
             assert plan is not None
             zeros = lambda r: np.zeros((1, 16, 8, 8), np.float32)  # noqa: E731  (every value read is 1x16x8x8)
-            feeds, embedded = s.executor.split(plan.reads, zeros, s.values.fixed, s._segment_embedded(s.values))
+            feeds, embedded = s.executor.split(plan.reads, zeros, s.values.fixed, s.runs.segment_embedded(s.values))
             segment, _ = s.segments.build_model(plan.ran, feeds, embedded, plan.wanted, plan.watch)
             convs = [n for n in optimized_nodes(segment) if n.op_type == "Conv" and len(n.input) == 4]
             fused += len(convs) if filt.active else 0

@@ -1,6 +1,6 @@
 """A watched, optimized continue that ran long runs in parts: a fault stops it at its part, exactly.
 
-Runs shorter than ``continues._PARTS_MIN_S`` stay whole (each cut costs more than the parts would save);
+Runs shorter than ``runs._PARTS_MIN_S`` stay whole (each cut costs more than the parts would save);
 these tests lower the threshold to see the parts at work on a small model.
 """
 
@@ -11,7 +11,7 @@ import pytest
 from models import ort_values, residual_stages
 
 from graph_dap.runtime import DebugSession, StopReason
-from graph_dap.runtime.session import continues
+from graph_dap.runtime.session import runs
 
 X = np.random.default_rng(8).standard_normal((1, 16, 8, 8)).astype(np.float32)
 
@@ -39,7 +39,7 @@ def stop_twice(model):
 
 
 def test_a_fault_in_a_late_part_stops_there_with_the_original_graphs_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(continues, "_PARTS_MIN_S", 0.0)
+    monkeypatch.setattr(runs, "_PARTS_MIN_S", 0.0)
     model = poisoned(4)
     s, first, second, built = stop_twice(model)
     assert (first.reason, first.node.id, first.tensor) == (StopReason.NAN, "b4b", "b4b")

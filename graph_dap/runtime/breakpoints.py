@@ -189,7 +189,8 @@ def _only_stoppable(nodes: list[Node], stoppable: set[str], text: str) -> tuple[
 
 
 class BreakpointContext(Protocol):
-    """What the table needs of a session to decide whether a breakpoint stops."""
+    """What the table reads at the program counter to decide whether a breakpoint stops: the values the
+    innermost frame sees, a look ahead at a node's outputs, and the log for logpoints."""
 
     base_dir: Path
 
@@ -214,6 +215,7 @@ class BreakpointTable:
         self._hits: Counter[int] = Counter()
         self._next_id = 1
         self.version = 0  # changes with every set: segment plans depend on where breakpoints are
+        self.holders: frozenset[str] = frozenset()  # control-flow nodes with a breakpoint somewhere inside
 
     def replace(self, specs: Iterable[BreakpointSpec | str], stoppable: set[str]) -> list[Breakpoint]:
         """Replace every breakpoint; returns each resolved, in the order given."""
@@ -239,6 +241,7 @@ class BreakpointTable:
             for nid in node_ids:
                 self._by_node.setdefault(nid, []).append(bp_id)
             out.append(bp)
+        self.holders = frozenset(step.node for bp in out for nid in bp.node_ids for step in self.graph.node(nid).path)
         return out
 
     @property

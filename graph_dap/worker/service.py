@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from graph_dap.runtime.tools.lockstep import Lockstep
 
 _PROGRESS_INTERVAL = 0.25  # seconds between progress events during a run
-_PAUSE_RETRY = 0.02  # seconds between repeated pause requests to a run that has not answered
 
 Send = Callable[[dict[str, Any]], None]
 RunCommand = p.RunCommand
@@ -84,10 +83,10 @@ class WorkerService(ValueCalls):
         super().__init__()
         self._send = send
         self.session: DebugSession | None = None
-        self._answered = threading.Condition()  # guards the run ids; notified when a run call answers
+        self._answered = threading.Lock()  # guards the run ids and the pause between them
         self._last_run = 0  # id of the last run request received (by the reading thread)
         self._done_run = 0  # id of the last run request answered
-        self._paused = threading.Event()  # a pause for the run in progress, seen between nodes
+        self._paused = threading.Event()  # a pause for the run in progress (or queued), until it answers
         self._last_progress = 0.0
         self.lockstep: Lockstep | None = None  # the comparison with a reference, when the launch names one
         self._mismatch = False  # stop at a divergence from the reference
@@ -108,9 +107,7 @@ class WorkerService(ValueCalls):
                 result = getattr(self, f"rpc_{method.name}")(args)
             finally:
                 if method.moves_run and isinstance(request_id, int):
-                    with self._answered:
-                        self._done_run = max(self._done_run, request_id)
-                        self._answered.notify_all()
+                    self._answer(request_id)
             return p.result_message(request_id, method, result)
         except GraphDapError as e:
             return p.error_message(request_id, error_kind(e), str(e))
@@ -132,27 +129,27 @@ class WorkerService(ValueCalls):
         return p.Paused(self.pause())
 
     def pause(self) -> bool:
-        """Stop the run in progress (or queued) before its next node; False when there is none."""
-        session = self.session
+        """Stop the run in progress (or queued) before its next node; False when there is none.
+
+        The session keeps a pause until a run takes it or returns its stop, so a pause that comes just
+        before a queued run starts still stops that run; one that comes as a run answers is forgotten
+        with the answer (:meth:`_answer`), not left for the next run."""
         with self._answered:
+            session = self.session
             if self._last_run <= self._done_run or session is None:
                 return False
-            run = self._last_run
-        self._pause_now(session)
-        threading.Thread(target=self._keep_pausing, args=(session, run), name="worker-pause", daemon=True).start()
+            self._paused.set()
+            session.pause()
         return True
 
-    def _pause_now(self, session: DebugSession) -> None:
-        self._paused.set()
-        session.pause()
-
-    def _keep_pausing(self, session: DebugSession, run: int) -> None:
-        """Ask again until ``run`` has answered: the session clears its pause flag when a run starts,
-        so a pause that came just before that is lost."""
+    def _answer(self, run: int) -> None:
+        """Run request ``run`` has answered: a pause not taken was for it."""
         with self._answered:
-            while self._done_run < run:
-                if not self._answered.wait(_PAUSE_RETRY) and self._done_run < run:
-                    self._pause_now(session)
+            self._done_run = max(self._done_run, run)
+            if self._done_run >= self._last_run:
+                self._paused.clear()
+                if self.session is not None:
+                    self.session.interrupt.clear()
 
     def close(self) -> None:
         """Let go of what the session holds outside memory (a reference's files and folders)."""
@@ -265,7 +262,6 @@ class WorkerService(ValueCalls):
         """Move the run; ``to_end`` (noDebug) runs the model ``iterations`` times."""
         s = self.s
         ls = self.lockstep
-        self._paused.clear()
         self._repeat = None
         command = a.command
         if command in (RunCommand.GOTO, RunCommand.RUN_TO) and a.target is None:

@@ -12,15 +12,16 @@ table and the engine. A ``continue_`` runs the nodes of a frame up to the next n
 that has a breakpoint (or holds one) in one onnxruntime call (a segment), watched
 for NaN/Inf by in-graph sums when those filters are on; steps run single nodes.
 
-The class is built in layers, each a module: ``state`` (what a session holds: frames, values,
-breakpoints, filters; reading and setting values; its stops), ``levels`` (stepping into and out of
-control-flow bodies and iterations), ``continues`` (running positions as segments, and building the
-next continue's sessions while stopped) and ``driver`` (``DebugSession``: the commands and the one
-run loop).
+The session is composed of parts, each owning its state: the values' store and constants, the engine
+(``engine/``), the breakpoint table and the break filters (``filters``), the levels of the counter
+(``levels``: the frames, entering and finishing bodies and iterations), the runs (``runs``: a node or a
+segment at a time, the planners, the sessions built ahead, the parts of long runs), the stops
+(``stopping``) and the interrupt of a pause. ``state`` holds them and answers for the values;
+``driver`` (``DebugSession``) has the commands and the one run loop.
 """
 
 from graph_dap.runtime.session.driver import DebugSession
-from graph_dap.runtime.session.state import BREAK_FILTERS
+from graph_dap.runtime.session.filters import BREAK_FILTERS
 from graph_dap.runtime.stops import Stop, StopReason
 
 __all__ = ["BREAK_FILTERS", "DebugSession", "Stop", "StopReason"]

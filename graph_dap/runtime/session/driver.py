@@ -3,8 +3,11 @@ restart, pause) and the one run loop that carries them out over the levels and s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import enum
+import functools
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from onnx import numpy_helper
@@ -15,10 +18,34 @@ from graph_dap.runtime.engine.segments import SegmentError
 from graph_dap.runtime.frames import Frame
 from graph_dap.runtime.graph import Node
 from graph_dap.runtime.inputs import InputsArg, resolve_inputs
-from graph_dap.runtime.session.continues import LOOK_INSIDE, Continues
+from graph_dap.runtime.session.runs import LOOK_INSIDE
+from graph_dap.runtime.session.state import SessionState
 from graph_dap.runtime.stops import Stop, StopReason
 
 _logger = _log.get_logger(__name__)
+_Command = TypeVar("_Command", bound=Callable[..., Stop])
+
+
+class Mode(enum.Enum):
+    """How the one run loop moves the counter."""
+
+    CONTINUE = "continue"  # to a breakpoint, a filter, a pause, the target or the end
+    STEP = "step"  # one node at the frame it started in (a body run whole)
+    STEP_IN = "step_in"  # one node, into a control-flow node's body
+    STEP_OUT = "step_out"  # out of the innermost body
+
+
+def _command(method: _Command) -> _Command:
+    """A command that returns a stop: a pause asked for during it was for it, and is forgotten with the stop."""
+
+    @functools.wraps(method)
+    def run(self: DebugSession, *args: Any, **kwargs: Any) -> Stop:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.interrupt.clear()
+
+    return run  # type: ignore[return-value]
 
 
 def _filled(node: Node, fixed: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -36,7 +63,7 @@ def _filled(node: Node, fixed: Mapping[str, Any]) -> dict[str, Any] | None:
     return {node.outputs[0]: np.broadcast_to(value.reshape(()).copy(), tuple(int(d) for d in shape))}
 
 
-class DebugSession(Continues):
+class DebugSession(SessionState):
     """Runs one model under a debugger's control.
 
     A continue runs its segments at ``opt_level`` (onnxruntime's graph optimizations, ``all``
@@ -47,8 +74,12 @@ class DebugSession(Continues):
     ``skip_constants`` is False.
     """
 
+    @_command
     def start(self) -> Stop:
         """Compute the constant nodes and stop at the first node to run."""
+        return self._start()
+
+    def _start(self) -> Stop:
         if not self.values.started:
             if self.skip_constants and not self.constants.computed:
                 for node in self.graph.nodes:
@@ -63,23 +94,24 @@ class DebugSession(Continues):
                         self.constants.computed.update(outs)
                 self.executor.computed_constants(self.constants.computed)
             self.values.started = True
-        return self._stop(StopReason.ENTRY, "stopped at entry")
+        return self.stops.at(StopReason.ENTRY, "stopped at entry")
 
     def _prepare(self) -> Stop | None:
         if not self.values.started:
-            first = self.start()
+            first = self._start()
             if first.reason is StopReason.ERROR:
                 return first
-        self._pause.clear()
         self.top.values.refresh()
-        if not self._statics_checked:
-            self._statics_checked = True
-            if self.skip_constants and self._filter.active:
-                fault = self._static_fault()
+        runs = self.runs
+        if not runs.statics_checked:
+            runs.statics_checked = True
+            if self.skip_constants and self.filters.watch.active:
+                fault = runs.static_fault()
                 if fault is not None:
-                    return self._fault_stop(*fault)
+                    return self.stops.fault(*fault)
         return None
 
+    @_command
     def step(self) -> Stop:
         """Run one node and stop at the next; an If/Loop/Scan or function call runs whole.
 
@@ -88,86 +120,92 @@ class DebugSession(Continues):
         function it steps over. After the last node of a body: the first node of the next
         iteration, or the node after the control-flow node.
         """
-        return self._drive("step")
+        return self._drive(Mode.STEP)
 
+    @_command
     def step_in(self) -> Stop:
         """Step into the control-flow node at the counter (If: the branch the condition takes; Loop/Scan:
         iteration 0; a function call: its body); on any other node, as :meth:`step`."""
-        return self._drive("step_in")
+        return self._drive(Mode.STEP_IN)
 
+    @_command
     def step_out(self) -> Stop:
         """Finish the innermost body (all its remaining iterations) and stop at the node after its control-flow node.
 
         In the main graph: run to the end, as :meth:`continue_`.
         """
-        return self._drive("step_out")
+        return self._drive(Mode.STEP_OUT)
 
+    @_command
     def continue_(self, *, until: str | None = None, check_first: bool = False) -> Stop:
         """Run until a breakpoint, an enabled break filter, a pause, ``until`` or the end.
 
         The breakpoints of the node at the program counter are not looked at (the run is
         stopped there already), unless ``check_first``: for a launch without a stop on entry.
         """
-        return self._drive("continue", until, check_first)
+        return self._drive(Mode.CONTINUE, until, check_first)
 
-    def _drive(self, mode: str, until: str | None = None, check_first: bool = False) -> Stop:
-        """The one run loop: ``mode`` is continue, step, step_in or step_out."""
+    def _drive(self, mode: Mode, until: str | None = None, check_first: bool = False) -> Stop:
+        """The one run loop."""
         early = self._prepare()
         if early is not None:
             return early
-        base = len(self.frames)
-        origin = self.top
+        levels, runs, stops = self.levels, self.runs, self.stops
+        base = len(levels.frames)
+        origin = levels.top
         where = (origin.timeline.pc, origin.iteration)
+        stepping = mode in (Mode.STEP, Mode.STEP_IN)
         look = check_first  # look at the breakpoints of the node at the counter
         while True:
-            self._settle()
-            depth = len(self.frames)
-            frame = self.top
+            levels.settle()
+            depth = len(levels.frames)
+            frame = levels.top
             node = frame.timeline.next_node
             if node is None:
-                return self._end()
-            moved = origin not in self.frames or (origin.timeline.pc, origin.iteration) != where
-            if (mode in ("step", "step_in") and moved) or (mode == "step_out" and depth < base):
-                return self._stop(StopReason.STEP)
+                return stops.end()
+            moved = origin not in levels.frames or (origin.timeline.pc, origin.iteration) != where
+            if (stepping and moved) or (mode is Mode.STEP_OUT and depth < base):
+                return stops.at(StopReason.STEP)
             if look:
-                if self._paused():
-                    return self._stop(StopReason.PAUSE, "paused")
+                if self.interrupt.take():
+                    return stops.at(StopReason.PAUSE, "paused")
                 if until is not None and node.id == until:
-                    return self._stop(StopReason.BREAKPOINT, f"reached {node.label}")
-                hit, note = self.breakpoint_table.check(node, self)
+                    return stops.at(StopReason.BREAKPOINT, f"reached {node.label}")
+                hit, note = self.breakpoint_table.check(node, self.counter)
                 if hit:
-                    return self._stop(StopReason.BREAKPOINT, note or f"breakpoint at {node.label}", breakpoint_ids=tuple(hit))
+                    return stops.at(StopReason.BREAKPOINT, note or f"breakpoint at {node.label}", breakpoint_ids=tuple(hit))
             else:
-                self.breakpoint_table.log_only(node, self)
+                self.breakpoint_table.log_only(node, self.counter)
             look = True
-            at_origin = frame is origin and mode in ("step", "step_in")
-            into = at_origin and mode == "step_in"
-            if node.enterable and (into or self._must_enter(node, until)):
-                first = 0 if into else self._first_iteration(node, until)
-                self._localize.discard(node.id)
+            at_origin = frame is origin and stepping
+            into = at_origin and mode is Mode.STEP_IN
+            if node.enterable and (into or levels.must_enter(node, until)):
+                first = 0 if into else levels.first_iteration(node, until)
+                levels.localize.discard(node.id)
                 if first is None:
                     pass  # no breakpoint inside can stop in this run: it runs whole
                 elif first > 0:
-                    self._enter_at(node, first)
+                    levels.enter_at(node, first)
                     continue
-                elif self._enter(node):
-                    if into and self.top.timeline.next_node is not None:
-                        return self._stop(StopReason.STEP)  # on the body's first node, whatever its breakpoints
+                elif levels.enter(node):
+                    if into and levels.top.timeline.next_node is not None:
+                        return stops.at(StopReason.STEP)  # on the body's first node, whatever its breakpoints
                     continue
             total = len(frame.timeline.sequence)
-            target = frame.timeline.pc + 1 if at_origin else self._next_target(frame, frame.timeline.pc + 1, until)
-            watched_inside = node.enterable and self._filter.active  # (a segment of one: its watch goes inside)
+            target = frame.timeline.pc + 1 if at_origin else runs.next_target(frame, frame.timeline.pc + 1, until)
+            watched_inside = node.enterable and self.filters.watch.active  # (a segment of one: its watch goes inside)
             if self.fast and (target - frame.timeline.pc > 1 or watched_inside):
-                self._progress(frame, frame.timeline.pc, total)
-                stop = self._run_segment(frame, frame.timeline.pc, target)
+                runs.progress(frame, frame.timeline.pc, total)
+                stop = runs.segment(frame, frame.timeline.pc, target)
             else:
-                stop = self._run_node(node)
-            self._progress(frame, frame.timeline.pc, total)
+                stop = runs.node(node)
+            runs.progress(frame, frame.timeline.pc, total)
             if isinstance(stop, Stop):
                 return stop
             if stop is LOOK_INSIDE:
                 look = False  # at the node whose watch fired, already looked at: step into it next
 
+    @_command
     def run_to_end(self, check_first: bool = True) -> Stop:
         """Run to the end as fast as the model runs: with no breakpoint and no NaN/Inf filter, the whole
         model in one onnxruntime session at the session's optimization level (the user's own run; its
@@ -175,7 +213,7 @@ class DebugSession(Continues):
         which names the node that fails."""
         whole = (
             not self.breakpoint_table.all
-            and not self._filter.active
+            and not self.filters.watch.active
             and len(self.frames) == 1
             and self.timeline.pc == 0
             and self.constants.version == 0
@@ -192,9 +230,10 @@ class DebugSession(Continues):
             else:
                 self.timeline.advance_segment(self.timeline.sequence, len(self.timeline.sequence))
                 self.values.keep(outs)
-                return self._end()
+                return self.stops.end()
         return self.continue_(check_first=check_first)
 
+    @_command
     def run_to(self, node_id: str) -> Stop:
         """Continue until ``node_id`` is next (breakpoints and filters still stop first)."""
         node = self._stoppable(node_id)
@@ -204,9 +243,10 @@ class DebugSession(Continues):
             if target < frame.timeline.pc:
                 raise GraphDapError(f"node {node.label} already ran; use goto to go back to it")
             if target == frame.timeline.pc:
-                return self._stop(StopReason.BREAKPOINT, f"reached {node.label}")
+                return self.stops.at(StopReason.BREAKPOINT, f"reached {node.label}")
         return self.continue_(until=node.id)
 
+    @_command
     def goto(self, node_id: str) -> Stop:
         """Make ``node_id`` (a node of the innermost frame's level) the next node, computing any inputs it lacks."""
         node = self._stoppable(node_id)
@@ -227,10 +267,10 @@ class DebugSession(Continues):
             try:
                 frame.values.compute(missing)
             except NodeExecutionError as e:
-                return self._stop(StopReason.ERROR, str(e), self.graph.node(e.node_id), details={"ort_message": e.ort_message})
+                return self.stops.at(StopReason.ERROR, str(e), self.graph.node(e.node_id), details={"ort_message": e.ort_message})
             computed = [n.order for n in needed]
         frame.timeline.jump(frame.timeline.position(node), computed)
-        return self._stop(StopReason.GOTO, f"jumped to {node.label}")
+        return self.stops.at(StopReason.GOTO, f"jumped to {node.label}")
 
     def _ancestors(self, frame: Frame, names: Sequence[str]) -> list[Node]:
         out: dict[int, Node] = {}
@@ -251,10 +291,11 @@ class DebugSession(Continues):
             if not producers:
                 raise NodeNotFoundError(f"no node '{node_id}' in the graph")
             node = producers[0]
-        if node not in self._sequences[node.path]:
+        if node not in self.levels.sequences[node.path]:
             raise GraphDapError(f"node {node.label} is a constant, computed once at load; it cannot be the next node")
         return node
 
+    @_command
     def step_back(self) -> Stop:
         """Undo the last node (or goto): its outputs are forgotten and the counter moves back.
 
@@ -264,27 +305,29 @@ class DebugSession(Continues):
         while True:
             frame = self.top
             if frame.timeline.undo():
-                return self._stop(StopReason.STEP, "stepped back")
+                return self.stops.at(StopReason.STEP, "stepped back")
             if frame.parent is None:
-                return self._stop(StopReason.STEP, "already at the start of the history")
+                return self.stops.at(StopReason.STEP, "already at the start of the history")
             if frame.loop is not None and frame.loop.iteration > 0:
-                self._back_into_previous_iteration(frame)
+                self.levels.back_into_previous_iteration(frame)
                 if frame.timeline.next_node is not None:
-                    return self._stop(StopReason.STEP, "stepped back into the previous iteration")
+                    return self.stops.at(StopReason.STEP, "stepped back into the previous iteration")
                 continue
             self.frames.pop()
-            return self._stop(StopReason.STEP, "stepped back out of the body")
+            return self.stops.at(StopReason.STEP, "stepped back out of the body")
 
+    @_command
     def reverse_continue(self) -> Stop:
         """Step back until a node with a breakpoint is next, or the history is empty."""
         while True:
             stop = self.step_back()
             node = self.pc
             if stop.message == "already at the start of the history":
-                return self._stop(StopReason.ENTRY, "back at the start")
+                return self.stops.at(StopReason.ENTRY, "back at the start")
             if node is not None and self.breakpoint_table.stops_at(node.id):
-                return self._stop(StopReason.BREAKPOINT, f"breakpoint at {node.label}")
+                return self.stops.at(StopReason.BREAKPOINT, f"breakpoint at {node.label}")
 
+    @_command
     def restart(self, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> Stop:
         """Back to the start, with the original inputs (or new ``inputs``, checked like the first); breakpoints are kept.
 
@@ -293,11 +336,14 @@ class DebugSession(Continues):
         if inputs is not None:
             self.inputs = resolve_inputs(self.graph, inputs, dims)
         self._reset()
-        return self.start()
+        return self._start()
 
     def pause(self) -> None:
-        """Ask a running ``continue_`` (in another thread) to stop as soon as it can."""
-        self._pause.set()
-        opts = self._run_options
-        if opts is not None:
-            opts.terminate = True
+        """Ask a running (or the next) command, from another thread, to stop as soon as it can; the pause is
+        forgotten once a command returns its stop."""
+        self.interrupt.request()
+
+    def prepare_next(self) -> list[threading.Thread]:
+        """Build, in the background, the sessions the next continue from here will run first (see
+        :meth:`.Runs.prepare_next`): the debugger calls this while it waits, stopped."""
+        return self.runs.prepare_next()
