@@ -141,3 +141,42 @@ def stops_ids(graph, spec: str, layer: int) -> list[str]:
 
     ids, _ = resolve_spec(graph, spec, {n.id for n in graph.nodes})
     return [i for i in ids if f"model.layers.{layer}" in module_paths(graph, graph.node(i))]
+
+
+def test_a_stops_summaries_are_made_once_and_the_weights_are_read_from_their_file(tmp_path, truth, monkeypatch):
+    """The worker behind the Values and Initializers scopes: a page of values computed at once, each value summarized
+    once however often it is shown (a step leaves the others as they were), and the model's weights summarized from
+    their file a piece at a time (their pages never become the worker's)."""
+    from graph_dap.runtime.tensor import summarize
+    from graph_dap.worker import protocol as p
+    from graph_dap.worker import wire
+    from graph_dap.worker.service import WorkerService
+
+    made: list[str] = []
+    real = wire.summarize
+    monkeypatch.setattr(wire, "summarize", lambda value: made.append("x") or real(value))
+    np.savez(tmp_path / "prompt.npz", **FEEDS)
+    service = WorkerService(lambda message: None)
+    service.rpc_load(p.LoadArgs(str(MODEL), str(tmp_path / "prompt.npz"), write_listing=False, opt_level="all"))
+    service.rpc_set_breakpoints(p.BreakpointsArgs((p.BreakpointSpec("module:model.layers.1.mlp"),)))
+    service.rpc_run(p.RunArgs(p.RunCommand.START))
+    stop = service.rpc_run(p.RunArgs(p.RunCommand.CONTINUE))
+    assert stop.reason == "breakpoint"
+    graph = service.s.graph
+    weights = [t.name for t in graph.model.graph.initializer if graph.weights.external.get(t.name) is not None]
+    computed = [n for n in service.rpc_values(p.LevelArgs(0)).computed if n not in graph.initializer_names and n not in FEEDS]
+    page = tuple(computed[-40:])
+    first = service.rpc_summaries(p.SummariesArgs(page))
+    for s in first:
+        assert s.text == summarize(truth[s.name]).text(), s.name  # exact: the original nodes' values
+    assert len(made) == len(page)
+    assert service.rpc_summaries(p.SummariesArgs(page)) == first and len(made) == len(page)  # shown again: as made
+    service.rpc_run(p.RunArgs(p.RunCommand.STEP))
+    again = service.rpc_summaries(p.SummariesArgs(page))
+    assert again == first and len(made) == len(page)  # a step computes new values; these stay as they were
+    full = onnx.load(str(MODEL))
+    arrays = {t.name: onnx.numpy_helper.to_array(t) for t in full.graph.initializer}
+    for s in service.rpc_summaries(p.SummariesArgs(tuple(weights))):
+        assert s.text == summarize(arrays[s.name]).text() and s.stats == wire.summary(s.name, arrays[s.name]).stats, s.name
+    # (the reference summaries above alone): the weights' own came from their file, a piece at a time (Weights.summary)
+    assert weights and len(made) == len(page) + len(weights)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from onnx import external_data_helper, numpy_helper
 from graph_dap.errors import ModelError
 from graph_dap.files import path_problem
 from graph_dap.runtime import dtypes
-from graph_dap.runtime.tensor import numel
+from graph_dap.runtime.tensor import TensorSummary, numel, summarize, summarize_chunks
 
 #: The session option naming the folder that external data locations are relative to, for a model given as bytes.
 FOLDER_OPTION = "session.model_external_initializers_file_folder_path"
@@ -80,6 +81,28 @@ def locate(tensor: onnx.TensorProto, root: Path) -> External:
     return External(target, offset, length)
 
 
+_PIECE = 1 << 22  # bytes read at a time when summarizing external data
+
+
+def _pieces(where: External, kind: np.dtype[Any]) -> Iterator[np.ndarray]:
+    """The tensor's bytes at ``where`` as consecutive flat arrays of ``kind``, read into one reused buffer."""
+    step = max(kind.itemsize, _PIECE - _PIECE % kind.itemsize)
+    buffer = bytearray(step)
+    with open(where.file, "rb") as f:
+        f.seek(where.offset)
+        left = where.length
+        while left > 0:
+            view = memoryview(buffer)[: min(step, left)]
+            filled = 0
+            while filled < len(view):
+                got = f.readinto(view[filled:])
+                if not got:
+                    raise ModelError(f"external data {where.file} ended early (a file changed while it was read?)")
+                filled += got
+            left -= filled
+            yield np.frombuffer(view, kind)
+
+
 def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
     """``graph`` and every subgraph in it."""
     out = [graph]
@@ -112,6 +135,7 @@ class Weights:
         self._lock = threading.Lock()
         self._protos: dict[int, onnx.TensorProto] = {}  # id of an array handed out -> the proto it maps
         self._arrays: dict[tuple[str, str, int], np.ndarray] = {}  # (name, location, offset) -> its array
+        self._summaries: dict[str, TensorSummary] = {}  # the model's own data: it never changes
         self.external: dict[str, External] = {}
         self._tensors = [t for g in _graphs(model.graph) for t in g.initializer]
         for tensor in external_data_helper._get_all_tensors(model):
@@ -154,6 +178,24 @@ class Weights:
                 a = self._arrays[key] = self._map(tensor)
                 self._protos[id(a)] = tensor
             return a
+
+    def summary(self, tensor: onnx.TensorProto) -> TensorSummary:
+        """The summary of an initializer's data, computed once. External data is read from its file a piece at a time
+        into one small buffer, not through the mapping: the whole model's weights summarized (a debugger's
+        Initializers scope) would otherwise all become pages of this process (its memory would double)."""
+        with self._lock:
+            done = self._summaries.get(tensor.name)
+        if done is not None:
+            return done
+        kind = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        where = self.external.get(tensor.name) if uses_external_data(tensor) else None
+        if where is None or kind.hasobject or dtypes.is_extra(kind) or str(kind) in dtypes.PACKED or where.length == 0:
+            found = summarize(self.array(tensor))
+        else:
+            found = summarize_chunks(str(kind), tuple(int(d) for d in tensor.dims), _pieces(where, kind.newbyteorder("<")))
+        with self._lock:
+            self._summaries[tensor.name] = found
+        return found
 
     def reference(self, value: Any) -> onnx.TensorProto | None:
         """The original external-data tensor when ``value`` is the array :meth:`array` mapped for it (else None)."""

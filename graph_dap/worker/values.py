@@ -8,7 +8,9 @@ so that the adapter can page through them like any value.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,7 @@ class ValueCalls:
     def __init__(self) -> None:
         self._temps: dict[int, Any] = {}
         self._next_temp = 0
+        self._summaries = SummaryCache()
 
     @property
     def s(self) -> DebugSession:
@@ -64,12 +67,16 @@ class ValueCalls:
         return p.ValueNames(tuple(computed), tuple(n for n in computed if s.is_stale(n, a.level)))
 
     def rpc_summaries(self, a: p.SummariesArgs) -> tuple[p.Summary, ...]:
+        """A page of a scope: what a value the run left must be recomputed with is recomputed for the page at once
+        (one by one, each would run again what comes before it), and a value's summary is made once (see SummaryCache)."""
         s = self.s
         out: list[p.Summary] = []
-        scope = s.frame(a.level).scope
+        values = s.frame(a.level).values
+        scope = values.scope
+        values.prefetch([n for n in a.names if values.own(n) and values.available(n) and n not in values.stale])  # (a stale one is shown as it is)
         for name in a.names:
             if s.has_value(name, a.level):
-                out.append(wire.summary(name, s.value(name, a.level), s.is_stale(name, a.level), a.hex))
+                out.append(self._summaries.summary(s, name, s.value(name, a.level), s.is_stale(name, a.level), a.hex))
                 continue
             producer = scope.producer(name) or s.graph.producer(name)
             info = s.graph.info_at(scope.path, name)
@@ -196,3 +203,26 @@ class ValueCalls:
                     raise ValueNotFoundError(f"no value named '{plain}' (not computed yet?)") from None
                 raise
         return wire.tensor_view(tensor_view(a.name, value, a.index, a.max_size))
+
+
+class SummaryCache:
+    """The summaries of values already shown, by the array they describe: a value a stop keeps (or that a step left
+    as it was) is summarized once, whatever the requests that show it again (a step, then stackTrace, scopes and
+    variables on a model of large tensors); a value recomputed or set is a new array, and gets a new summary. The
+    model's own initializers are summarized by :meth:`~graph_dap.runtime.weights.Weights.summary` (external data
+    read a piece at a time, not through the mapping)."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[tuple[str, bool], tuple[weakref.ref[Any], p.Summary]] = {}
+
+    def summary(self, s: DebugSession, name: str, value: Any, stale: bool, hex_: bool) -> p.Summary:
+        if not isinstance(value, np.ndarray):
+            return wire.summary(name, value, stale, hex_)
+        held = self._by_name.get((name, hex_))
+        if held is not None and held[0]() is value:
+            return replace(held[1], stale=stale)
+        tensor = s.graph.weights.reference(value)
+        made = wire.summary(name, value, stale, hex_, s.graph.weights.summary(tensor) if tensor is not None else None)
+        self._by_name[(name, hex_)] = (weakref.ref(value), made)
+        return made
+

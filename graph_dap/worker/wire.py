@@ -17,7 +17,7 @@ from graph_dap.runtime import expr
 from graph_dap.runtime.dtypes import EXTRA, is_extra, is_integer
 from graph_dap.runtime.selection import layer_of
 from graph_dap.runtime.session import DebugSession, Stop
-from graph_dap.runtime.tensor import summarize
+from graph_dap.runtime.tensor import TensorSummary, summarize
 from graph_dap.worker import protocol as p
 
 if TYPE_CHECKING:
@@ -72,9 +72,9 @@ def _stat(v: float | None) -> str:
     return "?" if v is None else f"{v:.7g}"
 
 
-def summary(name: str, value: Any, stale: bool = False, hex_: bool = False) -> p.Summary:
-    """What the adapter shows of one value: its line, type and statistics."""
-    s = summarize(value)
+def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, known: TensorSummary | None = None) -> p.Summary:
+    """What the adapter shows of one value: its line, type and statistics (``known``: its summary, made already)."""
+    s = known if known is not None else summarize(value)
     stats: tuple[tuple[str, str], ...] = ()
     scalar = None
     if s.kind == "tensor":

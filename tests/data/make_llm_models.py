@@ -105,7 +105,6 @@ def export_llama(config: dict[str, Any], path: Path, with_past: bool = True, see
     else:
         args = (ids, torch.ones(batch, seq, dtype=torch.int64))
         dims["attention_mask"] = {1: torch.export.Dim("seq")}
-        dims["past"] = ()
     with torch.no_grad():
         program = torch.onnx.export(Decoder(), args, dynamo=True, dynamic_shapes=dims, input_names=names, output_names=outputs)
     assert program is not None
