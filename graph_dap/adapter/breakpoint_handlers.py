@@ -120,6 +120,7 @@ class BreakpointRequests(SourceRequests):
         known = {f["filter"] for f in EXCEPTION_FILTERS}
         enabled: list[str] = []
         exclude: list[str] = []
+        nan_exclude: list[str] = []
         results: list[dict[str, Any]] = []
         for f in filters:
             problem = self._filter_problem(f, known)
@@ -134,14 +135,18 @@ class BreakpointRequests(SourceRequests):
                 results.append({"verified": False, "message": problem})
                 continue
             enabled.append(fid)
-            if condition and fid != "inf":
+            if condition and fid not in ("inf", "nan"):
                 results.append({"verified": False, "message": f"the {fid} filter takes no condition"})
                 continue
+            patterns = [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
             if fid == "inf":
-                exclude += [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
+                exclude += patterns
+            elif fid == "nan":
+                nan_exclude += patterns
             results.append({"verified": True})
         self.filters.enabled = list(dict.fromkeys(enabled))
         self.filters.inf_exclude = exclude
+        self.filters.nan_exclude = nan_exclude
         await self._apply_filters()
         return {"breakpoints": results}
 

@@ -115,13 +115,17 @@ class BreakpointBook:
 
 @dataclass(slots=True)
 class BreakFilters:
-    """The exception filters the client enabled, and the nodes whose Inf the inf filter ignores."""
+    """The exception filters the client enabled, and the nodes whose Inf (NaN) the inf (nan) filter ignores."""
 
     enabled: list[str] = field(default_factory=lambda: ["error"])
     inf_exclude: list[str] = field(default_factory=list)
+    nan_exclude: list[str] = field(default_factory=list)
 
-    def worker_args(self, has_reference: bool, launch_on: Sequence[str] = (), launch_exclude: Sequence[str] = ()) -> BreakOnArgs:
+    def worker_args(
+        self, has_reference: bool, launch_on: Sequence[str] = (), launch_exclude: Sequence[str] = (), launch_nan: Sequence[str] = ()
+    ) -> BreakOnArgs:
         """The filters the worker can honour (``mismatch`` only with a reference): the client's and the launch's ``breakOn``."""
         enabled = dict.fromkeys([*self.enabled, *launch_on])
         exclude = dict.fromkeys([*self.inf_exclude, *launch_exclude])
-        return BreakOnArgs(tuple(f for f in enabled if f != "mismatch" or has_reference), tuple(exclude))
+        nan = dict.fromkeys([*self.nan_exclude, *launch_nan])
+        return BreakOnArgs(tuple(f for f in enabled if f != "mismatch" or has_reference), tuple(exclude), tuple(nan))

@@ -47,6 +47,7 @@ class LaunchArgs:
     path_mappings: tuple[PathMapping, ...] = ()  # where the stack traces' folders are here
     break_on: tuple[str, ...] = ()  # exception filters the launch turns on, besides the client's
     inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
+    nan_exclude: tuple[str, ...] = ()  # nodes whose NaN is expected, besides the nan filter's condition
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -78,6 +79,7 @@ class LaunchArgs:
             )
         typed["break_on"] = tuple(items_of(request.arg("breakOn", list, []), str, "breakOn"))
         typed["inf_exclude"] = tuple(items_of(request.arg("infExclude", list, []), str, "infExclude"))
+        typed["nan_exclude"] = tuple(items_of(request.arg("nanExclude", list, []), str, "nanExclude"))
         args = cls(
             **typed,
             inputs=inputs,
@@ -154,7 +156,7 @@ class LaunchArgs:
 #: What a restart must load the model again for, when it changes.
 _RELOAD_FIELDS = (
     "model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path",
-    "break_on", "inf_exclude",
+    "break_on", "inf_exclude", "nan_exclude",
 )
 
 

@@ -41,6 +41,7 @@ def _run(args: argparse.Namespace) -> int:
         providers=args.provider or None,
         break_on=parse_filters(args.break_on),
         inf_exclude=args.inf_exclude,
+        nan_exclude=args.nan_exclude,
         opt_level=args.opt_level,
         on_log=(lambda line: print(line, file=sys.stderr)) if args.json else print,
         on_progress=bar.update if bar else None,

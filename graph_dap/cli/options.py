@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SPEC",
-        help="node id, value name, op:TYPE, a glob on node ids, or FILE.py:LINE (a line of the model's Python source)",
+        help="node id, value name, op:TYPE, a glob on node ids, FILE.py:LINE (a line of the model's Python source) "
+        "or module:PATH (where the run enters a module of it, e.g. module:model.layers.8)",
     )
     run.add_argument("--break-on", default="error", metavar="FILTERS", help="comma list of nan, inf, error (default: error)")
     run.add_argument(
@@ -59,7 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATTERN",
-        help="node glob or op:TYPE whose Inf the inf filter ignores (e.g. attention masks)",
+        help="node glob or op:TYPE whose Inf the inf filter ignores (attention masks built from a constant are recognized without it)",
+    )
+    run.add_argument(
+        "--nan-exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="node glob or op:TYPE whose NaN the nan filter ignores (the Softmax of a row a -inf mask covers is recognized without it)",
     )
     run.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
     run.add_argument(

@@ -362,6 +362,7 @@ class WorkerService(ValueCalls):
         self._mismatch = "mismatch" in a.filters
         self.s.set_break_on([f for f in a.filters if f != "mismatch"])
         self.s.inf_exclude = a.inf_exclude
+        self.s.nan_exclude = a.nan_exclude
 
     def rpc_data_targets(self, a: p.NameArgs) -> p.DataTargets:
         """Nodes to stop before for a data breakpoint: after the producer ran (write), before a reader (read)."""

@@ -106,7 +106,7 @@ def export_llama(config: dict[str, Any], path: Path, with_past: bool = True, see
         args = (ids, torch.ones(batch, seq, dtype=torch.int64))
         dims["attention_mask"] = {1: torch.export.Dim("seq")}
     with torch.no_grad():
-        program = torch.onnx.export(Decoder(), args, dynamo=True, dynamic_shapes=dims, input_names=names, output_names=outputs)
+        program = torch.onnx.export(Decoder().eval(), args, dynamo=True, dynamic_shapes=dims, input_names=names, output_names=outputs)
     assert program is not None
     model = program.model_proto
     site = str(Path(torch.__file__).resolve().parent.parent)

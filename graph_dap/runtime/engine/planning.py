@@ -90,7 +90,11 @@ class SegmentPlanner:
                     wanted += live
                     room -= cost
         bounds = self._bounds_over(constants) if optimized and filt.nan and filt.inf else None
-        watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf, bounds) if filt.active else None
+        watch = (
+            watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf, bounds, filt.intent.large, filt.nan_excluded)
+            if filt.active
+            else None
+        )
         if watch is not None and instruments is not None:
             for n in nodes:
                 if n.enterable and instruments.can(n):

@@ -37,7 +37,7 @@ from graph_dap.runtime.engine.budget import COUNTED_BYTES, WeightBudget, weight_
 from graph_dap.runtime.engine.models import add_memory, assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.sentinel import Readout
-from graph_dap.runtime.engine.watch import WatchPlan, pooled_first
+from graph_dap.runtime.engine.watch import WatchPlan, pooled_first, summed
 from graph_dap.runtime.graph import Graph, Node
 
 SENTINEL = "__graph_dap_sentinel"
@@ -352,10 +352,9 @@ class SegmentRunner:
                 if o in watch_set:
                     i = len(sums)
                     s, c, r = f"__gd_sum{i}", f"__gd_cast{i}", f"__gd_r{i}"
-                    source = o
-                    if watch is not None and o in watch.to_float:  # no ReduceSum for it on the CPU: sum it as float32
-                        source = f"__gd_f32_{i}"
-                        node_protos.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
+                    assert watch is not None
+                    made, source = summed(o, watch, "", None, f"__gd_w{i}")  # (a check's source is never large: not scaled)
+                    node_protos.extend(made)
                     info = self.graph.info_at(scope.path, o)
                     pixels = math.prod(d for d in (info.shape or ())[2:] if isinstance(d, int))
                     if self.opt_level != "none" and pooled_first(info) and not (o in checked and pixels > 2**24):  # (see bounds.LIMIT)

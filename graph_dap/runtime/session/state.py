@@ -17,6 +17,7 @@ from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, Breakpoint
 from graph_dap.runtime.checks import check_runnable
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.interrupt import Interrupt
+from graph_dap.runtime.engine.masks import intended
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.planning import SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentRunner
@@ -51,6 +52,7 @@ class SessionState:
         skip_constants: bool = True,
         break_on: Iterable[str] = (),
         inf_exclude: Iterable[str] = (),
+        nan_exclude: Iterable[str] = (),
         opt_level: str = "all",
         memory_budget_mb: float | None = None,
         fast: bool = True,
@@ -67,7 +69,7 @@ class SessionState:
         self.base_dir = Path(base_dir) if base_dir else (self.graph.path.parent if self.graph.path else Path.cwd())
         self.on_log = on_log
         self.logs: list[str] = []
-        self.filters = BreakFilters(break_on, inf_exclude)
+        self.filters = BreakFilters(break_on, inf_exclude, nan_exclude, intended(self.graph))
         self.constants = Constants(self.graph, skip_constants)
         self.executor = Executor(self.graph, providers, opt_level, self.constants.embedded)
         self.store = ValueStore(None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20)))
@@ -206,6 +208,15 @@ class SessionState:
     @inf_exclude.setter
     def inf_exclude(self, patterns: Iterable[str]) -> None:
         self.filters.inf_exclude = tuple(patterns)
+
+    @property
+    def nan_exclude(self) -> tuple[str, ...]:
+        """Node patterns whose NaNs do not stop the ``nan`` filter."""
+        return self.filters.nan_exclude
+
+    @nan_exclude.setter
+    def nan_exclude(self, patterns: Iterable[str]) -> None:
+        self.filters.nan_exclude = tuple(patterns)
 
     # -- values --------------------------------------------------------------------
 

@@ -83,10 +83,11 @@ class BreakpointsArgs:
 
 @dataclass(frozen=True, slots=True)
 class BreakOnArgs:
-    """The break filters (nan, inf, error, mismatch), and the nodes whose Inf the inf filter ignores."""
+    """The break filters (nan, inf, error, mismatch), and the nodes whose Inf (NaN) the inf (nan) filter ignores."""
 
     filters: tuple[str, ...]
     inf_exclude: tuple[str, ...] = ()
+    nan_exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
