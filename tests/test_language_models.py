@@ -180,3 +180,81 @@ def test_a_stops_summaries_are_made_once_and_the_weights_are_read_from_their_fil
         assert s.text == summarize(arrays[s.name]).text() and s.stats == wire.summary(s.name, arrays[s.name]).stats, s.name
     # (the reference summaries above alone): the weights' own came from their file, a piece at a time (Weights.summary)
     assert weights and len(made) == len(page) + len(weights)
+
+
+PROGRAM = Path(__file__).resolve().parent / "programs" / "generate.py"
+
+
+def plain_generation(steps: int) -> tuple[list[int], list[dict[str, np.ndarray]]]:
+    """The program's tokens as onnxruntime alone makes them, and the feeds of each of its run calls."""
+    import onnxruntime as ort
+
+    from graph_dap.runtime.engine.options import session_options
+
+    session = ort.InferenceSession(str(MODEL), session_options("all"))
+    tokens, calls = [5, 17, 42], []
+    cache = {k: v for k, v in FEEDS.items() if k.startswith("past_")}
+    ids = np.array([tokens], np.int64)
+    for _ in range(steps):
+        feeds = {"input_ids": ids, "attention_mask": np.ones((1, len(tokens)), np.int64), **cache}
+        calls.append(feeds)
+        logits, *present = session.run(None, feeds)
+        tokens.append(int(logits[0, -1].argmax()))
+        cache = dict(zip([k for k in FEEDS if k.startswith("past_")], present))
+        ids = np.array([[tokens[-1]]], np.int64)
+    return tokens, calls
+
+
+def test_a_generation_loop_stops_at_the_decode_step_a_graph_breakpoint_names(dap, tmp_path):
+    """A program launch of the KV-cache decoder in a generation loop, run from another folder (its weights are
+    external data): a breakpoint on layer 1's MLP with ``call == 3`` stops in run #3 alone (calls 1 and 2 run as
+    they are, with no graph session), with that step's feeds; the program then ends as it would alone."""
+    tokens, calls = plain_generation(4)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    dap.initialize()
+    dap.request("launch", {"program": str(PROGRAM), "args": [str(MODEL), "4"], "cwd": str(elsewhere)}, timeout=90)
+    dap.wait_for_event("initialized", timeout=90)
+    dap.request("setFunctionBreakpoints", breakpoints=[{"name": "module:model.layers.1.mlp", "condition": "call == 3"}])
+    dap.request("setExceptionBreakpoints", filters=["nan", "inf"])
+    dap.request("configurationDone")
+    stop = dap.wait_for_event("stopped", timeout=90, where=lambda body: body["reason"] == "function breakpoint")
+    names = {t["name"]: t["id"] for t in dap.request("threads")["threads"]}
+    assert stop["threadId"] == names["graph: tiny_llama.onnx, run #3"]
+    graphs = [e["threadId"] for e in dap.events_named("thread") if e["reason"] == "started" and e["threadId"] >= 1 << 30]
+    assert graphs == [stop["threadId"]]
+    node = dap.request("stackTrace", threadId=stop["threadId"])["stackFrames"][0]
+    ids = dap.request("evaluate", expression="input_ids[0, 0]", frameId=node["id"], context="repl")["result"]
+    assert int(ids) == tokens[4]  # run #3 feeds the token step 2 chose
+    length = dap.request("evaluate", expression="past_key_1.shape[2]", frameId=node["id"], context="repl")["result"]
+    assert int(length) == calls[2]["past_key_1"].shape[2] == 4
+    dap.request("continue", threadId=stop["threadId"])
+    dap.wait_for_end(timeout=90)
+    assert f"tokens: {' '.join(map(str, tokens))}" in dap.output()
+
+
+def test_a_call_whose_breakpoints_cannot_stop_needs_no_graph_session():
+    """The adapter answers such a call at once (the program's onnxruntime runs it): conditions on ``call`` alone are
+    evaluated there, anything else is the graph session's."""
+    from graph_dap.adapter.mixed.calls import can_skip, holds
+
+    assert [holds("call == 3", n) for n in (2, 3)] == [False, True]
+    assert holds("call >= 10 and call % 5 == 0", 15) and holds("not call < 4 or call == 1", 1)
+    assert holds("layer == 1", 3) is None and holds("call == x.max()", 3) is None and holds("call % 0 == 1", 3) is None
+    assert can_skip(["call == 3", "call > 7"], 5) and not can_skip(["call == 3", None], 5) and not can_skip([], 5)
+    assert not can_skip(["call == 3", "layer == 1 and call == 3"], 5)  # (a condition it cannot read: the session's)
+
+
+def test_run_script_watches_the_generation_loop_from_another_folder(tmp_path):
+    """run-script's watch of every call (nan and inf) on the decoder: its weights read from the model's folder, its
+    finfo.min mask no fault; the program prints what it prints alone."""
+    import subprocess
+    import sys
+
+    tokens, _ = plain_generation(3)
+    r = subprocess.run(
+        [sys.executable, "-m", "graph_dap", "run-script", str(PROGRAM), str(MODEL), "3", "--break-on", "nan,inf"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"tokens: {' '.join(map(str, tokens))}" in r.stdout and "not watched" not in r.stderr, r.stderr

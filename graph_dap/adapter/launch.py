@@ -48,6 +48,7 @@ class LaunchArgs:
     break_on: tuple[str, ...] = ()  # exception filters the launch turns on, besides the client's
     inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
     nan_exclude: tuple[str, ...] = ()  # nodes whose NaN is expected, besides the nan filter's condition
+    call_number: int | None = None  # a program launch's run call (its graph session): ``call`` in conditions
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -68,6 +69,7 @@ class LaunchArgs:
             "python": request.arg("python", str, None),
             "listing_path": request.arg("listingPath", str, None) or None,
             "iterations": request.arg("iterations", int, None),
+            "call_number": request.arg("callNumber", int, None),
         }
         inputs = given.get("inputs")
         if inputs is not None and not isinstance(inputs, str | dict):
@@ -145,6 +147,7 @@ class LaunchArgs:
             reference=self.reference,
             tolerance=self.tolerance if self.reference is not None else None,
             write_listing=not self.listing_file,
+            call_number=self.call_number,
         )
 
     def restarted_with(self, new: LaunchArgs) -> tuple[LaunchArgs, bool]:

@@ -215,6 +215,9 @@ class BreakpointTable:
         self._hits: Counter[int] = Counter()
         self._next_id = 1
         self.version = 0  # changes with every set: segment plans depend on where breakpoints are
+        # Names a condition reads besides the graph's values: ``call``, the run call's number for its model in a
+        # program launch (a decode step of a generation loop: ``call == 12``).
+        self.names: dict[str, Any] = {}
         self.holders: frozenset[str] = frozenset()  # control-flow nodes with a breakpoint somewhere inside
 
     def replace(self, specs: Iterable[BreakpointSpec | str], stoppable: set[str]) -> list[Breakpoint]:
@@ -305,10 +308,13 @@ class BreakpointTable:
         return limit
 
     def _where(self, node: Node, names: Iterable[str]) -> dict[str, Any]:
-        """``module`` and ``layer`` for a condition at ``node`` that reads them (see :func:`.selection.where_names`)."""
-        if not {MODULE_NAME, LAYER_NAME} & set(names):
-            return {}
-        return where_names(self.graph, node)
+        """``module`` and ``layer`` for a condition at ``node`` that reads them (see :func:`.selection.where_names`),
+        and the table's own :attr:`names` it reads."""
+        wanted = set(names)
+        out = {k: v for k, v in self.names.items() if k in wanted}
+        if {MODULE_NAME, LAYER_NAME} & wanted:
+            out.update(where_names(self.graph, node))
+        return out
 
     def check(self, node: Node, ctx: BreakpointContext) -> tuple[list[int], str]:
         """Breakpoints that stop before ``node`` (logpoints log here and never stop); a note on failed conditions."""

@@ -22,11 +22,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from graph_dap.module_paths import MODULE, in_module
+
 if TYPE_CHECKING:
     from graph_dap.runtime.graph import Graph, Node
 
-MODULE = "module:"
-_GLOB = re.compile(r"[*?\[]")
+__all__ = ["MODULE", "Selection", "at_depth", "in_module", "layer_of", "module_nodes", "module_paths", "where_names"]
+
 _INDEX = re.compile(r"^\d+$")
 
 
@@ -34,15 +36,6 @@ def module_paths(graph: Graph, node: Node) -> tuple[str, ...]:
     """The paths of the modules ``node`` ran in, outermost first (``()``: its model says nothing)."""
     source = graph.sources.of(node)
     return tuple(m.path for m in source.modules) if source is not None else ()
-
-
-def in_module(paths: Sequence[str], pattern: str) -> bool:
-    """Whether a node that ran in the modules ``paths`` (outermost first) is inside a module ``pattern`` names."""
-    pattern = pattern.strip()
-    if not _GLOB.search(pattern):
-        return pattern in paths
-    base = pattern[:-2] if pattern.endswith(".*") else None
-    return any(fnmatch.fnmatchcase(p, pattern) or p == base for p in paths if p)
 
 
 def module_nodes(graph: Graph, pattern: str) -> list[Node]:

@@ -223,6 +223,8 @@ class WorkerService(ValueCalls):
             from graph_dap.runtime.tools.lockstep import Lockstep
 
             lockstep = Lockstep(session, spec, dump, notes)  # closes its source if it fails
+        if a.call_number is not None:
+            session.breakpoint_table.names["call"] = np.int64(a.call_number)
         self.close()  # the previous model's reference
         self.session, self.lockstep = session, lockstep
         self.forget_temps()

@@ -15,7 +15,7 @@ import numpy as np
 
 from graph_dap.runtime import expr
 from graph_dap.runtime.dtypes import EXTRA, is_extra, is_integer
-from graph_dap.runtime.selection import layer_of
+from graph_dap.runtime.selection import layer_of, module_paths
 from graph_dap.runtime.session import DebugSession, Stop
 from graph_dap.runtime.tensor import TensorSummary, summarize
 from graph_dap.worker import protocol as p
@@ -136,6 +136,7 @@ def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: st
             name=n.name,
             path=tuple(p.PathStep(s.node, s.attribute) for s in n.path),
             enterable=n.enterable,
+            modules=module_paths(graph, n),
         )
         for n in graph.all_nodes()
     )

@@ -36,6 +36,7 @@ class LoadArgs:
     reference: str | dict[str, Any] | None = None  # a dump, provider:NAME, opt_level:LEVEL or model:OTHER.onnx
     tolerance: Tolerance | None = None
     write_listing: bool = True
+    call_number: int | None = None  # in a program launch, the run call's number for its model (``call`` in conditions)
 
 
 class RunCommand(enum.Enum):
