@@ -31,7 +31,9 @@ from graph_dap.runtime.graph import Graph, Node
 LARGE = 2.0**100
 #: What a large value is multiplied by before it is summed: ``2**31`` entries of ``FLT_MAX`` then sum below ``FLT_MAX``.
 SCALE = 2.0**-40
-_MAX_CONSTANT = 1 << 22  # elements of a constant looked at (a precomputed causal mask is T x T)
+# Elements of a constant looked at: a mask's constant is a number, or a precomputed causal mask (T x T). A weight is
+# not read (a model's weights, read to look for masks, would all become pages of this process).
+_MAX_CONSTANT = 1 << 16
 
 # The input positions whose values a node's output carries (None: all of them).
 _CARRIES: dict[str, tuple[int, ...] | None] = {
@@ -118,7 +120,7 @@ def _sources(graph: Graph) -> dict[str, tuple[bool, str]]:
             if t.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16):
                 continue
             if int(np.prod(t.dims)) > _MAX_CONSTANT:
-                continue
+                continue  # (before anything reads it)
             big, infinite = _constant(np.asarray(weights.array(t), dtype=np.float64) if t.data_type == onnx.TensorProto.BFLOAT16 else weights.array(t))
             if big:
                 out[t.name] = (infinite, _constant_text(t.name, weights.array(t), infinite))
