@@ -26,11 +26,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests"))  # before this folder: its models are the tests' (this folder has a models.py too)
 
-from dap_client import DapClient, wide_model  # noqa: E402
-from models import light_models  # noqa: E402
+from dap_client import DapClient  # noqa: E402
+from light import light_models  # noqa: E402
+from models import wide_model  # noqa: E402
 
 
 def _ms(samples: list[float]) -> str:

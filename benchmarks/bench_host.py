@@ -80,7 +80,7 @@ def wrapper_overhead_us(repeat: int) -> dict[str, float]:
     from graph_dap.host import hook
     from graph_dap.host import protocol as hp
     from graph_dap.host.debugged import DebuggedHandler
-    from graph_dap.host.models import ModelIdentity
+    from graph_dap.host.identity import ModelIdentity
 
     class Session:
         pass

@@ -162,6 +162,32 @@ def child_graph_dap(path: str, repeat: int, filters: str, expect: str = "") -> d
     }  # fmt: skip
 
 
+def child_side(path: str, repeat: int, filters: str, expect: str = "") -> dict[str, Any]:
+    """Plain runs and graph-dap's continues (after the first of each) alternated in one process: their medians and ratio
+    (the machine is shared: its load moves between processes run one after another)."""
+    import onnxruntime as ort
+
+    from graph_dap.runtime import DebugSession
+
+    feeds = feeds_of(path)
+    plain = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    s = DebugSession(path, feeds, break_on=[f for f in filters.split(",") if f])
+    s.start()
+    plain.run(None, feeds)
+    stop = s.continue_()
+    mine, theirs = [], []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        plain.run(None, feeds)
+        theirs.append(time.perf_counter() - t)
+        s.restart()
+        t = time.perf_counter()
+        stop = s.continue_()
+        mine.append(time.perf_counter() - t)
+    assert (stop.node.id if stop.node is not None else "") == expect, stop.message
+    return {"plain": statistics.median(theirs), "graph_dap": statistics.median(mine), "ratio": statistics.median(mine) / statistics.median(theirs)}
+
+
 def child_dap(path: str) -> dict[str, Any]:
     """From spawning the adapter to the first stop (layer HALF entered, nan and inf on), then each scope opened."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -221,7 +247,7 @@ def child_dump(path: str) -> dict[str, Any]:
     return {"dump": seconds, "values": result.values, "bytes": result.bytes, "peak_mb": _peak_mb()}
 
 
-CHILDREN = {"plain": child_plain, "graph_dap": child_graph_dap, "dap": child_dap, "dump": child_dump}
+CHILDREN = {"plain": child_plain, "graph_dap": child_graph_dap, "side": child_side, "dap": child_dap, "dump": child_dump}
 
 
 def _in_child(kind: str, *args: Any) -> dict[str, Any]:
@@ -235,7 +261,7 @@ def main() -> int:
     ap.add_argument("--torch-python", help="an interpreter with torch==2.13.0, onnxscript and transformers (to export)")
     ap.add_argument("--models", type=Path, default=Path(tempfile.gettempdir()) / "graph-dap-llm")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma list of: plain, run, watched, planted, dap, dump")
+    ap.add_argument("--only", default="", help="comma list of: plain, run, watched, side, planted, dap, dump")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -247,7 +273,7 @@ def main() -> int:
         ap.error(f"{', '.join(missing)} not in {a.models}: give --torch-python to export them")
     if missing:
         export(a.torch_python, a.models)
-    only = set(a.only.split(",")) if a.only else {"plain", "run", "watched", "planted", "dap", "dump"}
+    only = set(a.only.split(",")) if a.only else {"plain", "run", "watched", "side", "planted", "dap", "dump"}
     results: dict[str, Any] = {}
     for name in ("llama.onnx", "llama_past.onnx"):
         path = str(a.models / name)
@@ -259,6 +285,9 @@ def main() -> int:
         if "watched" in only:
             r["nan"] = _in_child("graph_dap", path, a.repeat, "nan")
             r["nan_inf"] = _in_child("graph_dap", path, a.repeat, "nan,inf")
+        if "side" in only:
+            for filters in ("", "nan", "nan,inf"):
+                r[f"side_{filters or 'run'}"] = _in_child("side", path, a.repeat, filters)
         if "dap" in only:
             r["dap"] = _in_child("dap", path)
         if "dump" in only:
@@ -268,7 +297,12 @@ def main() -> int:
     if "planted" in only:
         node = plant(a.models)
         path = str(a.models / "planted.onnx")
-        results["planted"] = {"node": node, "plain": _in_child("plain", path, a.repeat), "found": _in_child("graph_dap", path, a.repeat, "nan,inf", node)}
+        results["planted"] = {
+            "node": node,
+            "plain": _in_child("plain", path, a.repeat),
+            "found": _in_child("graph_dap", path, a.repeat, "nan,inf", node),
+            "side": _in_child("side", path, a.repeat, "nan,inf", node),
+        }
         print(json.dumps({"planted": results["planted"]}), file=sys.stderr)
     print(json.dumps(results))
     return 0

@@ -170,7 +170,7 @@ def _target() -> TextIO:
 def _emit(name: str, level: int, msg: str, args: tuple[Any, ...]) -> None:
     try:
         text = msg % args if args else msg
-    except Exception as e:  # a bad format string must not break the program it logs
+    except Exception as e:  # noqa: BLE001 - a bad format string (any kind of error) must not break the program it logs
         text = f"{msg!r} % {args!r} (format failed: {e})"
     ctx = " ".join(_context.get())
     prefix = f"[graph-dap {os.getpid()} +{time.monotonic() - _t0:.3f}s {name or 'graph_dap'}{' ' + ctx if ctx else ''}] {_TAGS.get(level, 'T')}"

@@ -7,7 +7,7 @@ cd "$root"
 echo "== ruff" >&2
 ruff check graph_dap tests benchmarks examples
 echo "== mypy" >&2
-mypy graph_dap/runtime graph_dap/adapter graph_dap/worker
+mypy graph_dap/runtime graph_dap/adapter graph_dap/worker graph_dap/cli graph_dap/host graph_dap/lsp
 # Chromium (and the rest of the e2e's tools) before pytest: the scan report's test opens the report in it.
 bash vscode-ext/scripts/setup-e2e.sh >/dev/null
 # The extra suites (scripts/test.d: the adapter under Microsoft's DAP test client, the VS Code extension

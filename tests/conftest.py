@@ -13,8 +13,8 @@ from collections.abc import Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
-from dap_client import DapClient, reference  # noqa: E402
-from models import chain_files  # noqa: E402
+from dap_client import DapClient  # noqa: E402
+from models import chain_files, reference  # noqa: E402
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def chain(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Every DAP scenario validates against the shipped schema: without it, stop before running any."""
-    from dap_client import SCHEMA_PATH, schema
+    from dap_schema import SCHEMA_PATH, schema
 
     if not SCHEMA_PATH.is_file():
         raise pytest.UsageError(f"the DAP schema is missing: {SCHEMA_PATH} (see tests/data/README.md)")

@@ -1,14 +1,11 @@
 """A DAP client for tests, used the way a person uses a debugger.
 
 It drives an adapter over stdio (a subprocess) or TCP, and holds every message in both
-directions to the official DAP schema, shipped with the tests (``tests/data/debugAdapterProtocol.json``, 1.71).
-The schema has no ``additionalProperties: false``, so property names are checked too:
-a misspelled ``variablesReferense`` fails here instead of passing silently.
+directions to the official DAP schema (:mod:`dap_schema`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -17,27 +14,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA_PATH = Path(__file__).resolve().parent / "data" / "debugAdapterProtocol.json"
+from dap_schema import ProtocolViolation, validate
+from processes import ROOT
 
 TIMEOUT = float(os.environ.get("DAP_TEST_TIMEOUT", "20"))
-
-# Objects whose extra properties the protocol leaves to the implementation.
-_OPEN_OBJECTS = {"LaunchRequestArguments", "AttachRequestArguments"}
-# graph-dap's own requests (vscode-ext/PROTOCOL.md): held to the schema's generic Request and Response.
-CUSTOM_COMMANDS = ("graphDap/tensorView", "graphDap/summaries", "graphDap/runTo", "graphDap/compareTable", "graphDap/profile")
-# Properties outside the schema that VS Code reads on purpose (a Variable's context-menu key).
-_VSCODE_PROPERTIES = {"__vscodeVariableMenuContext"}
-
-
-class ProtocolViolation(AssertionError):
-    """A message broke the schema (or used a property name the schema does not know)."""
 
 
 class DapError(Exception):
@@ -46,123 +29,6 @@ class DapError(Exception):
     def __init__(self, response: dict[str, Any]) -> None:
         super().__init__(response.get("message", "error"))
         self.response = response
-
-
-# -- the schema ---------------------------------------------------------------------------
-
-
-@cache
-def schema() -> dict[str, Any]:
-    """The DAP schema; a missing or broken file fails loudly (every scenario relies on it)."""
-    if not SCHEMA_PATH.is_file():
-        raise RuntimeError(f"the DAP schema is missing: {SCHEMA_PATH} (tests/data/README.md says where it comes from)")
-    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
-    if "ProtocolMessage" not in loaded.get("definitions", {}):
-        raise RuntimeError(f"{SCHEMA_PATH} is not the DAP schema (no ProtocolMessage definition)")
-    return loaded
-
-
-@cache
-def _message_definitions() -> dict[tuple[str, str], str]:
-    """(kind, command or event) -> definition name, e.g. ("request", "next") -> "NextRequest"."""
-    out: dict[tuple[str, str], str] = {}
-    for name, d in schema()["definitions"].items():
-        for part in d.get("allOf", []):
-            props = part.get("properties", {})
-            for kind, key in (("request", "command"), ("event", "event")):
-                enum = props.get(key, {}).get("enum")
-                if enum and name.endswith(kind.capitalize()):
-                    out[(kind, enum[0])] = name
-            if name.endswith("Response") and name != "ErrorResponse":
-                base = name[: -len("Response")]
-                req = schema()["definitions"].get(base + "Request")
-                if req:
-                    for rpart in req.get("allOf", []):
-                        enum = rpart.get("properties", {}).get("command", {}).get("enum")
-                        if enum:
-                            out[("response", enum[0])] = name
-    return out
-
-
-@cache
-def _validator(definition: str) -> jsonschema.Draft4Validator:
-    root = dict(schema())
-    root["$ref"] = f"#/definitions/{definition}"
-    return jsonschema.Draft4Validator(root)
-
-
-def _resolve(node: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    name = None
-    while "$ref" in node:
-        name = node["$ref"].split("/")[-1]
-        node = schema()["definitions"][name]
-    return node, name
-
-
-def _merged(node: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """All ``properties`` a schema node declares through allOf/$ref, and whether it is open."""
-    node, name = _resolve(node)
-    props: dict[str, Any] = {}
-    open_ = name in _OPEN_OBJECTS or node.get("additionalProperties") not in (None, False)
-    for part in node.get("allOf", []):
-        p, o = _merged(part)
-        for k, v in p.items():
-            props.setdefault(k, []).extend(v)
-        open_ = open_ or o
-    for k, v in node.get("properties", {}).items():
-        props.setdefault(k, []).append(v)
-    return props, open_
-
-
-def unknown_properties(instance: Any, node: dict[str, Any], path: str = "") -> list[str]:
-    """Paths of properties in ``instance`` that the schema node does not declare."""
-    props, open_ = _merged(node)
-    node, _ = _resolve(node)
-    problems: list[str] = []
-    if isinstance(instance, dict):
-        if not props and not node.get("allOf") and not open_:
-            return problems  # an object the schema leaves free-form
-        for key, value in instance.items():
-            if key not in props:
-                if not open_ and key not in _VSCODE_PROPERTIES:
-                    problems.append(f"{path}.{key}")
-                continue
-            for sub in props[key]:
-                problems += unknown_properties(value, sub, f"{path}.{key}")
-    elif isinstance(instance, list) and "items" in node:
-        for i, item in enumerate(instance):
-            problems += unknown_properties(item, node["items"], f"{path}[{i}]")
-    return problems
-
-
-def validate(message: dict[str, Any], direction: str) -> str:
-    """Check one message; returns its definition name. Raises ProtocolViolation."""
-    kind = message.get("type")
-    key = message.get("command") if kind in ("request", "response") else message.get("event")
-    if kind == "response" and not message.get("success", True):
-        name = "ErrorResponse"
-    else:
-        name = _message_definitions().get(
-            (kind, key), {"request": "Request", "response": "Response", "event": "Event"}.get(kind, "ProtocolMessage")
-        )  # type: ignore[arg-type]
-        if name in ("Request", "Response", "Event") and not (name != "Event" and key in CUSTOM_COMMANDS):
-            raise ProtocolViolation(f"{direction}: {kind} {key!r} is not in the DAP schema: {message}")
-    # The schema's RestartArguments.arguments is oneOf two open objects (launch or attach
-    # arguments), which any object matches both of: that oneOf can never pass. Take it as anyOf.
-    errors = [
-        e
-        for e in sorted(_validator(name).iter_errors(message), key=lambda e: list(e.path))
-        if not (e.validator == "oneOf" and "is valid under each of" in e.message)
-    ]
-    if errors:
-        e = errors[0]
-        raise ProtocolViolation(f"{direction}: {name} invalid at {list(e.path)}: {e.message}\n{json.dumps(message)[:2000]}")
-    extra = unknown_properties(message, {"$ref": f"#/definitions/{name}"})
-    if extra:
-        raise ProtocolViolation(
-            f"{direction}: {name} has properties the schema does not know: {extra}\n{json.dumps(message)[:2000]}"
-        )
-    return name
 
 
 # -- framing ------------------------------------------------------------------------------
@@ -498,192 +364,3 @@ class DapClient:
             pass
         self.close()
         self.check()
-
-
-# -- models for the scenarios (built with onnx.helper, checked against onnxruntime) -------
-
-
-def save_model(
-    path: Path,
-    nodes: list[Any],
-    inputs: list[Any],
-    outputs: list[Any],
-    initializers: dict[str, Any] | None = None,
-    opset: int = 17,
-) -> Path:
-    import onnx
-    from onnx import helper, numpy_helper
-
-    inits = [numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()]
-    graph = helper.make_graph(nodes, path.stem, inputs, outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
-
-
-def save_inputs(path: Path, feeds: dict[str, Any]) -> Path:
-    import numpy as np
-
-    np.savez(path, **feeds)
-    return path
-
-
-def reference(model_path: Path, feeds: dict[str, Any]) -> dict[str, Any]:
-    """Every value of the model as onnxruntime computes it (each node output made a graph output)."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import numpy_helper
-
-    model = onnx.load(model_path)
-    known = {o.name for o in model.graph.output}
-    for node in model.graph.node:
-        for out in node.output:
-            if out and out not in known:
-                model.graph.output.append(onnx.ValueInfoProto(name=out))
-                known.add(out)
-    from graph_dap.runtime.engine.options import session_options
-
-    # graph-dap's global thread pool may be set in this process already: every session must use it
-    options = session_options("none")
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    values = dict(zip(names, session.run(names, feeds), strict=True))
-    values.update(feeds)
-    values.update({t.name: numpy_helper.to_array(t) for t in model.graph.initializer})
-    return values
-
-
-def nan_model(folder: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """x -> Sub 1 (shift) -> Log (log1: NaN where x < 1) -> Relu -> y; and a Div by zero (inf)."""
-    import numpy as np
-    from onnx import TensorProto, helper
-
-    feeds = {"x": np.array([[2.0, 0.5, 3.0, -1.0], [1.5, 4.0, 0.25, 2.5]], np.float32)}
-    path = save_model(
-        folder / "faulty.onnx",
-        [
-            helper.make_node("Sub", ["x", "one"], ["shifted"], name="shift"),
-            helper.make_node("Log", ["shifted"], ["logged"], name="log1"),
-            helper.make_node("Relu", ["logged"], ["y"], name="relu1"),
-            helper.make_node("Div", ["x", "zeros"], ["ratio"], name="div1"),
-            helper.make_node("Add", ["ratio", "x"], ["z"], name="add1"),
-        ],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-        [
-            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
-            helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4]),
-        ],
-        {"one": np.array(1, np.float32), "zeros": np.zeros((2, 4), np.float32)},
-    )
-    return path, save_inputs(folder / "faulty_inputs.npz", feeds), feeds
-
-
-def inf_model(folder: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """x -> Div by zeros (div1: +/-Inf) -> Add x (add1: Inf again, from its input) -> z."""
-    import numpy as np
-    from onnx import TensorProto, helper
-
-    feeds = {"x": np.array([[2.0, -0.5, 3.0], [1.5, 4.0, -0.25]], np.float32)}
-    path = save_model(
-        folder / "infinite.onnx",
-        [
-            helper.make_node("Div", ["x", "zeros"], ["ratio"], name="div1"),
-            helper.make_node("Add", ["ratio", "x"], ["z"], name="add1"),
-        ],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])],
-        {"zeros": np.zeros((2, 3), np.float32)},
-    )
-    return path, save_inputs(folder / "infinite_inputs.npz", feeds), feeds
-
-
-def error_model(folder: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """x -> Relu -> Reshape to a shape with the wrong element count (fails in onnxruntime)."""
-    import numpy as np
-    from onnx import TensorProto, helper
-
-    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
-    path = save_model(
-        folder / "broken.onnx",
-        [
-            helper.make_node("Relu", ["x"], ["r"], name="relu1"),
-            helper.make_node("Reshape", ["r", "shape"], ["y"], name="reshape1"),
-        ],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        {"shape": np.array([4, 2], np.int64)},
-    )
-    return path, save_inputs(folder / "broken_inputs.npz", feeds), feeds
-
-
-def long_model(folder: Path, count: int = 400, size: int = 256) -> Path:
-    """A chain of ``count`` MatMul+Tanh pairs on size x size matrices: a continue that takes seconds."""
-    import numpy as np
-    from onnx import TensorProto, helper
-
-    nodes = []
-    prev = "x"
-    for i in range(count):
-        nodes.append(helper.make_node("MatMul", [prev, "w"], [f"m{i}"], name=f"matmul{i}"))
-        nodes.append(helper.make_node("Tanh", [f"m{i}"], [f"t{i}"], name=f"tanh{i}"))
-        prev = f"t{i}"
-    w = (np.random.RandomState(1).randn(size, size) / np.sqrt(size)).astype(np.float32)
-    return save_model(
-        folder / "long.onnx",
-        nodes,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size, size])],
-        [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [size, size])],
-        {"w": w},
-    )
-
-
-def wide_model(folder: Path, count: int = 130, rows: int = 250) -> tuple[Path, Path, dict[str, Any]]:
-    """``count`` Neg nodes on a rows x 3 tensor: many values (a paged scope), a long first axis."""
-    import numpy as np
-    from onnx import TensorProto, helper
-
-    feeds = {"x": np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)}
-    nodes = [helper.make_node("Neg", ["x" if i == 0 else f"v{i - 1}"], [f"v{i}"], name=f"neg{i}") for i in range(count)]
-    path = save_model(
-        folder / "wide.onnx",
-        nodes,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 3])],
-        [helper.make_tensor_value_info(f"v{count - 1}", TensorProto.FLOAT, [rows, 3])],
-    )
-    return path, save_inputs(folder / "wide_inputs.npz", feeds), feeds
-
-
-def children(pid: int) -> list[int]:
-    """The child processes of ``pid`` (those its main thread started), from /proc."""
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-        return [int(p) for p in f.read().split()]
-
-
-@contextlib.contextmanager
-def listening(
-    args: list[str], banner: str, env: dict[str, str] | None = None, stop: str = "terminate", started: list[int] | None = None
-) -> Iterator[str]:
-    """Run ``python ARGS`` (a server that prints ``BANNER HOST:PORT``) and yield ``HOST:PORT``.
-
-    On exit the server is stopped (``terminate`` or ``kill``) and must not have printed a traceback.
-    ``started``: gets the server's pid.
-    """
-    proc = subprocess.Popen(
-        [sys.executable, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env if env is not None else dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-    assert proc.stdout is not None
-    if started is not None:
-        started.append(proc.pid)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith(banner), line
-        yield line.split()[-1]
-    finally:
-        getattr(proc, stop)()
-        proc.wait()
-    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()

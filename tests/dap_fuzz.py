@@ -15,7 +15,7 @@ import os
 from functools import cache
 from typing import Any
 
-from dap_client import schema
+from dap_schema import schema
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 

@@ -68,7 +68,7 @@ async def wait_for(what: str, test: Callable[[], Any], client: LanguageClient, t
             raise AssertionError(f"timed out waiting for {what}")
         try:
             await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), left)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
     return value
 

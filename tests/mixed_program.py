@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from dap_client import save_model
+from models import save_model
 from onnx import TensorProto, helper
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "infer_loop.py"

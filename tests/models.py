@@ -81,6 +81,38 @@ def ort_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str] |
     return dict(zip(outs, sess.run(outs, feeds)))
 
 
+def run_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str], level: str = "all") -> dict[str, Any]:
+    """``names`` as onnxruntime's run of ``model`` at ``level`` computes them: the model with them as outputs too. For
+    a tensor that the optimized graph computes (a fused group's output, say) onnxruntime only adds a reorder of its
+    layout, so this is the user's own run's value; a tensor fused inside a kernel would come out unfused."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(helper.make_value_info(n, onnx.TypeProto()) for n in names if n not in have)
+    sess = ort.InferenceSession(m.SerializeToString(), session_options(level), providers=["CPUExecutionProvider"])
+    return dict(zip(names, sess.run(names, feeds)))
+
+
+def as_shown(session: Any, model: onnx.ModelProto, feeds: dict[str, Any], name: str, level: str = "all") -> Any:
+    """What a stop must show of ``name``: the user's run's value (onnxruntime at ``level``, with ``name`` an output:
+    :func:`run_values`) where the session says nothing of it, else (a value recomputed with the original nodes) what
+    onnxruntime's original node makes, without optimizations, of the inputs as the session shows them."""
+    if not session.note(name):
+        return run_values(model, feeds, [name], level)[name]
+    producer = next(n for n in model.graph.node if name in n.output)
+    reads = [i for i in producer.input if i]
+    inits = {t.name for t in model.graph.initializer}
+    fed = {i: np.asarray(session.value(i)) for i in reads if i not in inits}
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    del m.graph.node[:], m.graph.input[:], m.graph.output[:]
+    m.graph.node.append(producer)
+    m.graph.input.extend(helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for i, v in fed.items())
+    m.graph.output.append(helper.make_value_info(name, onnx.TypeProto()))
+    sess = ort.InferenceSession(m.SerializeToString(), session_options("none"), providers=["CPUExecutionProvider"])
+    return sess.run([name], fed)[0]
+
+
 def assert_same(a: Any, b: Any, name: str = "") -> None:
     if isinstance(a, list) or isinstance(b, list):
         assert len(a) == len(b), name
@@ -187,3 +219,154 @@ def whole_plan(session: Any) -> Any:
     )  # fmt: skip
     assert plan is not None
     return plan
+
+
+# -- models on disk for the DAP scenarios ------------------------------------------------------
+
+
+def save_model(
+    path: Path,
+    nodes: list[Any],
+    inputs: list[Any],
+    outputs: list[Any],
+    initializers: dict[str, Any] | None = None,
+    opset: int = 17,
+) -> Path:
+    inits = [numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()]
+    graph = helper.make_graph(nodes, path.stem, inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def save_inputs(path: Path, feeds: dict[str, Any]) -> Path:
+    np.savez(path, **feeds)
+    return path
+
+
+def reference(model_path: Path, feeds: dict[str, Any]) -> dict[str, Any]:
+    """Every value of the model as onnxruntime computes it (each node output made a graph output)."""
+    model = onnx.load(model_path)
+    known = {o.name for o in model.graph.output}
+    for node in model.graph.node:
+        for out in node.output:
+            if out and out not in known:
+                model.graph.output.append(onnx.ValueInfoProto(name=out))
+                known.add(out)
+    # graph-dap's global thread pool may be set in this process already: every session must use it
+    options = session_options("none")
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    values = dict(zip(names, session.run(names, feeds), strict=True))
+    values.update(feeds)
+    values.update({t.name: numpy_helper.to_array(t) for t in model.graph.initializer})
+    return values
+
+
+def nan_model(folder: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """x -> Sub 1 (shift) -> Log (log1: NaN where x < 1) -> Relu -> y; and a Div by zero (inf)."""
+    feeds = {"x": np.array([[2.0, 0.5, 3.0, -1.0], [1.5, 4.0, 0.25, 2.5]], np.float32)}
+    path = save_model(
+        folder / "faulty.onnx",
+        [
+            helper.make_node("Sub", ["x", "one"], ["shifted"], name="shift"),
+            helper.make_node("Log", ["shifted"], ["logged"], name="log1"),
+            helper.make_node("Relu", ["logged"], ["y"], name="relu1"),
+            helper.make_node("Div", ["x", "zeros"], ["ratio"], name="div1"),
+            helper.make_node("Add", ["ratio", "x"], ["z"], name="add1"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4]),
+        ],
+        {"one": np.array(1, np.float32), "zeros": np.zeros((2, 4), np.float32)},
+    )
+    return path, save_inputs(folder / "faulty_inputs.npz", feeds), feeds
+
+
+def inf_model(folder: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """x -> Div by zeros (div1: +/-Inf) -> Add x (add1: Inf again, from its input) -> z."""
+    feeds = {"x": np.array([[2.0, -0.5, 3.0], [1.5, 4.0, -0.25]], np.float32)}
+    path = save_model(
+        folder / "infinite.onnx",
+        [
+            helper.make_node("Div", ["x", "zeros"], ["ratio"], name="div1"),
+            helper.make_node("Add", ["ratio", "x"], ["z"], name="add1"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])],
+        {"zeros": np.zeros((2, 3), np.float32)},
+    )
+    return path, save_inputs(folder / "infinite_inputs.npz", feeds), feeds
+
+
+def error_model(folder: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """x -> Relu -> Reshape to a shape with the wrong element count (fails in onnxruntime)."""
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    path = save_model(
+        folder / "broken.onnx",
+        [
+            helper.make_node("Relu", ["x"], ["r"], name="relu1"),
+            helper.make_node("Reshape", ["r", "shape"], ["y"], name="reshape1"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        {"shape": np.array([4, 2], np.int64)},
+    )
+    return path, save_inputs(folder / "broken_inputs.npz", feeds), feeds
+
+
+def long_model(folder: Path, count: int = 400, size: int = 256) -> Path:
+    """A chain of ``count`` MatMul+Tanh pairs on size x size matrices: a continue that takes seconds."""
+    nodes = []
+    prev = "x"
+    for i in range(count):
+        nodes.append(helper.make_node("MatMul", [prev, "w"], [f"m{i}"], name=f"matmul{i}"))
+        nodes.append(helper.make_node("Tanh", [f"m{i}"], [f"t{i}"], name=f"tanh{i}"))
+        prev = f"t{i}"
+    w = (np.random.RandomState(1).randn(size, size) / np.sqrt(size)).astype(np.float32)
+    return save_model(
+        folder / "long.onnx",
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size, size])],
+        [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [size, size])],
+        {"w": w},
+    )
+
+
+def wide_model(folder: Path, count: int = 130, rows: int = 250) -> tuple[Path, Path, dict[str, Any]]:
+    """``count`` Neg nodes on a rows x 3 tensor: many values (a paged scope), a long first axis."""
+    feeds = {"x": np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)}
+    nodes = [helper.make_node("Neg", ["x" if i == 0 else f"v{i - 1}"], [f"v{i}"], name=f"neg{i}") for i in range(count)]
+    path = save_model(
+        folder / "wide.onnx",
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 3])],
+        [helper.make_tensor_value_info(f"v{count - 1}", TensorProto.FLOAT, [rows, 3])],
+    )
+    return path, save_inputs(folder / "wide_inputs.npz", feeds), feeds
+
+
+def zipmap_model(labels: list[str] | None = None) -> onnx.ModelProto:
+    """x[2,3] -> Softmax scores -> ArgMax ``label``, and skl2onnx's ZipMap of the scores, ``probs``: a sequence of
+    maps, keyed 0, 1, 2 or by ``labels``."""
+    classes = {"classlabels_strings": labels} if labels else {"classlabels_int64s": [0, 1, 2]}
+    kind = TensorProto.STRING if labels else TensorProto.INT64
+    item = helper.make_map_type_proto(kind, helper.make_tensor_type_proto(TensorProto.FLOAT, []))
+    seq = helper.make_value_info("probs", helper.make_sequence_type_proto(item))
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["p"], axis=1, name="softmax"),
+        helper.make_node("ArgMax", ["p"], ["label"], axis=1, keepdims=0, name="argmax"),
+        helper.make_node("ZipMap", ["p"], ["probs"], domain="ai.onnx.ml", name="zipmap", **classes),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "zip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("label", TensorProto.INT64, [2]), seq],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    m.ir_version = 8
+    return m

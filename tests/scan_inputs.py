@@ -21,7 +21,7 @@ F = TensorProto.FLOAT
 W = np.linspace(0.5, 1.5, 8, dtype=np.float32).reshape(4, 2)
 
 
-def chain_model(relu: str = "Relu") -> onnx.ModelProto:
+def fault_chain_model(relu: str = "Relu") -> onnx.ModelProto:
     """``y = relu(MatMul(exp(80 * log(sqrt(x))), w))`` for x of shape [2, k].
 
     Clean for x in [1, 2] and k = 4. NaN first at ``root`` for x < 0, -Inf first at

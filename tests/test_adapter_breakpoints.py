@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from dap_client import DapClient, error_model, inf_model, nan_model, reference
+from dap_client import DapClient
+from models import error_model, inf_model, nan_model, reference
 
 
 def _listing_lines(dap: DapClient) -> dict[str, int]:
@@ -75,7 +76,7 @@ def test_function_breakpoint_specs(dap: DapClient, chain: tuple[Path, Path, dict
 
 
 def test_conditions_hit_counts_and_logpoints(dap: DapClient, tmp_path: Path) -> None:
-    from dap_client import wide_model
+    from models import wide_model
 
     model, inputs, feeds = wide_model(tmp_path, count=12, rows=4)
     dap.initialize()
@@ -152,9 +153,16 @@ def test_nan_filter_stops_where_nan_appears(dap: DapClient, tmp_path: Path) -> N
     assert f"{count} NaN in 'logged'" in info["description"] and str(first) in info["description"]
     assert "none of its inputs held any" in info["description"]
     assert info["details"]["evaluateName"] == "logged"
-    assert dap.scope_variables("Last outputs")["logged"]["value"].endswith(f"nan={count}")
+    logged = dap.scope_variables("Last outputs")["logged"]["value"]  # recomputed with the original Log, from the run's values
+    assert f"nan={count}" in logged and logged.endswith("(recomputed with the original nodes)")
     dap.request("continue", threadId=1)
-    dap.wait_for_stop("exception")  # Relu passes the NaN on, and says its input already held it
+    dap.wait_for_end()  # Relu only passes the NaN on: no new NaN is made after Log
+    # faultStops "every": each node holding the NaN stops the run, saying its input already held it
+    dap.request("restart", {"arguments": {"model": str(model), "inputs": str(inputs), "faultStops": "every"}})
+    dap.wait_for_stop("exception")
+    assert dap.top_frame()["name"] == "log1 (Log)"
+    dap.request("continue", threadId=1)
+    dap.wait_for_stop("exception")
     info = dap.request("exceptionInfo", threadId=1)
     assert dap.top_frame()["name"] == "relu1 (Relu)" and "input logged already held NaN" in info["description"]
     dap.request("setExceptionBreakpoints", filters=[])

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dap_client import ROOT, DapClient, DapError, reference
-from models import chain_files
+from dap_client import DapClient, DapError
+from models import chain_files, reference
+from processes import ROOT
 
 TABLE_KEYS = {
     "rows", "first_divergence", "compared", "failed", "matched", "unmatched_run", "unmatched_reference",
@@ -208,7 +209,7 @@ def test_profile_while_stopped(dap: DapClient, tmp_path: Path) -> None:
 
 
 def test_pause_while_comparing_node_by_node(dap: DapClient, tmp_path: Path) -> None:
-    from dap_client import long_model
+    from models import long_model
 
     model = long_model(tmp_path, count=4000)
     dap.start(str(model), stopOnEntry=True, reference="provider:CPUExecutionProvider", exceptions=["mismatch"])

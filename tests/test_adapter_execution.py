@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dap_client import DapClient, DapError, long_model
-from models import chain_files
+from dap_client import DapClient, DapError
+from models import chain_files, long_model
 
 
 def _running(progress: dict[str, Any]) -> bool:

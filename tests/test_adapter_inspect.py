@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dap_client import DapClient, DapError, reference, wide_model
+from dap_client import DapClient, DapError
+from models import reference, wide_model
 
 
 def _summary(a: np.ndarray) -> str:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dap_client import DapClient, DapError, inf_model, nan_model, reference
+from dap_client import DapClient, DapError
+from models import inf_model, nan_model, reference
 
 
 def test_break_on_stops_at_the_first_nan_though_the_client_enables_no_filter(dap: DapClient, tmp_path: Path) -> None:

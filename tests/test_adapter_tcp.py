@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dap_client import DapClient, children, listening
+from dap_client import DapClient
 from models import chain_files
+from processes import children, listening
 
 from graph_dap.adapter.protocol import SocketStream
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dap_client import DapClient, DapError, long_model, reference, save_inputs, save_model
+from dap_client import DapClient, DapError
+from models import long_model, reference, save_inputs, save_model
 
 BODY_KEYS = {
     "name", "dtype", "shape", "sliceShape", "index", "stride", "data",

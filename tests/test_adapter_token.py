@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, listening
+from dap_client import TIMEOUT, DapClient, DapError
 from models import chain_files
+from processes import ROOT, listening
 
 from graph_dap.adapter import __main__ as adapter_main
-from graph_dap.adapter import server
+from graph_dap.adapter import server, transports
 from graph_dap.adapter.access import TOKEN_ENV, TOKEN_NEEDED, is_loopback
 
 TOKEN = "t0ken-for-tests"
@@ -90,7 +91,7 @@ def test_a_client_that_never_shows_the_token_is_let_go(monkeypatch: pytest.Monke
     monkeypatch.setattr(server, "AUTH_TIMEOUT", 0.5)
     loop = asyncio.new_event_loop()
     ports: queue.Queue[int] = queue.Queue()
-    serving = loop.create_task(server.serve_tcp_async("127.0.0.1", 0, ports.put, token=TOKEN))
+    serving = loop.create_task(transports.serve_tcp_async("127.0.0.1", 0, ports.put, token=TOKEN))
 
     def run() -> None:
         with contextlib.suppress(asyncio.CancelledError):
@@ -117,7 +118,7 @@ def test_listening_beyond_loopback_needs_a_token(
     def must_not_listen(*args: Any) -> None:
         raise AssertionError(f"listened on {args}")
 
-    monkeypatch.setattr(server, "serve_tcp", must_not_listen)
+    monkeypatch.setattr(transports, "serve_tcp", must_not_listen)
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     assert adapter_main.main(["--port", "0", "--host", host]) == 2
     err = capsys.readouterr().err
@@ -126,7 +127,7 @@ def test_listening_beyond_loopback_needs_a_token(
 
 def test_the_token_comes_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(server, "serve_tcp", lambda *args: calls.append(args))
+    monkeypatch.setattr(transports, "serve_tcp", lambda *args: calls.append(args))
     monkeypatch.setenv(TOKEN_ENV, "from-env")
     assert adapter_main.main(["--port", "5", "--host", "0.0.0.0"]) == 0
     assert adapter_main.main(["--port", "5", "--host", "0.0.0.0", "--token", "given"]) == 0

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dap_client import ROOT, DapClient
+from dap_client import DapClient
 from models import chain_files
+from processes import ROOT
 
 
 def _cli_listing(model: Path) -> str:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, children, listening, long_model, reference
-from models import chain_files
+from dap_client import TIMEOUT, DapClient, DapError
+from models import chain_files, long_model, reference
+from processes import ROOT, children, listening
 
 
 @pytest.mark.parametrize(("sig", "words"), [(signal.SIGKILL, "killed by SIGKILL"), (signal.SIGSEGV, "segmentation fault")])

@@ -40,7 +40,7 @@ def test_run_json_report():
     assert r.returncode == 1
     report = json.loads(r.stdout)
     assert report["status"] == "stopped" and report["reason"] == "nan"
-    assert report["node"] == {"id": "norm/std", "name": "norm/std", "op_type": "Sqrt", "index": 9, "path": []}
+    assert report["node"] == {"id": "norm/std", "name": "norm/std", "op_type": "Sqrt", "index": 9, "path": [], "source": [], "module": "norm"}
     assert report["tensor"] == "norm_std"
     assert report["summaries"]["norm_std"]["nan"] > 0
     r = cli("run", EXAMPLE, "--json")

@@ -189,7 +189,7 @@ def test_strings_step_summarize_and_match_onnxruntime(tmp_path):
     s.start()
     s.continue_()
     assert s.value("u").tolist() == truth.tolist() == ["ab", "ç", "ab", "ç"]
-    assert s.summary("u").text() == "object[4]"
+    assert s.summary("u").text() == "string[4] ['ab', 'ç', 'ab', 'ç']"  # onnxruntime's strings are ONNX's string type
     dump_model(model, tmp_path / "s.npz", feeds)
     with open_dump(tmp_path / "s.npz") as d:
         assert d.get("u").tolist() == truth.tolist()
@@ -253,7 +253,7 @@ def test_a_debugger_client_sees_and_sets_bfloat16_values(dap, tmp_path):
     dap.wait_for_stop("exception")
     assert dap.top_frame()["name"] == "down (Cast)"
     y = dap.scope_variables("Last outputs")["y"]
-    assert y["value"].startswith("bfloat16[4] min=-2 max=1") and y["value"].endswith("inf=1")
+    assert y["value"].startswith("bfloat16[4] min=-2 max=1") and "inf=1" in y["value"]
     elements = dap.variables(y["variablesReference"])
     assert [elements[f"[{i}]"]["value"] for i in range(4)] == ["1", "-2", "inf", "0"]
     view = dap.request("graphDap/tensorView", {"name": "y"})

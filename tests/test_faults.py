@@ -20,8 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, long_model, save_model
+from dap_client import TIMEOUT, DapClient, DapError
 from models import chain_files as chain_model
+from models import long_model, save_model
+from processes import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from soak import descendants, soak, start_adapter  # noqa: E402

@@ -19,11 +19,12 @@ from typing import Any
 
 import msgpack
 import pytest
-from dap_client import TIMEOUT, listening
+from dap_client import TIMEOUT
 from dap_fuzz import BOUNDARY_INTEGERS, EXAMPLES, PLAUSIBLE, fuzz_settings
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from models import chain_files as chain_model
+from processes import listening
 
 from graph_dap import errors
 from graph_dap.worker import protocol as p

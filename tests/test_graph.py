@@ -75,7 +75,7 @@ def test_static_nodes_are_flagged():
         helper.make_node("RandomUniformLike", ["kw"], ["r"], name="random"),
     ]
     g = load_graph(make_model(nodes, [tensor("x", [2])], [tensor("y", [2]), tensor("r", [2])], [init("w", np.ones(2, np.float32))]))
-    assert {n.id: n.is_static for n in g.nodes} == {"const": True, "fold": True, "live": False, "random": False}
+    assert {n.id: n.is_constant for n in g.nodes} == {"const": True, "fold": True, "live": False, "random": False}
 
 
 def test_subgraph_outer_scope_reads_are_inputs():

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from dap_client import ROOT
 from mixed_program import PROGRAM, call_inputs, loop_models, program_line
+from processes import ROOT
 
 from graph_dap.runtime.engine.options import session_options
 

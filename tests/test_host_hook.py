@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dap_client import ROOT, error_model
 from mixed_program import loop_models
+from models import error_model
+from processes import ROOT
 
 SCRIPT = r'''
 import json, sys

@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from dap_client import ROOT, TIMEOUT, DapClient, DapError, children
+from dap_client import TIMEOUT, DapClient, DapError
 from hostile_models import CASES, Case, make
 from models import chain_files as chain_model
+from processes import ROOT, children
 
 from graph_dap import cli
 

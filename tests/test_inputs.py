@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -73,3 +75,33 @@ def test_int_and_bool_inputs_are_made_up_in_range():
     out = resolve_inputs(g)
     assert out["i"].dtype == np.int64 and out["b"].dtype == np.bool_
     assert onnx.helper.np_dtype_to_tensor_dtype(out["i"].dtype) == TensorProto.INT64
+
+
+def test_a_whole_shape_sizes_an_input_whose_dimensions_have_no_name(tmp_path, capsys):
+    """paddle2onnx writes -1 for a dynamic dimension, other exporters leave it unnamed: ``--shape x=2,5``."""
+    x = tensor("x", [None, 5])
+    x.type.tensor_type.shape.dim[0].dim_value = -1
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [x], [tensor("y", None)])
+    g = load_graph(model)
+    assert resolve_inputs(g, None, {"x": (3, 5)})["x"].shape == (3, 5)
+    assert resolve_inputs(g, None, {"x": (3, 5), "batch": 7})["x"].shape == (3, 5)  # a name no input has is ignored
+    for dims, says in [
+        ({"x": (3, 5, 1)}, "input 'x' is float32[?,5], of rank 2; the shape set has 3 dimensions: [3, 5, 1]"),
+        ({"x": (3, 4)}, "input 'x' is float32[?,5]: dimension 1 is 5, the shape set says 4"),
+        ({"y": (3,)}, "a shape is set for 'y', but the model has no such input (its inputs: x)"),
+        ({"x": (3, -1)}, "the shape of input 'x' must be non-negative integers, got [3, -1]"),
+    ]:
+        with pytest.raises(InputError) as e:
+            resolve_inputs(g, None, dims)
+        assert str(e.value) == says
+    with pytest.raises(InputError, match=r"input 'x' is given with shape \[2, 5\], but its shape is set to \[3, 5\]"):
+        resolve_inputs(g, {"x": np.ones((2, 5), np.float32)}, {"x": (3, 5)})
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    from graph_dap.cli import main  # in this process: the command line's parsing and reporting, no interpreter to start
+
+    assert main(["run", str(path), "--shape", "x=2,5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summaries"]["y"]["shape"] == [2, 5]
+    assert main(["dump", str(path), "--shape", "x=2,a", "--out", str(tmp_path / "d.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("--shape expects INPUT=D0,D1,... with non-negative integers (INPUT= for a scalar), got 'x=2,a'")

@@ -164,19 +164,19 @@ def test_a_stops_summaries_are_made_once_and_the_weights_are_read_from_their_fil
     assert stop.reason == "breakpoint"
     graph = service.s.graph
     weights = [t.name for t in graph.model.graph.initializer if graph.weights.external.get(t.name) is not None]
-    computed = [n for n in service.rpc_values(p.LevelArgs(0)).computed if n not in graph.initializer_names and n not in FEEDS]
+    computed = [n for n in service.values.rpc_values(p.LevelArgs(0)).computed if n not in graph.initializer_names and n not in FEEDS]
     page = tuple(computed[-40:])
-    first = service.rpc_summaries(p.SummariesArgs(page))
+    first = service.values.rpc_summaries(p.SummariesArgs(page))
     for s in first:
         assert s.text == summarize(truth[s.name]).text(), s.name  # exact: the original nodes' values
     assert len(made) == len(page)
-    assert service.rpc_summaries(p.SummariesArgs(page)) == first and len(made) == len(page)  # shown again: as made
+    assert service.values.rpc_summaries(p.SummariesArgs(page)) == first and len(made) == len(page)  # shown again: as made
     service.rpc_run(p.RunArgs(p.RunCommand.STEP))
-    again = service.rpc_summaries(p.SummariesArgs(page))
+    again = service.values.rpc_summaries(p.SummariesArgs(page))
     assert again == first and len(made) == len(page)  # a step computes new values; these stay as they were
     full = onnx.load(str(MODEL))
     arrays = {t.name: onnx.numpy_helper.to_array(t) for t in full.graph.initializer}
-    for s in service.rpc_summaries(p.SummariesArgs(tuple(weights))):
+    for s in service.values.rpc_summaries(p.SummariesArgs(tuple(weights))):
         assert s.text == summarize(arrays[s.name]).text() and s.stats == wire.summary(s.name, arrays[s.name]).stats, s.name
     # (the reference summaries above alone): the weights' own came from their file, a piece at a time (Weights.summary)
     assert weights and len(made) == len(page) + len(weights)

@@ -14,13 +14,13 @@ import onnx
 import pytest
 import pytest_lsp
 from light import LIGHT_MODELS
-from lsp_client import CONFIG, SERVER, codes, line_of, open_listing, position_of, start, wait_for, write_listing
+from lsp_client import CONFIG, SERVER, close, codes, line_of, open_listing, position_of, start, wait_for, write_listing
 from lsprotocol import types
 from models import layered_model, make_model, tensor
 from onnx import helper
 from pytest_lsp import LanguageClient
 
-from graph_dap.lsp.models import load_version
+from graph_dap.lsp.versions import load_version
 from graph_dap.runtime import load_graph, render_listing
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "nan_demo.onnx"
@@ -147,6 +147,11 @@ async def test_a_10000_node_listing(client: LanguageClient, tmp_path: Path):
     assert "**layer500.ve**: `float32[1,1]`" in hover.contents.value
     refs = await client.text_document_references_async(types.ReferenceParams(types.ReferenceContext(False), _doc(uri), position_of(listing, "eps", line_has="# init")))
     assert len(refs) == 1000
+    # closed and opened again, the model unchanged: served from the analysis kept, not loaded again
+    await close(client, uri)
+    again_uri, again = await open_listing(client, listing)
+    assert again_uri == uri and codes(again) == codes(found)
+    assert len(client.progress_reports) == 1  # no second load
 
 
 def test_the_servers_listing_is_the_command_lines(tmp_path: Path):

@@ -157,7 +157,8 @@ def test_a_node_error_stops_in_the_graph_and_the_program_then_gets_onnxruntimes_
     import subprocess
     import sys
 
-    from dap_client import ROOT, error_model
+    from models import error_model
+    from processes import ROOT
 
     broken, _, _ = error_model(tmp_path)
     program = str(PROGRAM.parent / "misbehaving.py")

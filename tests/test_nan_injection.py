@@ -35,8 +35,8 @@ class Subject:
 def _targets(g: Graph) -> list[str]:
     """An input, and weights whose first consumers sit at about 10%, 50% and 90% depth."""
     weights = []
-    for name in list(g.initializer_names) + [o for n in g.nodes if n.is_static for o in n.outputs]:
-        users = [c for c in g.consumers(name) if not c.is_static]
+    for name in list(g.initializer_names) + [o for n in g.nodes if n.is_constant for o in n.outputs]:
+        users = [c for c in g.consumers(name) if not c.is_constant]
         info = g.value_info(name)
         if users and info.dtype == "float32" and info.shape and np.prod([d for d in info.shape if isinstance(d, int)]) > 1:
             weights.append((min(u.order for u in users), name))

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from models import assert_exact, init, make_model, optimized_nodes, ort_values, tensor, whole_plan
+from models import as_shown, assert_exact, init, make_model, optimized_nodes, ort_values, run_values, tensor, whole_plan
 from onnx import helper
 
 from graph_dap.runtime import DebugSession, StopReason
@@ -264,8 +264,11 @@ def test_the_next_segment_is_built_while_the_session_is_stopped():
     assert s.segments.sessions_built == built  # pressing continue only ran it
 
 
-def test_steps_after_a_stop_in_an_optimized_segment_compute_with_the_original_values():
-    """What a step or a recomputation reads is the original graph's value, never a fused kernel's that the segment left."""
+def test_a_stop_shows_the_runs_values_and_steps_run_the_original_nodes_from_them():
+    """At level all a stop shows what the user's optimized run computed: a value the segment kept is the run's, as
+    onnxruntime's optimized model computes it (here a fused Conv+BatchNormalization+Relu's output); values the run
+    did not keep (fused away, or in onnxruntime's blocked layout) are recomputed with the original nodes and say
+    so; a step runs one original node, on the run's values."""
     rng = np.random.default_rng(11)
     nodes, inits, x = [], [], "x"
     for k in range(3):
@@ -280,18 +283,25 @@ def test_steps_after_a_stop_in_an_optimized_segment_compute_with_the_original_va
         x = f"r{k}"
     model = make_model(nodes, [tensor("x", [1, 3, 16, 16])], [tensor("r2", [1, 4, 16, 16])], inits)
     feeds = {"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}
-    outputs = [o for n in nodes for o in n.output]
-    want = ort_values(model, feeds, outputs)
+    original = ort_values(model, feeds, ["r1"])
     s = DebugSession(model, feeds, opt_level="all", break_on=["nan", "inf"])
     s.set_breakpoints(["conv2"])
     assert s.continue_().node.id == "conv2"
-    for _ in range(3):  # nothing looked at before: the steps read the segment's live-out r1 themselves
+    run_r1 = run_values(model, feeds, ["r1"])["r1"]  # the fused kernel's output, as the user's own run makes it
+    assert_exact(s.value("r1"), run_r1, "r1 at the stop")
+    assert s.note("r1") == ""
+    assert not np.array_equal(run_r1, original["r1"])  # (the fused kernel's last bits: the two are told apart)
+    for name in ("c0", "bn0", "r0", "c1", "bn1"):  # not kept by the run: computed again as it computes them, or by the original nodes
+        assert_exact(s.value(name), as_shown(s, model, feeds, name), name)
+    for name in ("c0", "bn0", "c1", "bn1"):  # (each Conv fused with its BatchNormalization and Relu: no such tensor in the run)
+        assert s.note(name).startswith("recomputed with the original nodes: at level all onnxruntime's graph has no tensor"), name
+    for _ in range(3):  # the steps read the run's r1
         s.step()
-    for name in outputs:
+    tail = make_model(nodes[6:], [tensor("r1", [1, 4, 16, 16])], [tensor("r2", [1, 4, 16, 16])], inits)
+    want = ort_values(tail, {"r1": run_r1})
+    for name in ("c2", "bn2", "r2"):
         assert_exact(s.value(name), want[name], f"{name} after three steps")
-    s.restart()
-    assert s.continue_().node.id == "conv2"
-    assert_exact(s.value("r1"), want["r1"], "r1 at the stop")
+        assert s.note(name).startswith("recomputed with the original nodes"), name
 
 
 def weights_by_constant_of_shape():
@@ -329,15 +339,14 @@ def weights_by_constant_of_shape():
 def test_weights_made_by_constant_of_shape_are_filled_in_the_segments_as_in_the_whole_model():
     """The session holds a ConstantOfShape's output as a view of its one value (no memory); the segments
     compute it again, so onnxruntime folds it into a pre-packed initializer as in the whole model. The
-    outputs are onnxruntime's own at ORT_ENABLE_ALL, and exactly its unoptimized ones as the original graph computes them."""
+    outputs are onnxruntime's own at ORT_ENABLE_ALL, bit for bit."""
     model, feeds = weights_by_constant_of_shape()
     s = DebugSession(model, feeds, break_on=["nan", "inf"])
     s.start()
     assert s.store.fixed["k"].shape == (64 * 16 * 16, 64) and not any(s.store.fixed["k"].strides)
     assert s.continue_().reason is StopReason.END
     plain = ort.InferenceSession(model.SerializeToString(), session_options("all"), providers=["CPUExecutionProvider"])
-    np.testing.assert_allclose(s.outputs(exact=False)["y"], plain.run(["y"], feeds)[0], rtol=1e-5, atol=1e-6)
-    assert_exact(s.outputs()["y"], ort_values(model, feeds, ["y"])["y"], "y as the original graph computes it")
+    assert_exact(s.outputs()["y"], plain.run(["y"], feeds)[0], "y as the user's own run computes it")
     plan = whole_plan(s)
     assert {"w2", "k"} <= {o for n in plan.ran for o in n.outputs} and not {"w2", "k"} & set(plan.reads)
     assert_exact(s.value("k"), np.full((64 * 16 * 16, 64), 0.001, np.float32), "k as shown")
@@ -362,8 +371,7 @@ def test_weights_computed_once_are_embedded_from_memory_in_optimized_segments():
     assert "k" in s.segments.from_memory
     assert s.continue_().reason is StopReason.END
     plain = ort.InferenceSession(model.SerializeToString(), session_options("all"), providers=["CPUExecutionProvider"])
-    np.testing.assert_allclose(s.outputs(exact=False)["y"], plain.run(["y"], feeds)[0], rtol=1e-5, atol=1e-6)
-    assert_exact(s.outputs()["y"], ort_values(model, feeds, ["y"])["y"], "y as the original graph computes it")
+    assert_exact(s.outputs()["y"], plain.run(["y"], feeds)[0], "y as the user's own run computes it")
     plan = whole_plan(s)
     fed, embedded = s.executor.split(plan.reads, s.values.get, s.values.fixed, s.runs.segment_embedded(s.values))
     assert "k" in embedded and "k" not in fed
@@ -415,4 +423,4 @@ def test_a_continue_that_leaves_the_level_asked_says_so_in_the_report(tmp_path, 
     end = s.continue_()
     assert stop_report(s, end)["opt_level"] == {"asked": "all", "kept": True, "unoptimized": []}
     plain = ort.InferenceSession(str(path), session_options("all")).run(["y"], {"x": s.value("x")})[0]
-    np.testing.assert_array_equal(s.outputs(exact=False)["y"], plain)
+    np.testing.assert_array_equal(s.outputs()["y"], plain)

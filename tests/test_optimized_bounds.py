@@ -17,6 +17,7 @@ from models import (
     optimized_nodes,
     ort_values,
     residual_stages,
+    run_values,
     segment_own_nodes,
     tensor,
     whole_plan,
@@ -71,7 +72,7 @@ def test_with_the_inf_filter_a_relu_is_fused_into_its_conv_and_a_hidden_minus_in
     convs = [n for n in own if n.op_type in ("Conv", "FusedConv")]
     assert len(convs) == 2 and all(dict((a.name, a.s) for a in n.attribute).get("activation") == b"Relu" for n in convs)
     assert s.continue_().reason is StopReason.END
-    assert_exact(s.value("y2"), ort_values(model, feeds, ["y2"])["y2"], "y2")
+    assert_exact(s.value("y2"), run_values(model, feeds, ["y2"])["y2"], "y2")  # the user's own run's
 
     # Negative weights and a huge input: conv1 overflows to -Inf, which the Relu turns into 0
     bad = relu_chain(np.full((6, 4, 3, 3), -1.0, np.float32))
@@ -164,7 +165,7 @@ def test_a_residual_blocks_relu_is_fused_with_its_conv_and_sum_under_the_inf_wat
     fused = [n for n in own if n.op_type in ("Conv", "FusedConv") and len(n.input) == 4]  # (X, W, B and the Sum)
     assert len(fused) == 2 and all(dict((a.name, a.s) for a in n.attribute).get("activation") == b"Relu" for n in fused)
     assert s.continue_().reason is StopReason.END
-    assert_exact(s.value("out2"), ort_values(model, feeds, ["out2"])["out2"], "out2")
+    assert_exact(s.value("out2"), run_values(model, feeds, ["out2"])["out2"], "out2")  # the user's own run's
 
 
 def _diagonal(c: int, cin: int, value: float, k: int = 1) -> np.ndarray:
@@ -299,7 +300,7 @@ def test_a_conv_of_a_bounded_tensor_of_any_sign_is_bounded_too():
     assert [n.op_type for n in own] == [n.op_type for n in plain]
     assert sum(n.op_type == "Relu" for n in own) == 1  # (r0: the input's)
     assert s.continue_().reason is StopReason.END
-    assert_exact(s.value("prob"), ort_values(model, feeds, ["prob"])["prob"], "prob")
+    assert_exact(s.value("prob"), run_values(model, feeds, ["prob"])["prob"], "prob")  # the user's own run's
 
     # td = 2e37 everywhere; c2's 72 taps of -1 overflow to -Inf, which its Relu hides
     bad = fpn(np.full((8, 8, 3, 3), -1.0, np.float32))

@@ -22,7 +22,7 @@ import onnx
 import pytest
 from cf_models import loop_model, unrolled_loop
 from models import ort_values
-from scan_inputs import W, chain_model, clean_x, poisoned, signed_model, write_tensor_folder
+from scan_inputs import W, clean_x, fault_chain_model, poisoned, signed_model, write_tensor_folder
 
 from graph_dap.cli import main
 from graph_dap.runtime.tensor import summarize
@@ -61,7 +61,7 @@ def first_bad(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[str, str] 
 def folder_scan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A folder of .npz files, a .npy, nested test-data folders: clean, poisoned four ways, one not fitting; scanned."""
     root = tmp_path_factory.mktemp("folder")
-    model = chain_model()
+    model = fault_chain_model()
     onnx.save(model, root / "chain.onnx")
     data = root / "data"
     (data / "more").mkdir(parents=True)
@@ -199,13 +199,13 @@ def test_samples_of_one_archive_along_an_axis_with_batches(tmp_path, capsys):
 
 
 def test_a_generator_of_feed_dicts(tmp_path, capsys):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     code, events = scan(capsys, str(tmp_path / "chain.onnx"), "--inputs-from", "scan_inputs:twelve", "--out", str(tmp_path / "o"))
     assert code == 1 and events[0]["total"] is None
     got = results(tmp_path / "o")
     assert sorted(got) == [f"gen-{i:02d}" for i in range(12)]
     assert {k: r["status"] for k, r in got.items() if r["status"] != "clean"} == {"gen-07": "nan"}
-    assert got["gen-07"]["node"]["id"] == first_bad(chain_model(), {"x": poisoned("nan", 7)})[0] == "root"
+    assert got["gen-07"]["node"]["id"] == first_bad(fault_chain_model(), {"x": poisoned("nan", 7)})[0] == "root"
     with np.load(tmp_path / "o" / got["gen-07"]["failing_file"]) as z:
         np.testing.assert_array_equal(z["x"], poisoned("nan", 7))
 
@@ -268,7 +268,7 @@ def test_a_mismatch_against_a_reference_model_names_where_the_difference_starts(
 
 
 def test_a_scan_killed_midway_resumes_where_its_file_ends(tmp_path):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     gate = tmp_path / "gate"
     os.mkfifo(gate)
     cmd = [sys.executable, "-m", "graph_dap", "scan", str(tmp_path / "chain.onnx"), "--inputs-from", "scan_inputs:gated",
@@ -296,7 +296,7 @@ def test_a_scan_killed_midway_resumes_where_its_file_ends(tmp_path):
 
 
 def test_an_input_that_kills_its_worker_is_retried_once_then_reported(tmp_path, capsys, monkeypatch):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     monkeypatch.setenv("SCAN_MARKER", str(tmp_path / "died-once"))
     code, events = scan(capsys, str(tmp_path / "chain.onnx"), "--inputs-from", "scan_inputs:killers", "--out", str(tmp_path / "o"),
                         "--workers", "2")
@@ -311,7 +311,7 @@ def test_an_input_that_kills_its_worker_is_retried_once_then_reported(tmp_path, 
 
 
 def test_exit_status_zero_when_every_input_is_clean(tmp_path, capsys):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     for i in range(3):
         np.savez(tmp_path / f"c{i}.npz", x=clean_x(i))
     code, events = scan(capsys, str(tmp_path / "chain.onnx"), "--inputs", str(tmp_path), "--out", str(tmp_path / "o"))
@@ -335,7 +335,7 @@ def test_exit_status_zero_when_every_input_is_clean(tmp_path, capsys):
     ],
 )
 def test_bad_usage_is_one_line_and_exit_2(tmp_path, capsys, args, message):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     np.savez(tmp_path / "c.npz", x=clean_x(0))
     code = main(["scan", str(tmp_path / "chain.onnx"), *[a.format(dir=tmp_path) for a in args], "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
@@ -343,7 +343,7 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path, capsys, args, message):
 
 
 def test_resuming_another_scans_file_is_refused(tmp_path, capsys):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     np.savez(tmp_path / "c.npz", x=clean_x(0))
     assert scan(capsys, str(tmp_path / "chain.onnx"), "--inputs", str(tmp_path / "c.npz"), "--out", str(tmp_path / "o"))[0] == 0
     code = main(["scan", str(tmp_path / "chain.onnx"), "--inputs", str(tmp_path / "c.npz"), "--out", str(tmp_path / "o"), "--resume",
@@ -353,7 +353,7 @@ def test_resuming_another_scans_file_is_refused(tmp_path, capsys):
 
 
 def test_ray_missing_says_how_to_install_it(tmp_path):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     np.savez(tmp_path / "c.npz", x=clean_x(0))
     shadow = tmp_path / "shadow"
     shadow.mkdir()
@@ -368,7 +368,7 @@ def test_ray_missing_says_how_to_install_it(tmp_path):
 def test_on_a_terminal_a_progress_bar_shows_the_rate_and_the_failures_so_far(tmp_path):
     import pty
 
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     data = tmp_path / "data"
     data.mkdir()
     for i in range(4):

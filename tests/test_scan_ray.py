@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from scan_inputs import chain_model, clean_x, poisoned
+from scan_inputs import clean_x, fault_chain_model, poisoned
 
 pytest.importorskip("ray")
 
@@ -101,7 +101,7 @@ def results(out: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_a_local_ray_finds_what_the_local_pool_finds(tmp_path):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     data = tmp_path / "data"
     data.mkdir()
     for i in range(8):
@@ -120,7 +120,7 @@ def test_a_local_ray_finds_what_the_local_pool_finds(tmp_path):
 
 
 def test_a_dead_ray_worker_has_its_shard_run_again_and_an_input_that_kills_workers_is_reported(cluster, tmp_path):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     env = _env(SCAN_MARKER=str(tmp_path / "died-once"))
     code, events, err = scan(str(tmp_path / "chain.onnx"), "--inputs-from", "scan_inputs:killers", "--out", str(tmp_path / "o"),
                              "--ray", cluster, "--workers", "2", "--shard-size", "4", env=env, cwd=tmp_path)
@@ -137,7 +137,7 @@ def test_a_dead_ray_worker_has_its_shard_run_again_and_an_input_that_kills_worke
 
 
 def test_an_interrupted_ray_scan_resumes(cluster, tmp_path):
-    onnx.save(chain_model(), tmp_path / "chain.onnx")
+    onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     gate = tmp_path / "gate"
     os.mkfifo(gate)
     cmd = [sys.executable, "-m", "graph_dap", "scan", str(tmp_path / "chain.onnx"), "--inputs-from", "scan_inputs:gated",

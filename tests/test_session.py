@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import onnx
 import pytest
-from models import assert_same, chain_feeds, chain_model, init, make_model, ort_values, tensor
+from models import as_shown, assert_same, chain_feeds, chain_model, init, make_model, ort_values, tensor
 from onnx import TensorProto, helper
 
 from graph_dap.errors import ExpressionError
@@ -65,11 +65,16 @@ def test_control_flow_and_contrib_values_equal_onnxruntime(x):
         assert_same(s.value(name), value, name)
 
 
-def test_every_value_equals_onnxruntime_exactly():
-    s = chain_session()
+@pytest.mark.parametrize("level", ["all", "none"])
+def test_every_value_equals_onnxruntime_exactly(level):
+    """Every value as the user's own run at the level computes it (kept by the run, or computed again at its level),
+    or, where onnxruntime's optimized graph has no such tensor, as the original node makes it of what the stop shows."""
+    s = chain_session(opt_level=level)
     run_to_end(s)
-    for name, value in ort_values(chain_model(), {"x": X}).items():
-        assert_same(s.value(name), value, name)
+    model = chain_model()
+    for name in ort_values(model, {"x": X}):
+        assert_same(s.value(name), as_shown(s, model, {"x": X}, name, level), name)
+    assert not s.note("y") and (level == "none" or not s.note("r"))  # an output, and a value the optimized graph computes
 
 
 def test_step_step_back_goto_run_to_restart():

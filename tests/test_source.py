@@ -7,8 +7,8 @@ from onnx import helper
 from source_models import DYNAMO, REMOTE, TORCHSCRIPT, line_of
 
 from graph_dap.runtime.graph import Graph
+from graph_dap.runtime.graph.source import name_modules, parse_line_spec, parse_stack_trace
 from graph_dap.runtime.loading import load_graph
-from graph_dap.runtime.source import name_modules, parse_line_spec, parse_stack_trace
 
 
 def test_a_dynamo_node_has_its_python_frames_innermost_first_torch_frames_marked() -> None:

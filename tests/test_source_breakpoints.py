@@ -66,6 +66,8 @@ def test_cli_break_on_a_python_line() -> None:
     assert report["node"]["id"] == "node_softmax"
     assert report["source"] == [{"path": "/home/exporter/tinymodel/tinymodel.py", "line": line, "function": "forward"}]
     assert report["module"] == "blocks.0.attn"
+    # the node carries them too, as compare's rows and profile's nodes do
+    assert report["node"]["source"] == report["source"] and report["node"]["module"] == "blocks.0.attn"
     mul = _ort_values(["mul"])["mul"]
     assert report["summaries"]["mul"]["max"] == float(mul.max())
     text = _cli("run", str(DYNAMO), "--inputs", str(INPUT), "--break", f"tinymodel.py:{line}").stdout

@@ -10,8 +10,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 from cf_models import scan_model
-from dap_client import inf_model, nan_model
 from models import chain_files as chain_model
+from models import inf_model, nan_model
 from onnx import helper
 
 from graph_dap.runtime.engine.faults import FaultFilter

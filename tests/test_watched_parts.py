@@ -38,7 +38,7 @@ def stop_twice(model):
     return s, first, second, s.segments.sessions_built - built
 
 
-def test_a_fault_in_a_late_part_stops_there_with_the_original_graphs_values(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fault_in_a_late_part_stops_there(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runs, "_PARTS_MIN_S", 0.0)
     model = poisoned(4)
     s, first, second, built = stop_twice(model)
@@ -47,9 +47,13 @@ def test_a_fault_in_a_late_part_stops_there_with_the_original_graphs_values(monk
     assert second.message == first.message
     assert built >= 2  # the second continue built its parts' sessions...
     assert s.executions["b5out"] == 1  # ...and stopped in the part of the fault: the last block ran only in the first, whole run
-    truth = ort_values(model, {"x": X}, ["b4b", "b4r", "b3out"])  # onnxruntime without optimizations
+    # The values around the fault were recomputed with the original nodes from the run's values at the part's
+    # start (not from the model's input), and say so: the original graph's numbers but for the last bits.
+    truth = ort_values(model, {"x": X}, ["b4b", "b4r", "b3out"])  # onnxruntime without optimizations, from x
     for name in ("b4b", "b4r", "b3out"):
-        np.testing.assert_array_equal(s.value(name), truth[name], err_msg=name)
+        assert s.note(name).startswith("recomputed with the original nodes"), name
+        np.testing.assert_allclose(s.value(name), truth[name], rtol=1e-4, atol=1e-3, equal_nan=True, err_msg=name)
+    assert np.isnan(s.value("b4b")).sum() == np.isnan(truth["b4b"]).sum() == 64
 
 
 def test_a_short_watched_run_is_not_cut() -> None:

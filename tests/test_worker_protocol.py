@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from dap_client import reference
-from models import chain_files, init, make_model, tensor
+from models import chain_files, init, make_model, reference, tensor, zipmap_model
 from onnx import helper
 
 from graph_dap import errors
@@ -62,7 +61,7 @@ _SUMMARY = {"name": "x", "text": "", "type": "tensor(float)", "dtype": "float32"
 @pytest.mark.parametrize(
     ("kind", "data", "said"),
     [
-        (p.LoadArgs, {"model": "m.onnx", "dims": {"n": "2"}}, "LoadArgs.dims['n']: expected an integer, got str '2'"),
+        (p.LoadArgs, {"model": "m.onnx", "dims": {"n": "2"}}, "LoadArgs.dims['n']: expected int or tuple[int, ...], got str '2'"),
         (p.LoadArgs, {"dims": {}}, "LoadArgs: missing field 'model' of LoadArgs"),
         (p.RunArgs, {"command": "fly"}, "RunArgs.command: expected one of 'start', "),
         (p.ChildrenArgs, {"name": "x", "count": True}, "ChildrenArgs.count: expected an integer, got bool True"),
@@ -81,9 +80,11 @@ def test_decoding_says_what_is_wrong(kind: Any, data: Any, said: str) -> None:
 
 
 def test_every_call_has_its_handler() -> None:
+    calls = WorkerService(lambda message: None).calls
     for name, method in p.METHODS.items():
-        assert callable(getattr(WorkerService, f"rpc_{name}", None)), name
+        assert callable(calls.get(name)), name
         assert isinstance(method.args, type)
+    assert set(calls) == set(p.METHODS)
 
 
 def test_every_error_class_crosses_with_its_kind() -> None:
@@ -110,7 +111,7 @@ def test_bad_calls_are_answered_with_their_kind(capsys: pytest.CaptureFixture[st
     def broken(_: p.NoArgs) -> None:
         raise ZeroDivisionError("a bug of ours")
 
-    service.rpc_values = broken  # type: ignore[method-assign]
+    service.calls["values"] = broken
     reply = service.handle({"id": 4, "method": "values"})["error"]
     assert reply["kind"] == "InternalError" and "ZeroDivisionError('a bug of ours')" in reply["message"]
     assert "Traceback" in capsys.readouterr().err
@@ -177,10 +178,10 @@ def test_typed_calls_and_errors_raised_by_type(tmp_path: Path) -> None:
     _with_worker(body)
 
 
-def test_outputs_as_the_run_left_them_or_as_the_original_graph_computes_them(tmp_path: Path) -> None:
-    """The console's end summary reads the outputs as the optimized run left them (no second run of the
-    model); ``exact`` recomputes them with the original graph's nodes. Here the two differ: the Conv folded
-    with its BatchNormalization (a scale of 1e30) computes inf - inf = NaN where the original nodes give 0."""
+def test_outputs_are_the_runs_own(tmp_path: Path) -> None:
+    """The outputs are as the user's own optimized run computed them (no second run of the model with the
+    original nodes). Here the two differ: the Conv folded with its BatchNormalization (a scale of 1e30)
+    computes inf - inf = NaN where the original nodes give 0."""
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["y"], name="bn")]
     inits = [init("w", np.array([[[[1.0]], [[-1.0]]]], np.float32)), init("g", np.array([1e30], np.float32))]
     inits += [init("b", np.zeros(1, np.float32)), init("m", np.zeros(1, np.float32)), init("v", np.ones(1, np.float32))]
@@ -192,9 +193,40 @@ def test_outputs_as_the_run_left_them_or_as_the_original_graph_computes_them(tmp
         await worker.load(p.LoadArgs(str(model), str(inputs), write_listing=False, opt_level="all"))
         await worker.run(p.RunArgs(p.RunCommand.START))
         assert (await worker.run(p.RunArgs(p.RunCommand.CONTINUE))).reason == "end"
-        (as_run,) = await worker.outputs(exact=False)
+        (as_run,) = await worker.outputs()
         assert dict(as_run.stats)["nan"] == "4"  # what the user's own optimized run gives
-        (original,) = await worker.outputs()
-        assert dict(original.stats)["nan"] == "0" and dict(original.stats)["zeros"] == "4"
+
+    _with_worker(body)
+
+
+def test_a_sequence_of_maps_and_strings_cross_as_converters_write_them(tmp_path: Path) -> None:
+    """skl2onnx's ZipMap output: the outputs' summaries, a map's items by key, evaluated by key; string
+    labels as ``string``; a declared shape that symbolic inference wrote as an expression shows ``?``."""
+    model = zipmap_model(["cat", "dog", "bird"])
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "floor(floor(height/2 - 1/2)/2) + 1"
+    path, inputs = tmp_path / "zip.onnx", tmp_path / "x.npz"
+    onnx.save(model, str(path))
+    x = np.array([[1.0, 2.0, 0.5], [0.1, 0.2, 3.0]], np.float32)
+    np.savez(inputs, x=x)
+    truth = reference(path, {"x": x})
+
+    async def body(worker: WorkerClient) -> None:
+        await worker.load(p.LoadArgs(str(path), str(inputs), write_listing=False))
+        await worker.run(p.RunArgs(p.RunCommand.START))
+        label, probs = await worker.summaries(p.SummariesArgs(("label", "probs")))
+        assert label.text == "int64[?] not computed yet (argmax (ArgMax) has not run)"  # not the expression
+        assert probs.type == "seq(map(string,tensor(float)))" and probs.text.startswith("seq(map(string,float32)) not computed yet")
+        assert (await worker.run(p.RunArgs(p.RunCommand.CONTINUE))).reason == "end"
+        _, out = await worker.outputs()
+        assert out.kind == "sequence" and out.size == 2 and out.text.startswith("seq(map(string,float32)) len=2 [{'bird': ")  # onnxruntime sorts the keys
+        assert (await worker.evaluate(p.EvaluateArgs("probs"))).value == "probs"
+        (first,) = (await worker.children(p.ChildrenArgs("probs", (), 0, 1))).items
+        assert first.summary is not None and first.summary.kind == "map" and first.summary.type == "map(string,tensor(float))"
+        items = (await worker.children(p.ChildrenArgs("probs", (1,), 0, 0))).items
+        assert [(c.key, c.scalar) for c in items] == [(repr(k), f"{v:.7g}") for k, v in truth["probs"][1].items()]
+        dog = await worker.evaluate(p.EvaluateArgs("probs[1]['dog']"))
+        assert float(dog.text) == pytest.approx(truth["probs"][1]["dog"])
+        with pytest.raises(ExpressionError, match="the map has no key 'cow'"):
+            await worker.evaluate(p.EvaluateArgs("probs[1]['cow']"))
 
     _with_worker(body)

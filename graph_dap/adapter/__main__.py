@@ -37,11 +37,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             worker = spawn.start()
         except OSError:
             worker = None  # spawned again at initialize, which says why it cannot start
-        from graph_dap.adapter.server import serve_stdio
+        from graph_dap.adapter.transports import serve_stdio
 
         serve_stdio(worker)
         return 0
-    from graph_dap.adapter.server import serve_tcp
+    from graph_dap.adapter.transports import serve_tcp
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if token is None and not is_loopback(args.host):

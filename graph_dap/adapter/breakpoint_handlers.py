@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_dap.adapter.breakpoints import Wanted
-from graph_dap.adapter.core import EXCEPTION_FILTERS
+from graph_dap.adapter.breakpoints import Wanted, inf_exclusions
 from graph_dap.adapter.requests import InvalidRequest, Request, checked, items_of
 from graph_dap.adapter.source_handlers import SourceRequests
 from graph_dap.adapter.variables import ScopeRef, TensorRef
 from graph_dap.errors import GraphDapError
+from graph_dap.kinds import BreakFilter
 from graph_dap.names import unquoted
 from graph_dap.worker import protocol as p
 
@@ -117,32 +117,30 @@ class BreakpointRequests(SourceRequests):
     async def setExceptionBreakpoints_request(self, request: Request) -> dict[str, Any]:
         filters = items_of(request.arg("filters", list), str, "filters")
         options = items_of(request.arg("filterOptions", list, []), dict, "filterOptions")
-        known = {f["filter"] for f in EXCEPTION_FILTERS}
-        enabled: list[str] = []
+        enabled: list[BreakFilter] = []
         exclude: list[str] = []
         nan_exclude: list[str] = []
         results: list[dict[str, Any]] = []
         for f in filters:
-            problem = self._filter_problem(f, known)
+            problem = self._filter_problem(f)
             if not problem:
-                enabled.append(f)
+                enabled.append(BreakFilter(f))
             results.append({"verified": False, "message": problem} if problem else {"verified": True})
         for i, option in enumerate(options):
             fid = checked(option, "filterId", str, where=f"filterOptions[{i}]")
             condition = checked(option, "condition", str, "", f"filterOptions[{i}]")
-            problem = self._filter_problem(fid, known)
+            problem = self._filter_problem(fid)
             if problem:
                 results.append({"verified": False, "message": problem})
                 continue
-            enabled.append(fid)
-            if condition and fid not in ("inf", "nan"):
+            enabled.append(BreakFilter(fid))
+            if condition and fid not in (BreakFilter.INF, BreakFilter.NAN):
                 results.append({"verified": False, "message": f"the {fid} filter takes no condition"})
                 continue
-            patterns = [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
-            if fid == "inf":
-                exclude += patterns
-            elif fid == "nan":
-                nan_exclude += patterns
+            if fid == BreakFilter.INF:
+                exclude += inf_exclusions(condition)
+            elif fid == BreakFilter.NAN:
+                nan_exclude += inf_exclusions(condition)  # (the same list of node patterns)
             results.append({"verified": True})
         self.filters.enabled = list(dict.fromkeys(enabled))
         self.filters.inf_exclude = exclude
@@ -150,10 +148,10 @@ class BreakpointRequests(SourceRequests):
         await self._apply_filters()
         return {"breakpoints": results}
 
-    def _filter_problem(self, filter_id: str, known: set[str]) -> str:
+    def _filter_problem(self, filter_id: str) -> str:
         """Why an exception filter cannot be enabled ("" when it can)."""
-        if filter_id not in known:
+        if filter_id not in BreakFilter.values():
             return f"unknown filter '{filter_id}'"
-        if filter_id == "mismatch" and self.graph is not None and not self.has_reference:
+        if filter_id == BreakFilter.MISMATCH and self.graph is not None and not self.has_reference:
             return "the mismatch filter needs a reference: give the launch argument 'reference' (a dump, provider:NAME, ...)"
         return ""

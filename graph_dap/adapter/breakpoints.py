@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_dap.kinds import BreakFilter
 from graph_dap.worker.protocol import BreakOnArgs, BreakpointResult, BreakpointSpec
 
 KINDS = ("source", "function", "data")
@@ -113,19 +114,24 @@ class BreakpointBook:
         return "breakpoint", ids
 
 
+def inf_exclusions(condition: str) -> list[str]:
+    """The node patterns of the inf filter's condition (``op:Where, *mask*``; ``;`` separates too)."""
+    return [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
+
+
 @dataclass(slots=True)
 class BreakFilters:
     """The exception filters the client enabled, and the nodes whose Inf (NaN) the inf (nan) filter ignores."""
 
-    enabled: list[str] = field(default_factory=lambda: ["error"])
+    enabled: list[BreakFilter] = field(default_factory=lambda: [BreakFilter.ERROR])
     inf_exclude: list[str] = field(default_factory=list)
     nan_exclude: list[str] = field(default_factory=list)
 
     def worker_args(
-        self, has_reference: bool, launch_on: Sequence[str] = (), launch_exclude: Sequence[str] = (), launch_nan: Sequence[str] = ()
+        self, has_reference: bool, launch_on: Sequence[BreakFilter] = (), launch_exclude: Sequence[str] = (), launch_nan: Sequence[str] = ()
     ) -> BreakOnArgs:
         """The filters the worker can honour (``mismatch`` only with a reference): the client's and the launch's ``breakOn``."""
         enabled = dict.fromkeys([*self.enabled, *launch_on])
         exclude = dict.fromkeys([*self.inf_exclude, *launch_exclude])
         nan = dict.fromkeys([*self.nan_exclude, *launch_nan])
-        return BreakOnArgs(tuple(f for f in enabled if f != "mismatch" or has_reference), tuple(exclude), tuple(nan))
+        return BreakOnArgs(tuple(f for f in enabled if f is not BreakFilter.MISMATCH or has_reference), tuple(exclude), tuple(nan))

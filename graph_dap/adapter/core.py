@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from graph_dap.adapter.access import TokenGate, Turn
 from graph_dap.adapter.breakpoints import BreakFilters, BreakpointBook
 from graph_dap.adapter.launch import LaunchArgs
 from graph_dap.adapter.listing import ListingSource
 from graph_dap.adapter.progress import Progress
-from graph_dap.adapter.protocol import Channel
+from graph_dap.adapter.protocol import Channel, Message
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request
 from graph_dap.adapter.sources import SourceFiles
 from graph_dap.adapter.state import ClientInfo, Phase, RunState
 from graph_dap.adapter.variables import VariableState
+from graph_dap.kinds import BreakFilter, StopReason
 from graph_dap.worker.client import WorkerClient
 from graph_dap.worker.protocol import BreakOnArgs, GraphInfo, NodeInfo, NodeSourceInfo, RunCommand
 
@@ -33,7 +35,7 @@ FRAME_ID = 1
 SOURCE_FRAME_ID = 1 << 20
 EXCEPTION_FILTERS: list[dict[str, Any]] = [
     {
-        "filter": "nan",
+        "filter": BreakFilter.NAN,
         "label": "NaN",
         "description": "Break when a node's output holds NaN.",
         "default": False,
@@ -41,25 +43,25 @@ EXCEPTION_FILTERS: list[dict[str, Any]] = [
         "conditionDescription": "Nodes whose NaN is expected, comma-separated: op:Softmax, *guarded*",
     },
     {
-        "filter": "inf",
+        "filter": BreakFilter.INF,
         "label": "Inf",
         "description": "Break when a node's output holds +Inf or -Inf.",
         "default": False,
         "supportsCondition": True,
         "conditionDescription": "Nodes whose Inf is expected, comma-separated: op:Where, *mask*",
     },
-    {"filter": "error", "label": "Node errors", "description": "Break when onnxruntime fails on a node.", "default": True},
+    {"filter": BreakFilter.ERROR, "label": "Node errors", "description": "Break when onnxruntime fails on a node.", "default": True},
     {
-        "filter": "mismatch",
+        "filter": BreakFilter.MISMATCH,
         "label": "Mismatch with reference",
         "description": "Break at the first divergence from the launch's 'reference': the node whose outputs break the "
         "tolerance while its inputs are within it. Needs 'reference'; with one, runs go node by node (slower).",
         "default": False,
     },
 ]
-EXCEPTION_NAMES = {"nan": "NaN", "inf": "Inf", "error": "NodeExecutionError", "mismatch": "Mismatch"}
+EXCEPTION_NAMES = {StopReason.NAN: "NaN", StopReason.INF: "Inf", StopReason.ERROR: "NodeExecutionError", StopReason.MISMATCH: "Mismatch"}
 #: Stops about a node that has run (its outputs are the problem): the frame shows that node.
-AFTER_NODE = ("nan", "inf", "mismatch")
+AFTER_NODE = (StopReason.NAN, StopReason.INF, StopReason.MISMATCH)
 #: Runs that a configuration change may interrupt (pause, apply, resume): all may take long.
 RESUMABLE = {
     RunCommand.CONTINUE: RunCommand.RESUME,
@@ -69,6 +71,50 @@ RESUMABLE = {
     RunCommand.TO_END: RunCommand.TO_END,
 }
 WorkerFactory = Callable[[], Awaitable[WorkerClient]]
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """What a program launch's session takes over from the adapter that answered ``initialize``."""
+
+    channel: Channel
+    client: ClientInfo
+    initialize: dict[str, Any]  # the client's initialize arguments, as it sent them
+    spawn_worker: WorkerFactory
+    later: Callable[[Callable[[], None]], None]  # do an action right after the current response
+    end: Callable[[], None]  # the session is over: the adapter reads no more requests
+    drop_worker: Callable[[], None]  # close the worker started at initialize (the program's session starts its own)
+
+
+class ProgramSession(Protocol):
+    """A program launch's session (mixed mode): it answers every request after the launch."""
+
+    async def handle(self, request: Request) -> dict[str, Any] | None:
+        """Answer one request: its body, or an error (a RequestError) that the adapter turns into ``success: false``."""
+        ...
+
+    def client_response(self, message: Message) -> None:
+        """The client's response to a reverse request the session sent."""
+        ...
+
+    async def close(self) -> None:
+        """End it all (the debuggee, its workers)."""
+        ...
+
+
+class Programs(Protocol):
+    """Where a plain adapter hands a program launch (``program`` or ``module``): mixed mode, given by the transports.
+
+    (An argument, not an import: mixed mode is built on the plain adapter, which knows nothing of it.)
+    """
+
+    def initialize(self, body: dict[str, Any]) -> None:
+        """Add to the ``initialize`` answer what a program launch will need (debugpy's exception filters)."""
+        ...
+
+    async def launch(self, request: Request, handover: Handover) -> ProgramSession:
+        """Start the program's session: it answers every later request (InvalidRequest, UserError... when it cannot)."""
+        ...
 
 
 class Deferred:
@@ -88,10 +134,12 @@ class AdapterCore:
         spawn_worker: WorkerFactory = WorkerClient.spawn,
         token: str | None = None,
         turn: asyncio.Lock | None = None,
+        programs: Programs | None = None,
     ) -> None:
         """A session on ``channel``; ``token``: what its client must show (``adapterToken``) first.
 
         ``turn``: a lock held while the session runs, from when its client is admitted (one at a time).
+        ``programs``: where a program launch goes (without it, every launch is a model's).
         """
         self.channel = channel
         self.gate = TokenGate(token)
@@ -100,6 +148,9 @@ class AdapterCore:
         self._spawning: asyncio.Future[WorkerClient] | None = None  # the local worker started at initialize
         self.worker: WorkerClient | None = None
         self.client: ClientInfo | None = None  # once initialized
+        self.initialize_arguments: dict[str, Any] = {}
+        self.programs = programs
+        self.program: ProgramSession | None = None  # once a program is launched: it answers every request
         self.launch: LaunchArgs | None = None  # once launched
         self.graph: GraphInfo | None = None  # once loaded
         self.listing: ListingSource | None = None
@@ -124,6 +175,10 @@ class AdapterCore:
     def _later(self, action: Callable[[], None]) -> None:
         """Do ``action`` right after this request's response is sent."""
         self._after.append(action)
+
+    def _finish(self) -> None:
+        """The session is over: no request is read after this one."""
+        self._done = True
 
     # -- small helpers ----------------------------------------------------------------
 

@@ -179,7 +179,7 @@ class InspectionRequests(SourceRequests):
             for item in page.items:
                 child = container.child(item.index)
                 if item.summary is None:
-                    variables.append(element_variable(container, item.index, item.scalar, item.dtype))
+                    variables.append(element_variable(container, item.index, item.scalar, item.dtype, item.key))
                 else:
                     variables.append(tensor_variable(item.summary, child, self.variables.handles, name=f"[{item.index}]"))
                 self.variables.remember(child)

@@ -16,11 +16,10 @@ from typing import Any
 
 from graph_dap.adapter.requests import MAX_INTEGER, InvalidRequest, Request, UserError, checked, items_of
 from graph_dap.adapter.sources import PathMapping
-from graph_dap.worker.protocol import OPT_LEVEL_NAMES, LoadArgs, RunCommand, Tolerance
+from graph_dap.kinds import BreakFilter, FaultStops, OptLevel
+from graph_dap.worker.protocol import LoadArgs, RunCommand, Tolerance
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
-#: The exception filters (the ids of ``core.EXCEPTION_FILTERS``), as ``breakOn`` names them.
-FILTER_IDS = ("nan", "inf", "error", "mismatch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +31,9 @@ class LaunchArgs:
     no_debug: bool = False
     skip_constants: bool = True
     providers: tuple[str, ...] = DEFAULT_PROVIDERS
-    dims: dict[str, int] = field(default_factory=dict)
+    dims: dict[str, int | list[int]] = field(default_factory=dict)
     memory_budget_mb: float | None = None
-    opt_level: str = "all"  # onnxruntime's graph optimizations for a continue's segments (what is shown is unoptimized)
+    opt_level: OptLevel = OptLevel.ALL  # onnxruntime's graph optimizations for a continue's segments (what is shown is unoptimized)
     worker: str | None = None  # HOST:PORT of a remote worker
     token: str | None = None  # the remote worker's token
     cwd: str | None = None  # what relative paths are resolved against
@@ -45,8 +44,9 @@ class LaunchArgs:
     reference: str | dict[str, Any] | None = None
     tolerance: Tolerance | None = None
     path_mappings: tuple[PathMapping, ...] = ()  # where the stack traces' folders are here
-    break_on: tuple[str, ...] = ()  # exception filters the launch turns on, besides the client's
+    break_on: tuple[BreakFilter, ...] = ()  # exception filters the launch turns on, besides the client's
     inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
+    fault_stops: FaultStops = FaultStops.NEW  # after a NaN/Inf stop: new faults only (made from finite inputs), or every node holding one
     nan_exclude: tuple[str, ...] = ()  # nodes whose NaN is expected, besides the nan filter's condition
     call_number: int | None = None  # a program launch's run call (its graph session): ``call`` in conditions
 
@@ -59,16 +59,17 @@ class LaunchArgs:
             "stop_on_entry": request.arg("stopOnEntry", bool, False),
             "no_debug": request.arg("noDebug", bool, False),
             "skip_constants": request.arg("skipConstants", bool, True),
-            "providers": _providers(given.get("providers")),
+            "providers": parse_providers(given.get("providers")),
             "dims": request.arg("dims", dict, {}),
             "memory_budget_mb": request.arg("memoryBudgetMB", float, None),
-            "opt_level": request.arg("optLevel", str, "all"),
+            "opt_level": opt_level(request.arg("optLevel", str, OptLevel.ALL)),
             "worker": request.arg("worker", str, None),
             "token": request.arg("token", str, None),
             "cwd": request.arg("cwd", str, None),
             "python": request.arg("python", str, None),
             "listing_path": request.arg("listingPath", str, None) or None,
             "iterations": request.arg("iterations", int, None),
+            "fault_stops": fault_stops(request.arg("faultStops", str, FaultStops.NEW)),
             "call_number": request.arg("callNumber", int, None),
         }
         inputs = given.get("inputs")
@@ -79,14 +80,14 @@ class LaunchArgs:
             raise InvalidRequest(
                 "'arguments.reference' must be a string: a dump (.npz), provider:NAME, opt_level:LEVEL or model:OTHER.onnx"
             )
-        typed["break_on"] = tuple(items_of(request.arg("breakOn", list, []), str, "breakOn"))
+        typed["break_on"] = tuple(_filter(f) for f in items_of(request.arg("breakOn", list, []), str, "breakOn"))
         typed["inf_exclude"] = tuple(items_of(request.arg("infExclude", list, []), str, "infExclude"))
         typed["nan_exclude"] = tuple(items_of(request.arg("nanExclude", list, []), str, "nanExclude"))
         args = cls(
             **typed,
             inputs=inputs,
             reference=reference or None,
-            tolerance=_tolerance(given.get("tolerance")),
+            tolerance=parse_tolerance(given.get("tolerance")),
             path_mappings=_path_mappings(given.get("pathMappings"), typed["cwd"] or os.getcwd()),
         )
         args._check()
@@ -98,20 +99,17 @@ class LaunchArgs:
         if self.iterations is not None and self.iterations < 1:
             raise UserError("iterations must be at least 1")
         for key, value in self.dims.items():
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise UserError(f"dims: '{key}' must be an integer, got {value!r}")
-            if not 0 <= value <= MAX_INTEGER:
-                raise UserError(f"dims: '{key}' must be a size from 0 to 2**53 - 1, got {value}")
+            # an input's name with a list: its whole shape (dimensions without a name, or -1)
+            for size in value if isinstance(value, list) else [value]:
+                if not isinstance(size, int) or isinstance(size, bool):
+                    raise UserError(f"dims: '{key}' must be an integer (a dimension's size) or a list of them (an input's shape), got {value!r}")
+                if not 0 <= size <= MAX_INTEGER:
+                    raise UserError(f"dims: '{key}' must be a size from 0 to 2**53 - 1, got {size}")
         if self.worker and not self.token:
             raise UserError("'worker' needs the 'token' the worker was started with")
         if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
             raise UserError("memoryBudgetMB must be positive")
-        if self.opt_level not in OPT_LEVEL_NAMES:
-            raise UserError(f"optLevel '{self.opt_level}' is not an optimization level; expected one of {', '.join(OPT_LEVEL_NAMES)}")
-        for f in self.break_on:
-            if f not in FILTER_IDS:
-                raise UserError(f"breakOn: unknown filter '{f}'; expected any of {', '.join(FILTER_IDS)}")
-        if "mismatch" in self.break_on and self.reference is None:
+        if BreakFilter.MISMATCH in self.break_on and self.reference is None:
             raise UserError("breakOn: the mismatch filter needs a 'reference' to compare with")
 
     @property
@@ -138,7 +136,7 @@ class LaunchArgs:
         return LoadArgs(
             model=self.model,
             inputs=self.inputs,
-            dims=self.dims,
+            dims={k: tuple(v) if isinstance(v, list) else v for k, v in self.dims.items()},
             providers=self.providers,
             skip_constants=self.skip_constants,
             memory_budget_mb=self.memory_budget_mb,
@@ -147,6 +145,7 @@ class LaunchArgs:
             reference=self.reference,
             tolerance=self.tolerance if self.reference is not None else None,
             write_listing=not self.listing_file,
+            fault_stops=self.fault_stops,
             call_number=self.call_number,
         )
 
@@ -159,11 +158,36 @@ class LaunchArgs:
 #: What a restart must load the model again for, when it changes.
 _RELOAD_FIELDS = (
     "model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path",
-    "break_on", "inf_exclude", "nan_exclude",
+    "break_on", "inf_exclude", "fault_stops", "nan_exclude",
 )
 
 
-def _providers(given: Any) -> tuple[str, ...]:
+def is_program_launch(arguments: dict[str, Any]) -> bool:
+    """Whether a launch asks for a program (a mixed session) rather than a model."""
+    return arguments.get("program") is not None or arguments.get("module") is not None
+
+
+def opt_level(given: str) -> OptLevel:
+    """``optLevel``, checked: one of onnxruntime's optimization levels."""
+    if given not in OptLevel.values():
+        raise UserError(f"optLevel '{given}' is not an optimization level; expected one of {', '.join(OptLevel.values())}")
+    return OptLevel(given)
+
+
+def fault_stops(given: str) -> FaultStops:
+    """``faultStops``, checked: after a NaN/Inf stop, which nodes stop again."""
+    if given not in FaultStops.values():
+        raise UserError(f"faultStops must be 'new' (a NaN or Inf made anew) or 'every' (every node holding one), got {given!r}")
+    return FaultStops(given)
+
+
+def _filter(given: str) -> BreakFilter:
+    if given not in BreakFilter.values():
+        raise UserError(f"breakOn: unknown filter '{given}'; expected any of {', '.join(BreakFilter.values())}")
+    return BreakFilter(given)
+
+
+def parse_providers(given: Any) -> tuple[str, ...]:
     """A list of execution providers (a lone string is one provider)."""
     if given is None or given == []:
         return DEFAULT_PROVIDERS
@@ -191,7 +215,7 @@ def _path_mappings(given: Any, base_dir: str) -> tuple[PathMapping, ...]:
     return tuple(out)
 
 
-def _tolerance(given: Any) -> Tolerance | None:
+def parse_tolerance(given: Any) -> Tolerance | None:
     """``{atol, rtol}`` (and ``failIf``), or a list of fail-if conditions (``cosine<0.999``)."""
     if given is None:
         return None

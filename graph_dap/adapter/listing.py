@@ -83,7 +83,7 @@ class ListingSource:
         i = bisect.bisect_left(self._lines, line)
         while i < len(self._ids):
             node = self.nodes[self._ids[i]]
-            if not (stoppable_only and node.static):
+            if not (stoppable_only and node.constant):
                 return node
             i += 1
         return None

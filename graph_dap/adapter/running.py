@@ -16,6 +16,8 @@ from graph_dap.adapter.core import EXCEPTION_NAMES, RESUMABLE, THREAD_ID, Adapte
 from graph_dap.adapter.requests import Request
 from graph_dap.adapter.state import Phase
 from graph_dap.errors import GraphDapError, WorkerDied
+from graph_dap.kinds import OptLevel, StopReason
+from graph_dap.tasks import background
 from graph_dap.worker.protocol import RunArgs, RunCommand, StopInfo
 
 
@@ -48,7 +50,7 @@ class RunControl(AdapterCore):
             stop = await worker.run(RunArgs(command, target, iterations))
             while True:
                 await self._apply_updates()
-                if run.interrupting and stop.reason == "pause" and not run.user_paused:
+                if run.interrupting and stop.reason is StopReason.PAUSE and not run.user_paused:
                     run.interrupting = False
                     stop = await worker.run(RunArgs(RESUMABLE[command]))
                     continue
@@ -63,7 +65,7 @@ class RunControl(AdapterCore):
                 where = await worker.where()
             except GraphDapError:
                 return
-            stop = dataclasses.replace(where, reason="error", tensor=None, message=str(error), details={})
+            stop = dataclasses.replace(where, reason=StopReason.ERROR, tensor=None, message=str(error), details={})
         finally:
             run.interrupting = False
             run.user_paused = False
@@ -82,13 +84,13 @@ class RunControl(AdapterCore):
 
     def _stopped(self, stop: StopInfo) -> None:
         """Turn a runtime stop into a ``stopped`` event (or the end of the session)."""
-        if stop.reason in ("end", "failed"):
-            asyncio.ensure_future(self._end(stop))
+        if stop.reason in (StopReason.END, StopReason.FAILED):
+            background(self._end(stop))
             return
         self.run.stop = stop
         self.run.phase = Phase.STOPPED
         body: dict[str, Any] = {"reason": stop.reason, "threadId": THREAD_ID, "allThreadsStopped": True}
-        if stop.reason == "breakpoint":
+        if stop.reason is StopReason.BREAKPOINT:
             reason, ids = self.breakpoints.hit(stop.breakpoint_ids)
             body["reason"] = reason
             if ids:
@@ -104,19 +106,18 @@ class RunControl(AdapterCore):
         """At the end of the run: the outputs in the console, then ``exited`` and ``terminated``."""
         self.run.phase = Phase.ENDED
         self.run.stop = None
-        failed = stop.reason == "failed"
+        failed = stop.reason is StopReason.FAILED
         if failed:
             self._output(f"graph-dap: {stop.message}\n", "stderr")
         elif self.worker is not None:
-            # As the run left them: recomputing them with the original graph's nodes would run the model
-            # again (resnet50: 0.2 s) before the session may end; a stop before the end shows exact values.
-            level = stop.details.get("opt_level") or {"asked": self.launch.opt_level if self.launch is not None else "none"}
-            how = "" if level["asked"] == "none" else f" (as the run computed them, at optimization level {level['asked']})"
+            # As the run left them (the user's own run's values, at the launch's optimization level).
+            level = stop.details.get("opt_level") or {"asked": self.launch.opt_level if self.launch is not None else OptLevel.NONE}
+            how = "" if level["asked"] == OptLevel.NONE else f" (as the run computed them, at optimization level {level['asked']})"
             notes = level.get("unoptimized") or []
             if notes:  # a stretch ran without the level asked: said where the user reads the outputs
                 how = f" (as the run computed them; not all at optimization level {level['asked']}: {'; '.join(notes)})"
             try:
-                outputs = await self.worker.outputs(exact=False)
+                outputs = await self.worker.outputs()
                 lines = "".join(f"  {o.name}: {o.text}\n" for o in outputs)
                 self._output(f"the run reached the end of the graph; outputs{how}:\n{lines}")
             except GraphDapError as error:

@@ -11,13 +11,15 @@ import asyncio
 import os
 from typing import Any
 
-from graph_dap.adapter.core import EXCEPTION_FILTERS
-from graph_dap.adapter.launch import LaunchArgs
+from graph_dap.adapter.core import EXCEPTION_FILTERS, Handover
+from graph_dap.adapter.launch import LaunchArgs, is_program_launch
 from graph_dap.adapter.listing import ListingSource, ensure_listing, holds
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, UserError
 from graph_dap.adapter.running import RunControl
 from graph_dap.adapter.state import ClientInfo, Phase
 from graph_dap.errors import GraphDapError, WorkerDied
+from graph_dap.kinds import StopReason
+from graph_dap.tasks import background
 from graph_dap.worker import protocol as p
 from graph_dap.worker.client import WorkerClient
 
@@ -56,18 +58,28 @@ class SessionRequests(RunControl):
             raise InvalidRequest("already initialized")
         request.arg("adapterID", str, "graph-dap")
         self.client = ClientInfo.of(request.arguments)
+        self.initialize_arguments = dict(request.arguments)
         self.progress.enabled = self.client.progress
         # Start the local worker now: importing onnxruntime overlaps the client's setup
         # (not for a client yet to show the token: it starts nothing).
         if self.gate.open:
             self._spawning = asyncio.ensure_future(self._spawn_worker())
-        return dict(CAPABILITIES)
+        body = dict(CAPABILITIES)
+        if self.programs is not None:
+            self.programs.initialize(body)
+        return body
 
     async def launch_request(self, request: Request) -> None:
         if self.client is None:
             raise InvalidRequest("initialize first")
-        if self.graph is not None:
+        if self.graph is not None or self.program is not None:
             raise InvalidRequest("already launched")
+        if self.programs is not None and is_program_launch(request.arguments):
+            handover = Handover(
+                self.channel, self.client, self.initialize_arguments, self._spawn_worker, self._later, self._finish, self._drop_spawned
+            )
+            self.program = await self.programs.launch(request, handover)
+            return
         launch = self.launch = LaunchArgs.parse(request)
         self.worker = await self._connect_worker(launch)
         try:
@@ -103,7 +115,7 @@ class SessionRequests(RunControl):
                 return
         stop = await worker.run(p.RunArgs(p.RunCommand.RESTART))
         launch = self.launch
-        if stop.reason != "entry" or (launch.stop_on_entry and not launch.no_debug):
+        if stop.reason is not StopReason.ENTRY or (launch.stop_on_entry and not launch.no_debug):
             self._later(lambda: self._stopped(stop))
         else:
             self._later(lambda: self._start_run(launch.first_run))
@@ -171,7 +183,7 @@ class SessionRequests(RunControl):
             if not done.cancelled() and done.exception() is None:
                 unused = done.result()
                 unused.kill()  # still importing, never given anything: asking it to shut down would wait for its imports
-                asyncio.ensure_future(unused.close())
+                background(unused.close())
 
         spawning.add_done_callback(close)
 
@@ -218,7 +230,10 @@ class SessionRequests(RunControl):
             self._ended(1)
 
     async def _shutdown(self) -> None:
-        """At the end of the session: the workers closed (killed when a run is stuck in native code)."""
+        """At the end of the session: the program's session or the workers closed (killed when a run is stuck in native code)."""
+        if self.program is not None:
+            program, self.program = self.program, None
+            await program.close()
         if self._spawning is not None:
             spawning = self._spawning
             self._spawning = None

@@ -18,8 +18,10 @@ from typing import Any
 from graph_dap.adapter.breakpoints import Wanted
 from graph_dap.adapter.core import SOURCE_FRAME_ID, AdapterCore
 from graph_dap.adapter.requests import checked
-from graph_dap.adapter.sources import SourceFiles, split_path
+from graph_dap.adapter.sources import SourceFiles
 from graph_dap.adapter.variables import ScopeRef
+from graph_dap.kinds import SourceKind, StopReason
+from graph_dap.paths import split_path
 from graph_dap.worker import protocol as p
 
 _MAX_PRODUCED = 200  # nodes listed in a Module scope
@@ -69,11 +71,11 @@ class SourceRequests(AdapterCore):
         (the stop's reason is then ``PYTHON_REASON``: VS Code passes over such frames only then).
         """
         info = await self._stop_source()
-        if info is None or info.kind == "none":
+        if info is None or info.kind is SourceKind.NONE:
             return
         out = self._frames_of(info)
         stop = self.run.stop
-        at = self.breakpoints.python_line(stop.breakpoint_ids) if stop is not None and stop.reason == "breakpoint" else None
+        at = self.breakpoints.python_line(stop.breakpoint_ids) if stop is not None and stop.reason is StopReason.BREAKPOINT else None
         k = next((k for k, f in enumerate(info.frames) if at is not None and (f.path, f.line) == at), None)
         if k is not None and "source" in out[k]:
             for frame in [frames[0], *out[:k]]:
@@ -85,7 +87,7 @@ class SourceRequests(AdapterCore):
         out: list[dict[str, Any]] = []
         for k, f in enumerate(info.frames):
             frame: dict[str, Any] = {"id": SOURCE_FRAME_ID + k, "name": f.name, "line": 0, "column": 0}
-            if info.kind == "python":
+            if info.kind is SourceKind.PYTHON:
                 local = self._files().local(f.path)
                 frame["line"] = self._line_out(f.line)
                 frame["column"] = 1

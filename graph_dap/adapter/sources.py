@@ -10,40 +10,21 @@ answers the other way too: which stack-trace path a file the client names is.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from graph_dap.paths import LIBRARY, split_path, tail_length
 
 #: Folders the tail search does not enter (environments, caches, other tools' trees).
 _SKIP = frozenset({"node_modules", "__pycache__", "site-packages", "dist-packages", "venv", "env"})
 _MAX_ENTRIES = 50_000  # files and folders the tail search looks at, at most, per root
-_LIBRARY = "torch"
-
-
-def split_path(path: str) -> list[str]:
-    """A path's components, for ``/`` and ``\\`` alike (the exporting machine may have been another OS)."""
-    return [p for p in re.split(r"[\\/]+", path) if p]
-
-
-def tail_length(a: str, b: str) -> int:
-    """How many trailing components two paths share."""
-    pa, pb = split_path(a), split_path(b)
-    n = 0
-    while n < min(len(pa), len(pb)) and pa[-1 - n] == pb[-1 - n]:
-        n += 1
-    return n
-
-
-def is_library(path: str) -> bool:
-    """torch's own code: a file inside a ``torch/`` package folder (as the runtime decides it)."""
-    return _LIBRARY in split_path(path)[:-1]
 
 
 def _needed_tail(remote: str) -> int:
     """How much of its tail a found file must share with ``remote``: its name; for torch's files, from ``torch/`` on."""
     parts = split_path(remote)
-    if _LIBRARY in parts[:-1]:
-        return len(parts) - max(i for i, p in enumerate(parts[:-1]) if p == _LIBRARY)
+    if LIBRARY in parts[:-1]:
+        return len(parts) - max(i for i, p in enumerate(parts[:-1]) if p == LIBRARY)
     return 1
 
 

@@ -123,8 +123,10 @@ def subscript(expression: str, index: tuple[int, ...]) -> str:
     return f"{expression}[{', '.join(map(str, index))}]"
 
 
-def stale_text(text: str, stale: bool) -> str:
-    return f"{text} (stale: recomputed when the run moves on)" if stale else text
+def value_text(summary: Summary) -> str:
+    """A value's line in Variables and hovers: its summary, and whether it is stale or was recomputed."""
+    text = f"{summary.text} (stale: recomputed when the run moves on)" if summary.stale else summary.text
+    return f"{text} ({summary.note})" if summary.note else text
 
 
 def tensor_variable(
@@ -137,7 +139,7 @@ def tensor_variable(
     """A ``Variable`` for a tensor: summary line, lazily expanded statistics and slices."""
     var: dict[str, Any] = {
         "name": name or summary.name,
-        "value": stale_text(summary.text, summary.stale),
+        "value": value_text(summary),
         "type": summary.type,
         "evaluateName": ref.expression,
         "variablesReference": 0,
@@ -179,12 +181,12 @@ def stat_variables(summary: Summary) -> list[dict[str, Any]]:
     ]
 
 
-def element_variable(parent: TensorRef, index: int, text: str, dtype: str) -> dict[str, Any]:
-    """One number of a tensor's last axis."""
+def element_variable(parent: TensorRef, index: int, text: str, dtype: str, key: str = "") -> dict[str, Any]:
+    """One number of a tensor's last axis, or one item of a map (``key``: its key as a Python literal)."""
     return {
-        "name": f"[{index}]",
+        "name": key or f"[{index}]",
         "value": text,
         "type": dtype,
-        "evaluateName": subscript(parent.expression, (index,)),
+        "evaluateName": f"{parent.expression}[{key}]" if key else subscript(parent.expression, (index,)),
         "variablesReference": 0,
     }

@@ -14,6 +14,7 @@ from typing import Any
 from graph_dap.cli.options import EXIT_COMPLETED, EXIT_DIVERGED, EXIT_STOPPED, UsageError, parse_dims, parse_filters
 from graph_dap.cli.progress import ProgressBar as _ProgressBar
 from graph_dap.cli.report import json_default, stop_report, stop_text
+from graph_dap.kinds import OptLevel
 
 
 def _listing(args: argparse.Namespace) -> int:
@@ -37,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     session = DebugSession(
         args.model,
         args.inputs,
-        dims=parse_dims(args.dim),
+        dims=parse_dims(args.dim, args.shape),
         providers=args.provider or None,
         break_on=parse_filters(args.break_on),
         inf_exclude=args.inf_exclude,
@@ -88,7 +89,7 @@ def _dump(args: argparse.Namespace) -> int:
         args.model,
         args.out,
         args.inputs,
-        dims=parse_dims(args.dim),
+        dims=parse_dims(args.dim, args.shape),
         providers=args.provider or None,
         values=args.values,
         on_progress=bar.update if bar else None,
@@ -123,7 +124,7 @@ def _compare(args: argparse.Namespace) -> int:
         ref = Reference("model", args.against_model)
     else:
         ref = Reference("opt_level", args.against_opt_level)
-    opt_level = args.opt_level or ("all" if ref.kind == "opt_level" and ref.target != "all" else "none")
+    opt_level = args.opt_level or (OptLevel.ALL if ref.kind == "opt_level" and ref.target != OptLevel.ALL else OptLevel.NONE)
     if ref.kind == "opt_level" and ref.target == opt_level:
         raise UsageError(
             f"graph-dap: both sides would run at optimization level '{opt_level}'; give the run another --opt-level"
@@ -134,7 +135,7 @@ def _compare(args: argparse.Namespace) -> int:
         args.model,
         ref,
         args.inputs,
-        dims=parse_dims(args.dim),
+        dims=parse_dims(args.dim, args.shape),
         providers=args.provider or None,
         opt_level=opt_level,
         tolerance=tolerance,
@@ -203,8 +204,8 @@ def _profile(args: argparse.Namespace) -> int:
     from graph_dap.runtime import load_graph
     from graph_dap.runtime.tools.profile import fused_graph, profile_model
 
-    opt_level = args.opt_level or ("all" if args.fused else "none")
-    if opt_level == "none" and (args.fused or args.save_optimized):
+    opt_level = args.opt_level or (OptLevel.ALL if args.fused else OptLevel.NONE)
+    if opt_level == OptLevel.NONE and (args.fused or args.save_optimized):
         raise UsageError(
             f"graph-dap: {'--fused' if args.fused else '--save-optimized'} needs --opt-level basic, extended or all"
         )
@@ -212,7 +213,7 @@ def _profile(args: argparse.Namespace) -> int:
     prof = profile_model(
         graph,
         args.inputs,
-        dims=parse_dims(args.dim),
+        dims=parse_dims(args.dim, args.shape),
         providers=args.provider or None,
         opt_level=opt_level,
         repeat=args.repeat,

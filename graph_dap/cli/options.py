@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import Any
 
-from graph_dap.worker.protocol import OPT_LEVEL_NAMES
+from graph_dap.kinds import OptLevel
 
 EXIT_COMPLETED, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
 EXIT_DIVERGED = 1
@@ -21,13 +22,20 @@ class UsageError(Exception):
     """Bad usage (an unknown option, a bad value, options that do not go together): one line, exit 2."""
 
 
-def parse_dims(items: Sequence[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
+def parse_dims(items: Sequence[str], shapes: Sequence[str] = ()) -> dict[str, int | tuple[int, ...]]:
+    """``--dim NAME=N`` items and ``--shape INPUT=D0,D1,...`` items, as ``resolve_inputs`` takes them."""
+    out: dict[str, int | tuple[int, ...]] = {}
     for item in items:
         name, sep, n = item.partition("=")
         if not sep or not name or not n.strip().isdigit():
             raise UsageError(f"--dim expects NAME=N with N a non-negative integer, got '{item}'")
         out[name.strip()] = int(n)
+    for item in shapes:
+        name, sep, text = item.partition("=")
+        parts = [p.strip() for p in text.split(",")] if text.strip() else []
+        if not sep or not name.strip() or not all(p.isdigit() for p in parts):
+            raise UsageError(f"--shape expects INPUT=D0,D1,... with non-negative integers (INPUT= for a scalar), got '{item}'")
+        out[name.strip()] = tuple(int(p) for p in parts)
     return out
 
 
@@ -35,6 +43,9 @@ def parse_filters(text: str | None) -> list[str]:
     if not text:
         return []
     return [f.strip() for f in text.split(",") if f.strip()]
+
+
+_SHAPE_HELP = "the whole shape of a made-up input (dimensions without a name, or -1); repeatable"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("model", help="path to the .onnx model")
     run.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
     run.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    run.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...", help=_SHAPE_HELP)
     run.add_argument(
         "--break",
         dest="breaks",
@@ -72,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
     run.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_NAMES,
-        default="all",
+        choices=OptLevel.values(),
+        default=OptLevel.ALL.value,
         metavar="LEVEL",
         help="onnxruntime's graph optimizations for the runs between stops (none, basic, extended, all; default all, "
         "as a plain InferenceSession); values shown at a stop are computed without them",
@@ -105,9 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, (text, _) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
-    from graph_dap.cli import scan as cli_scan
-
-    cli_scan.add_parser(sub)
+    _scan_parser(sub)
     sub.add_parser(
         "run-script",
         help="run a Python program and report the first run call that meets a break (see graph-dap run-script --help)",
@@ -122,9 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
         "dump",
         help="run a model and write every computed value to an .npz",
         description="Run the model node by node and write every computed value (or those --values selects) to an .npz "
-        "keyed by value name, while the run goes: memory stays at the run's working set. The graph inputs are stored too. "
-        "A JSON side file (OUT.json) records the model's and inputs' hashes, the providers and options, and the node that "
-        "produced each value. The archive is renamed into place at the end: an interrupted dump leaves no file under OUT.",
+        "keyed by value name, while the run goes: memory stays at the run's working set. The graph inputs are stored too, "
+        "and the values inside If branches, Loop and Scan bodies and function calls (inside a loop, each iteration's as "
+        "NAME@ITERATION). A JSON side file (OUT.npz.json) records the model's and inputs' hashes, the providers and options, "
+        "and the node that produced each value. The archive is renamed into place at the end: an interrupted dump leaves "
+        "no file under OUT.npz.",
     )
     _model_options(dump)
     dump.add_argument(
@@ -155,14 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     ref.add_argument("--against-model", metavar="OTHER.onnx", help="another model; values are matched by name")
     ref.add_argument(
         "--against-opt-level",
-        choices=OPT_LEVEL_NAMES,
+        choices=OptLevel.values(),
         metavar="LEVEL",
         help="the model at another onnxruntime optimization level (none, basic, extended, all); "
         "an optimized side runs whole and only the values its graph still names are compared",
     )
     cmp_.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_NAMES,
+        choices=OptLevel.values(),
         metavar="LEVEL",
         help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
     )
@@ -210,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--repeat", type=positive_int, default=3, metavar="N", help="timed runs (default 3), after one warm-up")
     prof.add_argument(
         "--opt-level",
-        choices=OPT_LEVEL_NAMES,
+        choices=OptLevel.values(),
         default=None,
         metavar="LEVEL",
         help="onnxruntime optimization level (default none: the model's own nodes; all with --fused)",
@@ -248,10 +260,56 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _scan_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``scan`` subcommand's options, on the CLI's subparsers."""
+    p = sub.add_parser(
+        "scan",
+        help="run a model on every input of a data set, watched; report which inputs fail and where each first goes wrong",
+        description="Run the model on every input of a data set with the NaN/Inf watch (and, with --reference, a comparison), "
+        "on a pool of local worker processes or on Ray. For each input: clean, nan, inf, error, mismatch, invalid (it does not fit "
+        "the model) or crash (it kills its worker), with the first bad node. DIR/scan.json is rewritten as results arrive "
+        "(--resume skips the inputs it holds); DIR/failing/<id>.npz keeps each failing input; DIR/report.html shows it all. "
+        "Exit status: 0 when every input ran clean, 1 when one failed, 2 on bad usage.",
+    )
+    p.add_argument("model", help="path to the .onnx model")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--inputs",
+        metavar="SOURCE",
+        help="a folder of .npz/.npy files or ONNX test-data folders, a glob ('data/**/*.npz'), or one .npz with --sample-axis",
+    )
+    src.add_argument("--inputs-from", metavar="MODULE:FUNCTION", help="a Python function returning an iterable of feed dicts (or (id, dict) pairs)")
+    p.add_argument("--sample-axis", type=int, default=None, metavar="K", help="one .npz: each slice along axis K of its arrays is one input")
+    p.add_argument("--batch", type=positive_int, default=1, metavar="N", help="with --sample-axis: N slices per run (default 1)")
+    p.add_argument("--break-on", default=None, metavar="FILTERS", help="comma list of nan, inf, error, mismatch (default: nan,inf,error; +mismatch with --reference)")
+    p.add_argument("--inf-exclude", action="append", default=[], metavar="PATTERN", help="node glob or op:TYPE whose Inf is expected")
+    p.add_argument("--reference", metavar="REF", help="compare each input's outputs with provider:NAME, opt_level:LEVEL or model:OTHER.onnx")
+    p.add_argument(
+        "--tolerance",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="with --reference: atol=A, rtol=R or a condition like cosine<0.999 (comma-separated or repeated; default atol=1e-5,rtol=1e-4)",
+    )
+    p.add_argument("--metric", default=None, metavar="NAME", help="how the worst inputs are ranked: max_abs, max_rel, mse, cosine or snr")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N", help="worker processes (default: cores / threads per run)")
+    p.add_argument("--threads", type=positive_int, default=1, metavar="N", help="onnxruntime threads per run, per worker (default 1)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", help="run on Ray: a local one, or the cluster at ADDRESS")
+    p.add_argument("--ship", action="store_true", help="with --ray: put the model and the inputs in Ray's object store (paths need not be shared)")
+    p.add_argument("--shard-size", type=positive_int, default=8, metavar="N", help="with --ray: inputs per task (default 8)")
+    p.add_argument("--out", metavar="DIR", help="where scan.json, failing/ and report.html go (default: ./<model>-scan)")
+    p.add_argument("--resume", action="store_true", help="skip the inputs DIR/scan.json already holds")
+    p.add_argument("--json", action="store_true", help="print one JSON object per line as the scan goes (start, result, incident, saved), the summary last")
+    return p
+
+
 def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="path to the .onnx model")
     p.add_argument("--inputs", help=".npz (keys = input names), .npy (one input) or a folder of input_N.pb")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...", help=_SHAPE_HELP)
     p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
 
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     """``run --json``: the stop as :meth:`Stop.to_dict` gives it, with a status and the summaries of what it is about."""
     from graph_dap.runtime import StopReason, summarize
-    from graph_dap.runtime.source import source_fields
+    from graph_dap.runtime.graph.source import source_fields
 
     completed = stop.completed
     node = stop.node
@@ -20,8 +20,8 @@ def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
         for name in list(node.all_inputs) + [o for o in node.outputs if o]:
             if session.has_value(name):
                 summaries[name] = summarize(session.value(name)).to_dict()
-    else:  # as the run computed them (at its optimization level, as a plain run does): not run again node by node
-        for name, v in session.outputs(exact=False).items():
+    else:  # as the run computed them (at its optimization level, as a plain run does)
+        for name, v in session.outputs().items():
             summaries[name] = summarize(v).to_dict()
     d = stop.to_dict()
     reason = None if completed else d["reason"]
@@ -34,7 +34,9 @@ def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
         "opt_level": session.executor.level_report(),
     }
     if node is not None:
-        out.update(source_fields(session.graph.sources, [node.id]))
+        fields = source_fields(session.graph.sources, [node.id])
+        out["node"] = {**out["node"], **fields}  # as compare's rows and profile's nodes carry them
+        out.update(fields)
     return out
 
 
@@ -48,7 +50,7 @@ def stop_text(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
         lines.append(f"completed: {len(session.sequence)} nodes ran")
         how = "" if level["asked"] == "none" else " (as the run computed them" + (f", at optimization level {level['asked']})" if level["kept"] else ")")
         lines.append(f"outputs{how}:")
-        for name, v in session.outputs(exact=False).items():
+        for name, v in session.outputs().items():
             lines.append(f"  {name}: {summarize(v).text()}")
         return "\n".join(lines + level_lines(level))
     assert node is not None

@@ -1,4 +1,4 @@
-"""``graph-dap scan``: its options and its printing (the work is :mod:`graph_dap.runtime.tools.scan`).
+"""``graph-dap scan``: its printing (its options are in :mod:`graph_dap.cli.options`; the work is :mod:`graph_dap.runtime.tools.scan`).
 
 Exit status: 0 when every input ran clean, 1 when an input failed (in this run or in
 the results a ``--resume`` continued), 2 on bad usage; 130/143 when interrupted (the
@@ -14,55 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graph_dap.cli.options import UsageError, parse_dims, positive_int
+from graph_dap.cli.options import UsageError, parse_dims
+from graph_dap.kinds import BreakFilter
 
 EXIT_CLEAN, EXIT_FAILED = 0, 1
 _SHOWN = 12  # failing inputs listed in the text summary
-
-
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``scan`` subcommand's options, on the CLI's subparsers."""
-    p = sub.add_parser(
-        "scan",
-        help="run a model on every input of a data set, watched; report which inputs fail and where each first goes wrong",
-        description="Run the model on every input of a data set with the NaN/Inf watch (and, with --reference, a comparison), "
-        "on a pool of local worker processes or on Ray. For each input: clean, nan, inf, error, mismatch, invalid (it does not fit "
-        "the model) or crash (it kills its worker), with the first bad node. DIR/scan.json is rewritten as results arrive "
-        "(--resume skips the inputs it holds); DIR/failing/<id>.npz keeps each failing input; DIR/report.html shows it all. "
-        "Exit status: 0 when every input ran clean, 1 when one failed, 2 on bad usage.",
-    )
-    p.add_argument("model", help="path to the .onnx model")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument(
-        "--inputs",
-        metavar="SOURCE",
-        help="a folder of .npz/.npy files or ONNX test-data folders, a glob ('data/**/*.npz'), or one .npz with --sample-axis",
-    )
-    src.add_argument("--inputs-from", metavar="MODULE:FUNCTION", help="a Python function returning an iterable of feed dicts (or (id, dict) pairs)")
-    p.add_argument("--sample-axis", type=int, default=None, metavar="K", help="one .npz: each slice along axis K of its arrays is one input")
-    p.add_argument("--batch", type=positive_int, default=1, metavar="N", help="with --sample-axis: N slices per run (default 1)")
-    p.add_argument("--break-on", default=None, metavar="FILTERS", help="comma list of nan, inf, error, mismatch (default: nan,inf,error; +mismatch with --reference)")
-    p.add_argument("--inf-exclude", action="append", default=[], metavar="PATTERN", help="node glob or op:TYPE whose Inf is expected")
-    p.add_argument("--reference", metavar="REF", help="compare each input's outputs with provider:NAME, opt_level:LEVEL or model:OTHER.onnx")
-    p.add_argument(
-        "--tolerance",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="with --reference: atol=A, rtol=R or a condition like cosine<0.999 (comma-separated or repeated; default atol=1e-5,rtol=1e-4)",
-    )
-    p.add_argument("--metric", default=None, metavar="NAME", help="how the worst inputs are ranked: max_abs, max_rel, mse, cosine or snr")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="size of a symbolic dimension")
-    p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
-    p.add_argument("--workers", type=positive_int, default=None, metavar="N", help="worker processes (default: cores / threads per run)")
-    p.add_argument("--threads", type=positive_int, default=1, metavar="N", help="onnxruntime threads per run, per worker (default 1)")
-    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", help="run on Ray: a local one, or the cluster at ADDRESS")
-    p.add_argument("--ship", action="store_true", help="with --ray: put the model and the inputs in Ray's object store (paths need not be shared)")
-    p.add_argument("--shard-size", type=positive_int, default=8, metavar="N", help="with --ray: inputs per task (default 8)")
-    p.add_argument("--out", metavar="DIR", help="where scan.json, failing/ and report.html go (default: ./<model>-scan)")
-    p.add_argument("--resume", action="store_true", help="skip the inputs DIR/scan.json already holds")
-    p.add_argument("--json", action="store_true", help="print one JSON object per line as the scan goes (start, result, incident, saved), the summary last")
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,8 +80,8 @@ def _config(args: argparse.Namespace) -> Any:
     elif args.tolerance or args.metric:
         raise UsageError("graph-dap scan: --tolerance and --metric need a --reference")
     filters = [f.strip() for f in (args.break_on or "nan,inf,error").split(",") if f.strip()]
-    if reference and "mismatch" not in filters:
-        filters.append("mismatch")
+    if reference and BreakFilter.MISMATCH not in filters:
+        filters.append(BreakFilter.MISMATCH.value)
     atol = rtol = None
     fail_if: list[str] = []
     for spec in args.tolerance:

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from graph_dap.cli.options import EXIT_COMPLETED, Parser, UsageError, parse_filters
+from graph_dap.kinds import FAULT_FILTERS, BreakFilter
 
 _RUN_SCRIPT_USAGE = """usage: graph-dap run-script [--break-on FILTERS] [--break SPEC]... [--inf-exclude PATTERN]... [--nan-exclude PATTERN]...
                             [--provider NAME]... [--json] (SCRIPT | -m MODULE) [ARGS...] [-- ARGS...]
@@ -59,10 +60,10 @@ def _run_script(argv: list[str]) -> int:
         i += 1
     if not program or program == ["-m"]:
         raise UsageError("graph-dap run-script: give the program to run: SCRIPT [ARGS...] or -m MODULE [ARGS...]")
-    filters = [f for text in found["filters"] for f in parse_filters(text)] or ["error"]
-    bad = sorted(set(filters) - {"nan", "inf", "error"})
+    filters = [f for text in found["filters"] for f in parse_filters(text)] or [BreakFilter.ERROR.value]
+    bad = sorted(set(filters) - set(FAULT_FILTERS))
     if bad:
-        raise UsageError(f"graph-dap run-script: unknown filter '{bad[0]}' in --break-on; expected nan, inf, error")
+        raise UsageError(f"graph-dap run-script: unknown filter '{bad[0]}' in --break-on; expected {', '.join(FAULT_FILTERS)}")
     if program[0] != "-m" and not os.path.isfile(program[0]):
         raise UsageError(f"graph-dap run-script: no such program: {program[0]}")
     options = ScriptOptions(

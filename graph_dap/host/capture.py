@@ -28,10 +28,10 @@ from typing import Any
 
 from graph_dap.files import save_npz_atomic, write_text_atomic
 from graph_dap.host import hook
-from graph_dap.host.models import ModelIdentity
+from graph_dap.host.identity import ModelIdentity
+from graph_dap.paths import child_environment
 
 ENV = "GRAPH_DAP_CAPTURE"
-ROOT = str(Path(__file__).resolve().parents[2])
 BOOT = str(Path(__file__).resolve().parent / "boot")
 _RESERVED = ".run-{:04d}.reserved"
 
@@ -56,8 +56,7 @@ def capture(command: Sequence[str], options: CaptureOptions) -> tuple[int, int]:
     """Run ``command`` with every run call recorded in ``options.out``; its exit status and how many calls were kept."""
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (BOOT, ROOT, env.get("PYTHONPATH", "")) if p)
+    env = child_environment(None, BOOT)
     env[ENV] = options.to_json()
     try:
         status = subprocess.call(list(command), env=env)

@@ -24,10 +24,11 @@ from typing import Any
 
 from graph_dap.host import hook
 from graph_dap.host import protocol as hp
+from graph_dap.host.identity import ModelIdentity, opt_level_of, providers_of
 from graph_dap.host.link import Link, Pending
-from graph_dap.host.models import ModelIdentity, opt_level_of, providers_of
 from graph_dap.host.suspend import PythonDebugger
 from graph_dap.host.watch import Watcher
+from graph_dap.kinds import VALUE_FILTERS, BreakFilter, RunAction, StopReason
 
 #: How long a session's creation waits for the adapter to take its model (listing, breakpoints).
 MODEL_TIMEOUT = 120.0
@@ -47,8 +48,8 @@ class DebuggedHandler(hook.Handler):
     def configure(self, config: hp.Config) -> None:
         """A config from the adapter: what applies to runs from now on."""
         self.config = config
-        self.on_error = "error" in config.filters
-        self.engaged = config.stop_every or config.every_run or bool(config.armed) or bool({"nan", "inf"} & set(config.filters))
+        self.on_error = BreakFilter.ERROR in config.filters
+        self.engaged = config.stop_every or config.every_run or bool(config.armed) or bool(set(VALUE_FILTERS) & set(config.filters))
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -71,8 +72,8 @@ class DebuggedHandler(hook.Handler):
         if config.stop_every or config.every_run:
             return self._debug(call, "every")
         if model.key in config.armed:
-            return self._debug(call, "breakpoint")
-        watching: list[str] = [f for f in ("nan", "inf") if f in config.filters]
+            return self._debug(call, StopReason.BREAKPOINT)
+        watching: list[str] = [f for f in VALUE_FILTERS if f in config.filters]
         if watching:
             watcher = self._watcher(call, watching, config.inf_exclude)
             if watcher is not None:
@@ -80,20 +81,20 @@ class DebuggedHandler(hook.Handler):
                     results, flagged = watcher.run(call)
                 except hook._ORT_FAILURES as error:
                     if self.on_error and hook.is_node_failure(error):
-                        return self._debug(call, "error", error)
+                        return self._debug(call, StopReason.ERROR, error)
                     raise
                 return self._debug(call, "/".join(watching)) if flagged else results
         try:
             return call.original()
         except hook._ORT_FAILURES as error:
             if self.on_error and hook.is_node_failure(error):
-                return self._debug(call, "error", error)
+                return self._debug(call, StopReason.ERROR, error)
             raise
 
     def failed(self, call: hook.Call, error: BaseException) -> Any:
         if call.model is None or not self._debuggable.get(call.model.key, False):
             raise error
-        return self._debug(call, "error", error)
+        return self._debug(call, StopReason.ERROR, error)
 
     def _watcher(self, call: hook.Call, filters: list[str], inf_exclude: tuple[str, ...]) -> Watcher | None:
         """The session's watcher for these filters, built on first use (None when its model cannot be watched)."""
@@ -134,11 +135,11 @@ class DebuggedHandler(hook.Handler):
         finally:
             _remove(feeds)
         result: hp.RunResult | None = pending.result
-        if result is None or result.action == "plain":
+        if result is None or result.action is RunAction.PLAIN:
             if error is not None:
                 raise error
             return call.original()
-        if result.action == "raise":
+        if result.action is RunAction.RAISE:
             if error is not None:
                 raise error
             return call.original()  # onnxruntime's own error (the graph failed in graph-dap's runtime)

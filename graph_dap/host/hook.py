@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from graph_dap.host.models import ModelIdentity, identify
+from graph_dap.host.identity import ModelIdentity, identify
 from graph_dap.host.protocol import PyFrame
 
 _RUN: Callable[..., Any] | None = None  # onnxruntime's own methods, once installed

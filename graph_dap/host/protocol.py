@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from graph_dap.kinds import BreakFilter, OptLevel, RunAction
 from graph_dap.worker.codec import decode, encode
 
 __all__ = [
@@ -62,7 +63,7 @@ class Config:
 
     stop_every: bool = False
     every_run: bool = False
-    filters: tuple[str, ...] = ()
+    filters: tuple[BreakFilter, ...] = ()
     inf_exclude: tuple[str, ...] = ()
     armed: tuple[str, ...] = ()
 
@@ -75,7 +76,7 @@ class ModelLoaded:
     path: str
     name: str  # how to show it: the file's name, or ``model (bytes, sha256 1a2b3c4d)``
     providers: tuple[str, ...]
-    opt_level: str  # none, basic, extended, all
+    opt_level: OptLevel
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,6 @@ class RunResult:
     """How a debugged call ends: ``outputs`` (an ``.npz`` to return), ``plain`` (run it in onnxruntime as it is),
     or ``raise`` (the graph failed: raise onnxruntime's error, or ``message``)."""
 
-    action: str
+    action: RunAction
     outputs: str = ""
     message: str = ""

@@ -21,22 +21,22 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from graph_dap.host import hook
-from graph_dap.host.models import ModelIdentity, providers_of
+from graph_dap.host.identity import ModelIdentity, providers_of
 from graph_dap.host.watch import Watcher
+from graph_dap.kinds import FAULT_FILTERS, VALUE_FILTERS, BreakFilter, StopReason
+from graph_dap.paths import child_environment
 
 EXIT_BREAK = 1
-ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @dataclass(frozen=True, slots=True)
 class ScriptOptions:
     """What ``run-script`` breaks on, and how it reports."""
 
-    filters: tuple[str, ...] = ("error",)
+    filters: tuple[str, ...] = (BreakFilter.ERROR.value,)
     breaks: tuple[str, ...] = ()
     inf_exclude: tuple[str, ...] = ()
     providers: tuple[str, ...] = ()  # override of each session's own
@@ -61,8 +61,7 @@ class ScriptOptions:
 
 def run_script(program: Sequence[str], options: ScriptOptions, python: str = sys.executable) -> int:
     """Run ``program`` (``script.py ARGS`` or ``-m module ARGS``) under the script handler; its exit status."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
+    env = child_environment()
     command = [python, "-m", "graph_dap.host", "--script", options.to_json(), "--", *program]
     try:
         return subprocess.call(command, env=env)
@@ -83,8 +82,8 @@ class ScriptHandler(hook.Handler):
 
     def __init__(self, options: ScriptOptions) -> None:
         self.options = options
-        self.engaged = bool(options.breaks) or bool({"nan", "inf"} & set(options.filters))
-        self.on_error = "error" in options.filters
+        self.engaged = bool(options.breaks) or bool(set(VALUE_FILTERS) & set(options.filters))
+        self.on_error = BreakFilter.ERROR in options.filters
         self._models: dict[str, _Model] = {}
         self._folder = tempfile.mkdtemp(prefix="graph-dap-run-script-")
         atexit.register(shutil.rmtree, self._folder, True)
@@ -107,9 +106,9 @@ class ScriptHandler(hook.Handler):
             return call.original()
         known = self._models.get(model.key) or _Model()
         if known.breaks:
-            self._check(call, known, "breakpoint")
+            self._check(call, known, StopReason.BREAKPOINT)
             return call.original()
-        watching = [f for f in ("nan", "inf") if f in self.options.filters]
+        watching = [f for f in VALUE_FILTERS if f in self.options.filters]
         if watching:
             key = "script-watcher"
             if key not in call.bound.state:
@@ -137,7 +136,7 @@ class ScriptHandler(hook.Handler):
     def failed(self, call: hook.Call, error: BaseException) -> Any:
         model = call.model
         if model is not None:
-            self._check(call, self._models.get(model.key) or _Model(), "error")
+            self._check(call, self._models.get(model.key) or _Model(), StopReason.ERROR)
         raise error
 
     def _check(self, call: hook.Call, known: _Model, why: str) -> None:
@@ -148,7 +147,7 @@ class ScriptHandler(hook.Handler):
         file = known.file or call.model.file(self._folder)
         feeds = os.path.join(self._folder, f"call-{call.number}.npz")
         save_npz_atomic(feeds, call.numpy_feeds())
-        filters = ",".join(f for f in self.options.filters if f in ("nan", "inf", "error"))
+        filters = ",".join(f for f in self.options.filters if f in FAULT_FILTERS)
         command = [sys.executable, "-m", "graph_dap", "run", file, "--inputs", feeds, "--break-on", filters]
         for spec in known.breaks:
             command += ["--break", spec]
@@ -160,8 +159,7 @@ class ScriptHandler(hook.Handler):
             command += ["--provider", provider]
         if self.options.json:
             command.append("--json")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
+        env = child_environment()
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode == 0:
             return  # the run completed: no break (a sum that overflowed, a breakpoint's condition...)

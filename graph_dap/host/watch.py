@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_dap.host import hook
-from graph_dap.host.models import ModelIdentity
+from graph_dap.host.identity import ModelIdentity
+from graph_dap.kinds import BreakFilter
 
 #: SessionOptions attributes a watched session takes from the program's session.
 _COPIED = (
@@ -72,7 +73,8 @@ class Watcher:
 
         graph = load_graph(model.path) if model.path is not None else load_graph(onnx.load_from_string(model.data or b""))
         intent = intended(graph)
-        self.watch = watched_model(graph, FaultFilter("nan" in filters, "inf" in filters, tuple(inf_exclude), tuple(nan_exclude), intent))
+        filt = FaultFilter(BreakFilter.NAN in filters, BreakFilter.INF in filters, tuple(inf_exclude), tuple(nan_exclude), intent)
+        self.watch = watched_model(graph, filt)
         self.session: Any = None
         if self.watch.sentinel is not None:
             from graph_dap.runtime.weights import FOLDER_OPTION

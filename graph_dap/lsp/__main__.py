@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"graph-dap lsp: --port must be 0-65535, got {args.port}", file=sys.stderr)
         return 2
     from graph_dap.lsp.features import create_server
-    from graph_dap.lsp.models import one_malloc_arena
+    from graph_dap.lsp.versions import one_malloc_arena
 
     one_malloc_arena()
     server = create_server()

@@ -22,7 +22,7 @@ BREAK_ON_OP_TYPE = "graphDap.breakOnOpType"
 def _commands(a: Analysis, uri: str, node: Node, line: int) -> list[types.Command]:
     run: dict[str, Any] = {"model": str(a.version.path), "node": node.id, "uri": uri, "line": line - 1}
     cmds = []
-    if not node.is_static:
+    if not node.is_constant:
         cmds.append(types.Command(title=f"Run to {node.id}", command=RUN_TO_NODE, arguments=[run]))
     cmds.append(types.Command(title=f"Break on every {node.op_type}", command=BREAK_ON_OP_TYPE, arguments=[{"opType": node.op_type}]))
     return cmds

@@ -20,7 +20,7 @@ from lsprotocol import types
 
 from graph_dap.lsp.hazards import Hazard, Sign, hazards, signs
 from graph_dap.lsp.index import ListingIndex, Span
-from graph_dap.lsp.models import ModelVersion
+from graph_dap.lsp.versions import ModelVersion
 
 T = TypeVar("T")
 

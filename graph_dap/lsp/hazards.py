@@ -18,8 +18,11 @@ from typing import Any
 import numpy as np
 from onnx import numpy_helper
 
-from graph_dap.lsp.models import InitializerStats
+from graph_dap import log as _log
+from graph_dap.lsp.versions import InitializerStats
 from graph_dap.runtime.graph import Graph, Node
+
+_logger = _log.get_logger(__name__)
 
 
 class Sign(enum.IntFlag):
@@ -123,7 +126,8 @@ def _constant_sign(node: Node) -> Sign:
             a = np.array(list(t.floats if t.name == "value_floats" else t.ints))
         else:
             return Sign.UNKNOWN
-    except Exception:
+    except Exception as error:  # noqa: BLE001 - a constant onnx cannot decode has no known sign (the hazard checks skip it)
+        _logger.info("the sign of constant %s is unknown: %s: %s", node.id, type(error).__name__, error)
         return Sign.UNKNOWN
     return _array_sign(a)
 

@@ -16,8 +16,8 @@ from graph_dap.lsp.analysis import Analysis
 from graph_dap.lsp.hazards import Sign
 from graph_dap.lsp.index import ValueRef
 from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph.source import SourceFrame
 from graph_dap.runtime.listing import Token, TokenKind
-from graph_dap.runtime.source import SourceFrame
 
 _MAX_LISTED = 12  # consumers named in a hover
 _SIGN_WORDS = {Sign.POSITIVE: "> 0", Sign.NONNEGATIVE: ">= 0", Sign.NONZERO: "!= 0"}
@@ -109,7 +109,7 @@ def attribute_markdown(a: Analysis, token: Token, node: Node | None) -> str | No
 def node_markdown(a: Analysis, node: Node) -> str:
     """The hover of a node: id, op, attributes, outputs, source line."""
     op = node.op_type if not node.domain or node.domain == "ai.onnx" else f"{node.domain}.{node.op_type}"
-    lines = [f"**{node.id}**: `{op}`" + (" (constant: computed once at load)" if node.is_static else "")]
+    lines = [f"**{node.id}**: `{op}`" + (" (constant: computed once at load)" if node.is_constant else "")]
     if node.proto.name and node.proto.name != node.id:
         lines.append(f"name in the model: `{node.proto.name}`")
     lines.append(f"position {node.index} in the file, {node.order} in run order")

@@ -17,6 +17,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_dap import log as _log
+
+_logger = _log.get_logger(__name__)
+
 DEBUG_STATE = "graphDap/debugState"
 LIVE_SUMMARIES = "graphDap/liveSummaries"
 _TIMEOUT = 2.0  # seconds the server waits for the editor's answer
@@ -65,7 +69,8 @@ class LiveValues:
             epoch = s.epoch
             try:
                 answer = await asyncio.wait_for(self._ask(LIVE_SUMMARIES, {"model": str(model), "names": missing}), _TIMEOUT)
-            except Exception:  # the editor could not answer (no session, a timeout): no live values this time
+            except Exception as error:  # noqa: BLE001 - the editor could not answer (no session, a timeout): no live values this time
+                _logger.info("no live summaries of %s: %s: %s", model, type(error).__name__, error)
                 return {}
             if s.epoch != epoch:
                 return {}

@@ -12,6 +12,10 @@ from typing import Any
 import onnx
 import onnx.defs
 
+from graph_dap import log as _log
+
+_logger = _log.get_logger(__name__)
+
 _DOC_CHARS = 1500  # of an operator's doc shown in a hover
 
 
@@ -20,7 +24,7 @@ def schema(op_type: str, domain: str, opset: int) -> Any | None:
     """The ``OpSchema`` of ``op_type`` as of ``opset`` of ``domain`` ("" or "ai.onnx" for the standard one)."""
     try:
         return onnx.defs.get_schema(op_type, opset, "" if domain == "ai.onnx" else domain)
-    except Exception:  # SchemaError: no such op at that version
+    except onnx.defs.SchemaError:  # no such op at that version
         return None
 
 
@@ -87,7 +91,8 @@ def _formal(p: Any) -> str:
 def _default(a: Any) -> str:
     try:
         value = onnx.helper.get_attribute_value(a.default_value)
-    except Exception:
+    except Exception as error:  # noqa: BLE001 - onnx raises many kinds on an odd default: the hover shows none
+        _logger.info("no default shown for attribute %s: %s: %s", a.name, type(error).__name__, error)
         return ""
     if value is None or value == [] or (isinstance(value, bytes) and not value and a.default_value.type == 0):
         return ""

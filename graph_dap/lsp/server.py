@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,15 +32,16 @@ from graph_dap import log as _log
 from graph_dap.files import write_text_atomic
 from graph_dap.lsp import actions, diagnostics, highlighting, outline
 from graph_dap.lsp.analysis import Analysis
-from graph_dap.lsp.index import Span
 from graph_dap.lsp.live import DEBUG_STATE, LiveValues
-from graph_dap.lsp.models import LoadFailure, load_version, release_memory, stamp_of
+from graph_dap.lsp.versions import LoadFailure, load_version, release_memory, stamp_of
 from graph_dap.lsp.wire import ListingProtocol, RawResult, raw
 from graph_dap.runtime.listing import read_header
+from graph_dap.tasks import background
 
 _logger = _log.get_logger(__name__)
 NAME = "graph-dap-lsp"
 _PROGRESS_TIMEOUT = 2.0  # seconds to wait for the client to accept a progress token
+_KEPT_CLOSED = 2  # analyses of models no open listing shows, kept for a reopen (newest closed first out last)
 VERSION = "0.1.0"
 
 
@@ -97,6 +99,9 @@ class ListingServer(LanguageServer):
         self.settings = Settings()
         self.docs: dict[str, _Document] = {}
         self.models: dict[Path, Result] = {}
+        # Models whose listings were all closed, newest last: a listing opened again is served at once while
+        # its model is unchanged (a 10,000-node model's analysis takes seconds to build again).
+        self.closed_models: OrderedDict[Path, Result] = OrderedDict()
         self._loading: dict[Path, asyncio.Future[Result]] = {}
         self.live = LiveValues(lambda method, params: self.protocol.send_request_async(method, params))
         self._watcher: asyncio.Task[None] | None = None
@@ -117,7 +122,7 @@ class ListingServer(LanguageServer):
         if doc is not None and doc.pending is not None and not doc.pending.done():
             try:
                 await asyncio.wait_for(asyncio.shield(doc.pending), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return None
         return self.analysis(uri)
 
@@ -142,7 +147,10 @@ class ListingServer(LanguageServer):
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         wanted = {d.model for d in self.docs.values()}
         for path in [p for p in self.models if p not in wanted]:
-            del self.models[path]
+            self.closed_models[path] = self.models.pop(path)
+            self.closed_models.move_to_end(path)
+        while len(self.closed_models) > _KEPT_CLOSED:
+            self.closed_models.popitem(last=False)
 
     async def _serve(self, uri: str) -> None:
         doc = self.docs.get(uri)
@@ -193,6 +201,8 @@ class ListingServer(LanguageServer):
 
     async def ensure(self, path: Path) -> Result:
         """The current version of the model at ``path``: cached by ``(mtime, size)``, else loaded in the background."""
+        if path not in self.models and path in self.closed_models:
+            self.models[path] = self.closed_models.pop(path)  # its listing was closed and is open again
         known = self.models.get(path)
         stamp = stamp_of(path)
         if known is not None and _stamp(known) == stamp:
@@ -268,7 +278,7 @@ class ListingServer(LanguageServer):
         for path in wanted if paths is None else wanted & paths:
             known = self.models.get(path)
             if path not in self._loading and (known is None or _stamp(known) != stamp_of(path)):
-                asyncio.ensure_future(self.ensure(path))
+                background(self.ensure(path))
 
     async def _progress_begin(self, title: str) -> str | None:
         """Start a ``$/progress`` for a load, when the client takes them (it answers ``create`` first)."""
@@ -279,7 +289,8 @@ class ListingServer(LanguageServer):
         try:
             await asyncio.wait_for(self.work_done_progress.create_async(token), _PROGRESS_TIMEOUT)
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=False))
-        except Exception:  # a client that refuses progress, or does not answer: load without it
+        except Exception as error:  # noqa: BLE001 - a client that refuses progress, or does not answer: load without it
+            _logger.info("no progress for %r: %s: %s", title, type(error).__name__, error)
             return None
         return token
 
@@ -287,8 +298,8 @@ class ListingServer(LanguageServer):
         if token is not None:
             try:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd())
-            except Exception:
-                pass
+            except Exception as error:  # noqa: BLE001 - the progress may be gone with its client: the load is done anyway
+                _logger.info("cannot end progress %s: %s: %s", token, type(error).__name__, error)
 
     # -- the replies built once per version -------------------------------------------
 
@@ -354,7 +365,3 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
     return obj
-
-
-def span_location(a: Analysis, uri: str, span: Span) -> types.Location:
-    return types.Location(uri=uri, range=a.range(span))

@@ -15,6 +15,8 @@ from typing import Any
 
 from pygls.protocol import LanguageServerProtocol
 
+from graph_dap.tasks import background
+
 
 @dataclass(frozen=True, slots=True)
 class RawResult:
@@ -43,6 +45,4 @@ class ListingProtocol(LanguageServerProtocol):
         header = f"Content-Length: {len(body)}\r\nContent-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
         written = self.writer.write((header + body if self._include_headers else body).encode(self.CHARSET))
         if inspect.isawaitable(written):
-            import asyncio
-
-            asyncio.ensure_future(written)
+            background(written)

@@ -70,7 +70,7 @@ class Frame:
 
 def run_sequence(scope: Scope, skip_constants: bool) -> tuple[Node, ...]:
     """The nodes a frame's counter walks through: all but constants computed at entry."""
-    return tuple(n for n in scope.nodes if not (skip_constants and n.is_static))
+    return tuple(n for n in scope.nodes if not (skip_constants and n.is_constant))
 
 
 def last_uses(scope: Scope, sequence: tuple[Node, ...]) -> dict[str, int]:
@@ -245,7 +245,12 @@ class ControlFlow:
         assert node is not None
         if loop is None:
             return None
-        outs = [frame.values.flowing(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
+        outs = [frame.values.get(o) for o in scope.output_names]  # (the engine's own read: no recomputation)
+        return self.advance(node, scope, loop, outs, read_outer)
+
+    def advance(self, node: Node, scope: Scope, loop: LoopState, outs: list[Any], read_outer: Any) -> dict[str, Any] | None:
+        """At the end of an iteration of Loop or Scan ``node``, whose body gave ``outs`` (the scope's outputs
+        in order): record them in ``loop``; the next iteration's inputs, or None when done."""
         if node.op_type == "Loop":
             n_carried = len(node.inputs) - 2
             cond, carried, scans = outs[0], outs[1 : 1 + n_carried], outs[1 + n_carried :]
@@ -280,6 +285,11 @@ class ControlFlow:
         if loop is None:  # If, function call: the scope's outputs are the node's
             values = [frame.values.get(o) for o in scope.output_names]
             return {name: v for name, v in zip(node.outputs, values) if name}
+        return self.finish(node, loop)
+
+    @staticmethod
+    def finish(node: Node, loop: LoopState) -> dict[str, Any]:
+        """What Loop or Scan ``node`` outputs after its last iteration: the carried values, the scans stacked."""
         finals = loop.finals
         if node.op_type == "Loop":
             scans = [np.stack(acc, axis=0) for acc in loop.scans]
@@ -292,8 +302,3 @@ class ControlFlow:
                 rank = np.asarray(elems[0]).ndim + 1
                 scans.append(np.stack(elems, axis=axis + rank if axis < 0 else axis))
         return {name: v for name, v in zip(node.outputs, finals + scans) if name}
-
-
-def frame_inputs_fixed(values: Values, inputs: Mapping[str, Any]) -> None:
-    """A frame's formal inputs are fixed values of its level (never evicted, never recomputed)."""
-    values.store.fixed.update(inputs)

@@ -26,6 +26,9 @@ from graph_dap.runtime.graph import Graph, ValueInfo
 from graph_dap.runtime.tensor import numel
 
 InputsArg = Mapping[str, Any] | str | os.PathLike[str] | None
+#: Sizes of symbolic dimensions by dimension name, and whole shapes by input name (``{"batch": 2,
+#: "x": (1, 512)}``: an input whose dimensions have no name, or ``-1`` as paddle2onnx writes, is sized so).
+Dims = Mapping[str, int | tuple[int, ...]]
 
 
 def _memory_bytes() -> int:
@@ -39,14 +42,11 @@ def _memory_bytes() -> int:
 MAX_MADE_UP_BYTES = _memory_bytes() // 4
 
 
-def resolve_inputs(graph: Graph, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> dict[str, Any]:
+def resolve_inputs(graph: Graph, inputs: InputsArg = None, dims: Dims | None = None) -> dict[str, Any]:
     """Turn any accepted form of inputs into checked arrays, one per graph input."""
-    dims = dict(dims or {})
-    for k, v in dims.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise InputError(f"dimension '{k}' must be a non-negative integer, got {v!r}")
-    given = _read(graph, inputs)
     expected = {v.name: v for v in graph.inputs}
+    sizes, shapes = _split_dims(dims or {}, expected)
+    given = _read(graph, inputs)
     unknown = [k for k in given if k not in expected]
     if unknown:
         names = ", ".join(expected) or "none"
@@ -54,10 +54,39 @@ def resolve_inputs(graph: Graph, inputs: InputsArg = None, dims: Mapping[str, in
     out: dict[str, Any] = {}
     for name, info in expected.items():
         if name in given:
-            out[name] = _check(info, given[name], dims)
+            out[name] = _check(info, given[name], sizes)
+            got = np.shape(out[name]) if isinstance(out[name], np.ndarray) else None
+            if name in shapes and got != shapes[name]:
+                raise InputError(f"input '{name}' is given with shape {list(got or ())}, but its shape is set to {list(shapes[name])}")
         else:
-            out[name] = random_input(info, dims)
+            out[name] = random_input(info, sizes, shapes.get(name))
     return out
+
+
+def _split_dims(dims: Dims, expected: Mapping[str, ValueInfo]) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    """``dims`` as sizes of named dimensions and whole shapes of inputs, each checked."""
+    sizes: dict[str, int] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for k, v in dims.items():
+        if isinstance(v, (tuple, list)):
+            if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v):
+                raise InputError(f"the shape of input '{k}' must be non-negative integers, got {list(v)!r}")
+            info = expected.get(k)
+            if info is None:
+                raise InputError(f"a shape is set for '{k}', but the model has no such input (its inputs: {', '.join(expected) or 'none'})")
+            if info.kind == "tensor" and info.shape is not None:
+                declared = info.type_text()
+                if len(info.shape) != len(v):
+                    raise InputError(f"input '{k}' is {declared}, of rank {len(info.shape)}; the shape set has {len(v)} dimensions: {list(v)}")
+                clash = next((i for i, (d, n) in enumerate(zip(info.shape, v)) if isinstance(d, int) and d != n), None)
+                if clash is not None:
+                    raise InputError(f"input '{k}' is {declared}: dimension {clash} is {info.shape[clash]}, the shape set says {v[clash]}")
+            shapes[k] = tuple(v)
+        elif not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise InputError(f"dimension '{k}' must be a non-negative integer, got {v!r}")
+        else:
+            sizes[k] = v
+    return sizes, shapes
 
 
 def _read(graph: Graph, inputs: InputsArg) -> dict[str, Any]:
@@ -162,14 +191,15 @@ def _check(info: ValueInfo, value: Any, dims: Mapping[str, int], what: str = "")
     return np.require(a, requirements="C")  # keeps a 0-d array 0-d (ascontiguousarray makes it 1-d)
 
 
-def random_input(info: ValueInfo, dims: Mapping[str, int] | None = None) -> np.ndarray:
-    """Deterministic values for an input: its declared dtype and shape, symbolic dims from ``dims`` or 1."""
+def random_input(info: ValueInfo, dims: Mapping[str, int] | None = None, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """Deterministic values for an input: its declared dtype and shape (or ``shape``), symbolic dims from ``dims`` or 1."""
     dims = dims or {}
     if info.kind != "tensor":
         raise InputError(f"input '{info.name}' is a {info.kind}; graph-dap cannot make one up, give it explicitly")
     if info.dtype is None or info.dtype == "string":
         raise InputError(f"input '{info.name}' has type {info.dtype or 'unknown'}; give it explicitly")
-    shape = tuple(d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1 for d in (info.shape or ()))
+    if shape is None:
+        shape = tuple(d if isinstance(d, int) else dims.get(d, 1) if isinstance(d, str) else 1 for d in (info.shape or ()))
     dt = dtype_of(info.dtype)
     size = numel(shape) * dt.itemsize
     if size > MAX_MADE_UP_BYTES:

@@ -208,12 +208,12 @@ class _Lines:
                 self.put("_")
         self.put(")")
 
-    def trailer(self, node_id: str, static: bool = False, source: str = "") -> None:
+    def trailer(self, node_id: str, constant: bool = False, source: str = "") -> None:
         self.put("  ")
         self.put("#", TokenKind.COMMENT)
         self.put(" ")
         self.put(node_id, TokenKind.NODE_ID)
-        if static:
+        if constant:
             self.put("  (constant)", TokenKind.COMMENT)
         if source:
             self.put("  ")
@@ -316,7 +316,7 @@ def _scope_lines(
                 out.put("_")
         out.put(" = ")
         out.call(node.proto)
-        out.trailer(node.id, node.is_static, _source_text(graph, node))
+        out.trailer(node.id, node.is_constant, _source_text(graph, node))
         out.end()
         for sub in graph.subscopes(node):
             start = out.next_line

@@ -7,27 +7,13 @@ way a report names a node.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_dap.kinds import StopReason
 from graph_dap.runtime.graph import Node
 
-
-class StopReason(enum.Enum):
-    """Why a run stopped."""
-
-    ENTRY = "entry"
-    BREAKPOINT = "breakpoint"
-    NAN = "nan"
-    INF = "inf"
-    ERROR = "error"
-    MISMATCH = "mismatch"  # a divergence from the reference of a comparison in lockstep
-    STEP = "step"
-    GOTO = "goto"
-    PAUSE = "pause"
-    END = "end"
-    FAILED = "failed"  # a node failed with the error filter off: the run ended there, not at the end
+__all__ = ["PathStep", "Stop", "StopReason", "node_ref", "path_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +23,6 @@ class PathStep:
     node: str  # id of the If/Loop/Scan node or of the call of a model-local function
     attribute: str  # "then_branch", "else_branch", "body", or the function's name
     iteration: int | None = None  # Loop and Scan: which iteration
-
-    def text(self) -> str:
-        at = f" iteration {self.iteration}" if self.iteration is not None else ""
-        return f"{self.node} > {self.attribute}{at}"
 
 
 def node_ref(node: Node, path: tuple[PathStep, ...] | None = None) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Summaries of arrays: what a person wants to see first about a tensor.
 
 Summaries are computed in chunks so that a tensor of hundreds of millions of
-elements costs a bounded amount of extra memory.
+elements costs a bounded amount of extra memory. Values are what onnxruntime
+returns: arrays (strings as arrays of ``str`` objects), sequences as lists, maps
+as dicts (skl2onnx's ZipMap: a list of dicts), optionals without a value as None.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class TensorSummary:
     neginf: int = 0
     zeros: int = 0
     kind: str = "tensor"  # or "sequence", "optional" (None: an optional without a value), "map"
+    preview: str = ""  # a string tensor's or a map's first items, as text
 
     @property
     def type_text(self) -> str:
@@ -51,11 +54,13 @@ class TensorSummary:
     def text(self) -> str:
         """One line: ``float32[1,64,80,80] min=-3.2 max=5.1 mean=0.013 nan=3 inf=1``."""
         if self.kind == "sequence":
-            return f"seq({self.dtype}) len={self.size}"
+            return f"seq({self.dtype}) len={self.size}" + (f" {self.preview}" if self.preview else "")
         if self.kind == "optional":
             return "optional: no value"
         if self.kind == "map":
-            return f"map len={self.size}"
+            return f"{self.dtype} len={self.size}" + (f" {self.preview}" if self.preview else "")
+        if self.dtype == "string":
+            return f"{self.type_text} {self.preview}" if self.preview else self.type_text
         parts = [self.type_text]
         if self.size == 1:  # one number: show it
             if self.min is not None:
@@ -91,16 +96,79 @@ def format_number(v: float | None, digits: int = 4) -> str:
     return f"{v:.{digits}g}"
 
 
+_PREVIEW_CHARS = 80
+
+
+def element_type(value: Any) -> str:
+    """The type of a value's elements as ONNX names it, numpy-style: ``float32``, ``string``,
+    ``map(int64,float32)`` (a dict), ``seq(float32)`` (a list), ``?`` when it cannot tell (an empty list)."""
+    if value is None:
+        return "none"
+    if isinstance(value, dict):
+        if not value:
+            return "map(?,?)"
+        key, item = next(iter(value.items()))
+        return f"map({element_type(key)},{element_type(item)})"
+    if isinstance(value, list):
+        return f"seq({element_type(value[0]) if value else '?'})"
+    if isinstance(value, (str, bytes)):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float) and not isinstance(value, np.floating):
+        # A map's items as onnxruntime returns them: Python floats. The maps it makes (ZipMap's, the
+        # only operator whose output is a map) hold float32.
+        return "float32"
+    a = np.asarray(value)
+    return "string" if a.dtype.kind in "OUS" else str(a.dtype)
+
+
+def _preview(items: Iterable[str]) -> str:
+    """Items joined up to about :data:`_PREVIEW_CHARS` characters, ``...`` after the last that fits."""
+    out: list[str] = []
+    used = 0
+    for item in items:
+        if out and used + len(item) > _PREVIEW_CHARS:
+            out.append("...")
+            break
+        out.append(item)
+        used += len(item) + 2
+    return ", ".join(out)
+
+
+def _item_text(x: Any) -> str:
+    if isinstance(x, bytes):
+        x = x.decode("utf-8", "replace")
+    if isinstance(x, str):
+        return repr(str(x))
+    if isinstance(x, (float, np.floating)):
+        return format_number(float(x))
+    return str(x.item() if isinstance(x, np.generic) else x)
+
+
+def map_text(value: dict[Any, Any]) -> str:
+    """``{0: 0.1, 1: 0.9}``: a map's first items."""
+    return "{" + _preview(f"{_item_text(k)}: {_item_text(v)}" for k, v in value.items()) + "}"
+
+
 def summarize(value: Any) -> TensorSummary:
-    """Summary of an array (or of a sequence of arrays, from sequence-typed values; None: an empty optional)."""
+    """Summary of an array, a sequence (a list: of arrays, or of maps), a map (a dict) or an empty optional (None)."""
     if value is None:
         return TensorSummary("none", (), 0, kind="optional")
     if isinstance(value, dict):
-        return TensorSummary("map", (len(value),), len(value), kind="map")
+        return TensorSummary(element_type(value), (len(value),), len(value), kind="map", preview=map_text(value))
     if isinstance(value, list):
-        dtype = str(value[0].dtype) if value else "?"
-        return TensorSummary(dtype, (len(value),), len(value), kind="sequence")
+        inner = element_type(value[0]) if value else "?"
+        preview = "[" + _preview(map_text(v) for v in value) + "]" if value and isinstance(value[0], dict) else ""
+        return TensorSummary(inner, (len(value),), len(value), kind="sequence", preview=preview)
     a = np.asarray(value)
+    if a.dtype.kind in "OUS":
+        flat = a.reshape(-1)
+        texts = (_item_text(flat[i]) for i in range(flat.size))
+        preview = _item_text(flat[0]) if a.size == 1 else ("[" + _preview(texts) + "]" if a.size else "empty")
+        return TensorSummary("string", tuple(a.shape), int(a.size), preview=preview)
     if not dtypes.is_numeric(a.dtype):
         return TensorSummary(str(a.dtype), tuple(a.shape), int(a.size), kind="tensor")
     flat = a.reshape(-1)
@@ -174,22 +242,28 @@ def first_nonfinite(a: np.ndarray, want: str = "any") -> tuple[int, ...] | None:
 
 
 def type_text(value: Any) -> str:
-    """``float32[2,3]`` for an array, ``seq(float32)`` for a sequence."""
-    if isinstance(value, list):
-        return f"seq({value[0].dtype if value else '?'})"
+    """``float32[2,3]`` for an array, ``seq(float32)`` for a sequence, ``map(int64,float32)`` for a map."""
+    if value is None or isinstance(value, (list, dict)):
+        return element_type(value)
     a = np.asarray(value)
-    return f"{a.dtype}[{','.join(map(str, a.shape))}]"
+    return f"{element_type(a)}[{','.join(map(str, a.shape))}]"
 
 
 def copy_value(value: Any) -> Any:
-    """A copy of a value (an array, or a sequence of arrays) that later runs cannot change."""
-    return [np.array(x, copy=True) for x in value] if isinstance(value, list) else np.array(value, copy=True)
+    """A copy of a value (an array, a sequence, a map) that later runs cannot change."""
+    if isinstance(value, list):
+        return [copy_value(x) for x in value]
+    if isinstance(value, dict):
+        return dict(value)  # keys and items are Python scalars
+    return None if value is None else np.array(value, copy=True)
 
 
 def same_value(a: Any, b: Any) -> bool:
     """Whether two values are identical: same shape, dtype and elements (NaN equals NaN); a missing ``a`` (None) never is."""
     if isinstance(a, list) or isinstance(b, list):
         return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) or isinstance(b, dict):
+        return isinstance(a, dict) and isinstance(b, dict) and list(a) == list(b) and all(same_value(a[k], b[k]) for k in a)
     if a is None:
         return False
     a, b = np.asarray(a), np.asarray(b)

@@ -21,7 +21,7 @@ import numpy as np
 
 from graph_dap.errors import GraphDapError, ValueNotFoundError
 from graph_dap.runtime.engine.executor import Executor
-from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.faults import Fault, FaultFilter
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.graph import Graph, Node, Scope
 from graph_dap.runtime.tensor import type_text
@@ -46,7 +46,7 @@ class Constants:
         self.version = 0
         self._versions = 0
         self.overridden = False  # a constant node's output was set: segments must be fed it, not recompute it
-        self.faults: dict[FaultFilter, tuple[Node, str, str] | None] = {}
+        self.faults: dict[FaultFilter, tuple[Node, str, Fault] | None] = {}
         self._faults_stale = False
         self.generation = 0  # counts the changes of the constants (sets, restarts): ``faults`` holds for one
 
@@ -107,9 +107,10 @@ class Values:
         self.started = False
         self.overrides: set[str] = set()  # computed values the user set: never evicted
         self.stale: set[str] = set()
-        # Kept values an optimized segment computed: the engine runs on from them, but what a
-        # person (or a condition) reads is recomputed from them with the original nodes first.
-        self.approx: set[str] = set()
+        # Kept values an optimized segment computed: the user's own run's values, shown as they are and
+        # the ones recomputations start from. Every other value a node computed was computed with the
+        # original nodes (a step, or a recomputation of a value the run did not keep or fused away).
+        self.from_run: set[str] = set()
         own = set(scope.initializer_names)
         if skip_constants:
             own |= {o for n in scope.nodes if n.is_constant_op for o in n.outputs if o}
@@ -129,7 +130,7 @@ class Values:
         self.store.fixed.update(self.constants.computed)
         self.overrides.clear()
         self.stale.clear()
-        self.approx.clear()
+        self.from_run.clear()
         self.started = False
 
     # -- what is known ------------------------------------------------------------------
@@ -142,27 +143,22 @@ class Values:
             return True
         producer = self.scope.producer(name)
         return producer is not None and (
-            producer.order in self.timeline.ran or (producer.is_static and self.skip_constants and self.started)
+            producer.order in self.timeline.ran or (producer.is_constant and self.skip_constants and self.started)
         )
 
     def value(self, name: str) -> Any:
-        """The current value of ``name`` (possibly stale), as the original graph computes it.
-
-        A value an optimized segment left is recomputed first with its original node(s),
-        from the nearest values kept: what the debugger shows is never a fused kernel's result.
-        """
+        """The current value of ``name`` (possibly stale): the run's, as an optimized segment left it, or computed
+        with the original nodes from the nearest values kept (a value the run did not keep, or fused away)."""
         if not self.own(name):
             if self.outer is None:
                 raise ValueNotFoundError(f"no value '{name}' in the graph")
             return self.outer.value(name)
-        if name in self.approx and name not in self.store.fixed:
-            return self.compute([name])[name]
         if name in self.store:
             return self.store.get(name)
         if not self.scope.has_value(name):
             raise ValueNotFoundError(f"no value '{name}' in the graph")
         if self.available(name):
-            return self.get(name)
+            return self.recompute([name])[name]
         raise ValueNotFoundError(f"value '{name}' is not computed yet{self._where_made(name)}")
 
     def _where_made(self, name: str) -> str:
@@ -180,26 +176,42 @@ class Values:
         return f"{made}, the next node" if ahead == 0 else f"{made}, {ahead} nodes ahead"
 
     def get(self, name: str) -> Any:
-        """The value of ``name`` as the original graph computes it, recomputing it (and what it needs) when
-        it is not kept, is stale, or was left by an optimized segment (what a step or a recomputation reads)."""
+        """The value of ``name`` as a step or a recomputation reads it: kept and fresh (the run's own, or the user's),
+        else recomputed (with what it needs) by the original nodes from the nearest values kept."""
         if not self.own(name):
             if self.outer is None:
                 raise ValueNotFoundError(f"no value '{name}' in the graph")
             return self.outer.get(name)
-        if self._exact_kept(name):
+        if self._fresh(name):
             return self.store.get(name)
-        return self.compute([name])[name]
+        return self.recompute([name])[name]
 
-    def flowing(self, name: str) -> Any:
-        """The value of ``name`` as it flows on into the next optimized segment of a continue: an optimized
-        segment's result as it is (the continue runs as the user's own optimized run would), else :meth:`get`."""
-        if self.own(name) and name in self.store and name not in self.stale:
-            return self.store.get(name)
-        return self.get(name)
+    def original(self, name: str) -> Any:
+        """``name`` as its original node computes it from the values kept (the run's), without replacing a value the
+        run kept: whether the original nodes make what the run made (the NaN/Inf search confirms a fault so)."""
+        if not self.own(name):
+            assert self.outer is not None
+            return self.outer.original(name)
+        if not self.executor.optimized or name not in self.from_run or name in self.store.fixed or self.scope.producer(name) is None:
+            return self.value(name)  # (the run's value is the original nodes' already, or is not a node's)
+        return self.compute([name], keep=False)[name]
 
-    def _exact_kept(self, name: str) -> bool:
-        """Kept, fresh, and the original graph's own value (not a fused kernel's an optimized segment left)."""
-        return name in self.store and name not in self.stale and (name not in self.approx or name in self.store.fixed)
+    def computed_by_nodes(self, name: str) -> bool:
+        """Whether ``name``'s value was computed here by the original nodes (a step, or a value the run did not keep),
+        not by the run, fed, set by the user, or an enclosing level's."""
+        if not self.own(name):
+            return self.outer is not None and self.outer.computed_by_nodes(name)
+        return (
+            name in self.store
+            and name not in self.from_run
+            and name not in self.store.fixed
+            and name not in self.overrides
+            and self.scope.producer(name) is not None
+        )
+
+    def _fresh(self, name: str) -> bool:
+        """Kept and fresh: the run's value, the user's, or one the original nodes computed."""
+        return name in self.store and name not in self.stale
 
     def resolver(self, extra: Mapping[str, Any] | None = None) -> Callable[[str], Any]:
         def resolve(name: str) -> Any:
@@ -221,13 +233,32 @@ class Values:
 
     def prefetch(self, names: Sequence[str]) -> None:
         """Recompute, in one run, those of ``names`` (this level's) that :meth:`value` would recompute."""
-        due = [n for n in names if self.own(n) and n not in self.store.fixed and (n in self.approx or n not in self.store or n in self.stale)]
-        due = [n for n in due if n in self.approx or self.available(n)]
+        due = [n for n in names if self.own(n) and n not in self.store.fixed and not self._fresh(n) and self.available(n)]
         if due:
             self.compute(due)
 
-    def compute(self, names: Sequence[str]) -> dict[str, Any]:
-        """Compute ``names`` from what is kept, in one segment (or one node), and keep the results."""
+    def recompute(self, names: Sequence[str]) -> dict[str, Any]:
+        """Values the run did not keep, as the user's run computes them where it can: those that onnxruntime's
+        optimized graph of the model computes (by that name) again at the run's level, from the run's values, and
+        kept as the run's; the others (fused away, or in onnxruntime's blocked layout) with the original nodes."""
+        fusions = self.executor.fusions() if self.executor.optimized else None
+        if fusions is None:
+            return self.compute(names)
+        at_level = [n for n in names if not fusions.absent(n) and self.own(n) and self.scope.producer(n) is not None]
+        out = self._compute(at_level, at_level=True) if at_level else {}
+        rest = [n for n in names if n not in out]
+        if rest:
+            out.update(self.compute(rest))
+        return out
+
+    def compute(self, names: Sequence[str], keep: bool = True) -> dict[str, Any]:
+        """Compute ``names`` with the original nodes from what is kept, in one segment (or one node), and keep the
+        results (``keep=False``: not those that would replace the run's values)."""
+        return self._compute(names, keep)
+
+    def _compute(self, names: Sequence[str], keep: bool = True, at_level: bool = False) -> dict[str, Any]:
+        """``at_level``: at the run's optimization level, from the run's own values (not from values the original
+        nodes computed: onnxruntime's fusions start where the run's values are), and kept as the run's."""
         needed: dict[int, Node] = {}
         frontier = list(names)
         seen: set[str] = set()
@@ -238,7 +269,7 @@ class Values:
             seen.add(v)
             if not self.own(v):
                 continue  # an enclosing level's: read from there
-            if self._exact_kept(v) and v not in names:
+            if self._fresh(v) and v not in names and not (at_level and self.computed_by_nodes(v)):
                 continue
             producer = self.scope.producer(v)
             if producer is None:
@@ -249,15 +280,16 @@ class Values:
                 needed[producer.order] = producer
                 frontier.extend(producer.all_inputs)
         nodes = [needed[k] for k in sorted(needed)]
-        outs = self.executor.run_nodes(nodes, list(names), self.get, self.fixed, self.constants.version, self.embedded)
-        self.keep(outs)
+        run = self.executor.run_at_level if at_level else self.executor.run_nodes
+        outs = run(nodes, list(names), self.get, self.fixed, self.constants.version, self.embedded)
+        self.keep(outs if keep else {k: v for k, v in outs.items() if k not in self.from_run or k in self.stale}, from_run=at_level)
         self.evict()
         return outs
 
-    def keep(self, outs: Mapping[str, Any], approx: bool = False) -> None:
+    def keep(self, outs: Mapping[str, Any], from_run: bool = False) -> None:
         """Keep freshly computed outputs (a recomputed value is no longer set by the user, nor stale).
 
-        ``approx``: they come from an optimized segment (see :meth:`value`).
+        ``from_run``: an optimized segment computed them (the user's run's values, see :meth:`value`).
         """
         for k, v in outs.items():
             if k in self.store.fixed:
@@ -265,10 +297,10 @@ class Values:
             self.store.put(k, v)
             self.overrides.discard(k)
             self.stale.discard(k)
-            if approx:
-                self.approx.add(k)
+            if from_run:
+                self.from_run.add(k)
             else:
-                self.approx.discard(k)
+                self.from_run.discard(k)
 
     def evict(self) -> None:
         """Stay within the budget; what the next nodes read and what the user set stay."""
@@ -282,7 +314,7 @@ class Values:
                 self.store.drop(o)
                 self.stale.discard(o)
                 self.overrides.discard(o)
-                self.approx.discard(o)
+                self.from_run.discard(o)
 
     # -- changing them --------------------------------------------------------------------
 
@@ -307,7 +339,7 @@ class Values:
             raise GraphDapError(f"value '{name}' is {type_text(cur)}, got {type_text(new)}{hint}")
         if name in self.store.fixed:
             producer = self.scope.producer(name)
-            self.constants.changed(name, producer is not None and producer.is_static, name in self.embedded)
+            self.constants.changed(name, producer is not None and producer.is_constant, name in self.embedded)
         self.store.put(name, np.array(new, copy=True, order="C"))
         if name not in self.store.fixed:
             self.overrides.add(name)  # kept until its producer runs again: it cannot be recomputed

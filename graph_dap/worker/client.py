@@ -272,8 +272,8 @@ class WorkerClient:
     async def set_value(self, args: p.SetValueArgs) -> p.ValueSet:
         return await self._call(p.SET_VALUE, args)
 
-    async def outputs(self, exact: bool = True) -> tuple[p.Summary, ...]:
-        return await self._call(p.OUTPUTS, p.OutputsArgs(exact))
+    async def outputs(self) -> tuple[p.Summary, ...]:
+        return await self._call(p.OUTPUTS, p.NoArgs())
 
     async def tensor_view(self, args: p.TensorViewArgs) -> p.TensorView:
         return await self._call(p.TENSOR_VIEW, args)

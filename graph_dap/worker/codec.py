@@ -109,7 +109,7 @@ def _field_encoder(kind: Any) -> Encoder:
     if kind in (str, int, float, bool, bytes, type(None)) or kind is Any:
         return _identity
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
-        return lambda value: value.value
+        return lambda value: value.value if isinstance(value, kind) else kind(value).value  # a str enum's word as its member
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return lambda value: _dataclass_encoder(kind)(value)
     origin, args = typing.get_origin(kind), typing.get_args(kind)

@@ -1,11 +1,12 @@
 """The worker's service: the calls of :mod:`graph_dap.worker.protocol` on one :class:`DebugSession`.
 
 :class:`WorkerService` loads a model (and its reference, for a comparison in lockstep),
-moves the run and sets breakpoints; the calls that look at values are its mixin
-:class:`~graph_dap.worker.values.ValueCalls`. Each ``rpc_<method>`` takes the call's
-arguments dataclass and returns its result dataclass. Calls run one at a time on the
-main thread; ``pause`` comes from the reading thread (see :mod:`graph_dap.worker.server`)
-while a run goes on, and lands between two nodes.
+moves the run through its one :class:`~graph_dap.worker.drivers.Driver` (each run command
+is a row of :data:`COMMANDS`) and sets breakpoints; the calls that look at values are
+those of the :class:`~graph_dap.worker.values.ValueCalls` it owns. Each ``rpc_<method>``
+takes the call's arguments dataclass and returns its result dataclass. Calls run one at a
+time on the main thread; ``pause`` comes from the reading thread (see
+:mod:`graph_dap.worker.server`) while a run goes on, and lands between two nodes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import numpy as np
 
 from graph_dap import errors
 from graph_dap.errors import (
-    CompareError,
     DumpError,
     GraphDapError,
     InputError,
@@ -34,22 +34,38 @@ from graph_dap.errors import (
     ValueNotFoundError,
 )
 from graph_dap.files import path_problem, write_text_atomic
+from graph_dap.kinds import StopReason
 from graph_dap.runtime.breakpoints import BreakpointSpec
 from graph_dap.runtime.listing import render_listing
-from graph_dap.runtime.session import DebugSession, Stop, StopReason
+from graph_dap.runtime.session import DebugSession, Stop
 from graph_dap.runtime.tools.repeat import repeat_runs, repeat_text
 from graph_dap.worker import protocol as p
 from graph_dap.worker import wire
+from graph_dap.worker.drivers import Driver, LockstepDriver, SessionDriver
 from graph_dap.worker.values import ValueCalls
 
 if TYPE_CHECKING:
     from graph_dap.runtime.graph import Graph
-    from graph_dap.runtime.tools.lockstep import Lockstep
 
 _PROGRESS_INTERVAL = 0.25  # seconds between progress events during a run
 
 Send = Callable[[dict[str, Any]], None]
 RunCommand = p.RunCommand
+
+#: How each run command moves the driver (``to_end`` is the service's own: :meth:`WorkerService._to_end`).
+COMMANDS: dict[RunCommand, Callable[[Driver, p.RunArgs], Stop]] = {
+    RunCommand.START: lambda d, a: d.start(),
+    RunCommand.RESUME: lambda d, a: d.resume(),
+    RunCommand.CONTINUE: lambda d, a: d.continue_(),
+    RunCommand.STEP: lambda d, a: d.step(),
+    RunCommand.STEP_IN: lambda d, a: d.step_in(),
+    RunCommand.STEP_OUT: lambda d, a: d.step_out(),
+    RunCommand.STEP_BACK: lambda d, a: d.step_back(),
+    RunCommand.REVERSE_CONTINUE: lambda d, a: d.reverse_continue(),
+    RunCommand.RESTART: lambda d, a: d.restart(),
+    RunCommand.GOTO: lambda d, a: d.goto(a.target or ""),
+    RunCommand.RUN_TO: lambda d, a: d.run_to(a.target or ""),
+}
 
 
 def _write_listing(model_path: Path | None, text: str) -> str | None:
@@ -76,21 +92,23 @@ def error_kind(error: GraphDapError) -> str:
     return next(c.__name__ for c in type(error).__mro__ if c.__module__ == errors.__name__)
 
 
-class WorkerService(ValueCalls):
-    """Answers the protocol's calls (``rpc_<method>``) on one DebugSession."""
+class WorkerService:
+    """Answers the protocol's calls (``rpc_<method>``, its own and its :attr:`values`') on one DebugSession."""
 
     def __init__(self, send: Send) -> None:
-        super().__init__()
         self._send = send
         self.session: DebugSession | None = None
+        self.driver: Driver | None = None  # what moves the run: the session, or its comparison with a reference
+        self.values = ValueCalls(lambda: self.s)
+        self.calls: dict[str, Callable[[Any], Any]] = {
+            name[len("rpc_") :]: getattr(owner, name) for owner in (self, self.values) for name in dir(owner) if name.startswith("rpc_")
+        }
         self._answered = threading.Lock()  # guards the run ids and the pause between them
         self._last_run = 0  # id of the last run request received (by the reading thread)
         self._done_run = 0  # id of the last run request answered
         self._paused = threading.Event()  # a pause for the run in progress (or queued), until it answers
         self._last_progress = 0.0
-        self.lockstep: Lockstep | None = None  # the comparison with a reference, when the launch names one
-        self._mismatch = False  # stop at a divergence from the reference
-        self._repeat: dict[str, Any] | None = None  # the timings of the last run's iterations
+        self._repeat: p.Repeat | None = None  # the timings of the last run's iterations
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -104,7 +122,7 @@ class WorkerService(ValueCalls):
                 raise ProtocolError(f"unknown worker method {name!r}")
             args = p.decode(method.args, message.get("args") or {}, f"the arguments of {method.name}")
             try:
-                result = getattr(self, f"rpc_{method.name}")(args)
+                result = self.calls[method.name](args)
             finally:
                 if method.moves_run and isinstance(request_id, int):
                     self._answer(request_id)
@@ -153,10 +171,10 @@ class WorkerService(ValueCalls):
 
     def close(self) -> None:
         """Let go of what the session holds outside memory (a reference's files and folders)."""
-        lockstep, self.lockstep = self.lockstep, None
-        if lockstep is not None:
+        driver, self.driver = self.driver, None
+        if driver is not None:
             try:
-                lockstep.close()
+                driver.close()
             except (OSError, GraphDapError):  # closing must not fail the shutdown
                 traceback.print_exc(file=sys.stderr)
 
@@ -174,6 +192,12 @@ class WorkerService(ValueCalls):
         if self.session is None:
             raise NotLoadedError("no model is loaded")
         return self.session
+
+    @property
+    def d(self) -> Driver:
+        if self.driver is None:
+            raise NotLoadedError("no model is loaded")
+        return self.driver
 
     # -- loading ---------------------------------------------------------------------
 
@@ -211,6 +235,7 @@ class WorkerService(ValueCalls):
                 skip_constants=a.skip_constants,
                 memory_budget_mb=a.memory_budget_mb,
                 opt_level=a.opt_level,
+                fault_stops=a.fault_stops,
                 on_log=self._on_log,
                 on_progress=self._on_progress,
             )
@@ -218,17 +243,16 @@ class WorkerService(ValueCalls):
             if dump is not None:
                 dump.close()
             raise
-        lockstep = None
+        driver: Driver = SessionDriver(session)
         if spec is not None:
             from graph_dap.runtime.tools.lockstep import Lockstep
 
-            lockstep = Lockstep(session, spec, dump, notes)  # closes its source if it fails
+            driver = LockstepDriver(session, Lockstep(session, spec, dump, notes), self._paused.is_set)  # closes its source if it fails
         if a.call_number is not None:
             session.breakpoint_table.names["call"] = np.int64(a.call_number)
         self.close()  # the previous model's reference
-        self.session, self.lockstep = session, lockstep
-        self.forget_temps()
-        self._mismatch = False
+        self.session, self.driver = session, driver
+        self.values.forget_temps()
         listing = render_listing(graph)
         listing_path = _write_listing(path, listing.text) if a.write_listing else None
         return wire.graph_info(graph, str(path), listing, listing_path, a.skip_constants)
@@ -253,99 +277,47 @@ class WorkerService(ValueCalls):
 
     def _stop(self, stop: Stop) -> p.StopInfo:
         """A stop for the wire; at the end, with the timings of the iterations and the comparison's summary."""
-        self.forget_temps()
+        self.values.forget_temps()
         if stop.reason not in (StopReason.END, StopReason.FAILED):
             self.s.prepare_next()  # while the client looks: build what the next continue runs first
             return wire.stop_info(self.s, stop)
-        comparison = tuple(self.lockstep.summary()) if self.lockstep is not None else ()
-        return wire.stop_info(self.s, stop, self._repeat, comparison)
+        return wire.stop_info(self.s, stop, self._repeat, self.d.summary())
 
     def rpc_run(self, a: p.RunArgs) -> p.StopInfo:
         """Move the run; ``to_end`` (noDebug) runs the model ``iterations`` times."""
-        s = self.s
-        ls = self.lockstep
+        driver = self.d
         self._repeat = None
         command = a.command
         if command in (RunCommand.GOTO, RunCommand.RUN_TO) and a.target is None:
             raise ProtocolError(f"the run command {command.value} needs a target")
-        stop: Stop
-        if command is RunCommand.START:
-            stop = ls.start() if ls else s.start()
-        elif command is RunCommand.RESUME:
-            stop = self._resume()
-        elif command is RunCommand.CONTINUE or (command is RunCommand.STEP_OUT and ls is not None):
-            stop = self._continue()  # (with a reference, the lockstep runs node by node through the main graph)
-        elif command is RunCommand.STEP_OUT:
-            stop = s.step_out()
-        elif command is RunCommand.STEP_IN and ls is None:
-            stop = s.step_in()
-        elif command in (RunCommand.STEP, RunCommand.STEP_IN):
-            stop = ls.step(self._mismatch) if ls else s.step()
-        elif command is RunCommand.STEP_BACK:
-            stop = s.step_back()
-        elif command is RunCommand.REVERSE_CONTINUE:
-            stop = s.reverse_continue()
-        elif command is RunCommand.RESTART:
-            stop = self._restart()
-        elif command is RunCommand.GOTO:
-            stop = s.goto(a.target or "")
-        elif command is RunCommand.RUN_TO:
-            stop = self._run_to(a.target or "")
-        else:  # to_end, noDebug: no breakpoints, no filters
-            s.set_breakpoints([])
-            s.set_break_on([])
-            self._mismatch = False
-            stop = self._to_end(max(1, a.iterations))
-        return self._stop(stop)
+        if command is RunCommand.TO_END:  # noDebug: no breakpoints, no filters
+            self.s.set_breakpoints([])
+            driver.set_filters([])
+            return self._stop(self._to_end(driver, max(1, a.iterations)))
+        return self._stop(COMMANDS[command](driver, a))
 
-    def _continue(self, check_first: bool = False) -> Stop:
-        if self.lockstep is None:
-            return self.s.continue_(check_first=check_first)
-        return self.lockstep.continue_(check_first=check_first, stop_on_mismatch=self._mismatch, paused=self._paused.is_set)
-
-    def _run_to(self, target: str) -> Stop:
-        s, ls = self.s, self.lockstep
-        pc = s.pc
-        seq = [n.id for n in s.sequence]
-        if ls is None or pc is None or target not in seq or seq.index(target) <= seq.index(pc.id):
-            return s.run_to(target)  # its errors, or "reached" when already there
-        return ls.continue_(until=target, stop_on_mismatch=self._mismatch, paused=self._paused.is_set)
-
-    def _restart(self) -> Stop:
-        if self.lockstep is not None:
-            self.lockstep.reset()
-        stop = self.s.restart()
-        if self.lockstep is not None and stop.reason is StopReason.ENTRY:
-            stop = self.lockstep.start()
-        return stop
-
-    def _resume(self) -> Stop:
-        """Continue, checking the breakpoints of the node at the program counter first.
-
-        A plain ``continue_`` steps off a breakpoint it stopped at; a run that starts the
-        model, or resumes after a pause, must not skip the breakpoints of its first node.
-        """
-        first = self.lockstep.start() if self.lockstep else self.s.start()
-        if first.reason is not StopReason.ENTRY:
-            return first
-        return self._continue(check_first=True)
-
-    def _to_end(self, iterations: int) -> Stop:
+    def _to_end(self, driver: Driver, iterations: int) -> Stop:
         """Run to the end ``iterations`` times (restarting between), like ``graph-dap run --repeat N``."""
-        stop, repeats = repeat_runs(iterations, self._run_whole, self.s.outputs)
+
+        def run(i: int) -> Stop:
+            if i:
+                restarted = driver.restart()
+                if restarted.reason is not StopReason.ENTRY:
+                    return restarted
+            return driver.run_whole()
+
+        stop, repeats = repeat_runs(iterations, run, self.s.outputs)
         if iterations > 1:
             report = repeats.to_dict(stop.completed)
-            self._repeat = {**report, "text": repeat_text(report)}
+            self._repeat = p.Repeat(
+                report["requested"],
+                report["runs"],
+                tuple(report["times_ms"]),
+                report["median_ms"],
+                report["outputs_identical"],
+                repeat_text(report),
+            )
         return stop
-
-    def _run_whole(self, i: int) -> Stop:
-        """The ``i``-th run of :meth:`_to_end`: restarted after the first; the whole model in one
-        onnxruntime session at the launch's level, as the user's own run (unless comparing with a reference)."""
-        if i:
-            restarted = self._restart()
-            if restarted.reason is not StopReason.ENTRY:
-                return restarted
-        return self._continue() if self.lockstep is not None else self.s.run_to_end()
 
     def rpc_where(self, _: p.NoArgs) -> p.StopInfo:
         """The current position, as a pause stop (after a run failed)."""
@@ -359,10 +331,7 @@ class WorkerService(ValueCalls):
 
     def rpc_set_break_on(self, a: p.BreakOnArgs) -> None:
         """The session's filters (nan, inf, error), and ``mismatch``: stop at a divergence from the reference."""
-        if "mismatch" in a.filters and self.lockstep is None:
-            raise CompareError("the mismatch filter needs a reference: give the launch argument 'reference'")
-        self._mismatch = "mismatch" in a.filters
-        self.s.set_break_on([f for f in a.filters if f != "mismatch"])
+        self.d.set_filters(a.filters)
         self.s.inf_exclude = a.inf_exclude
         self.s.nan_exclude = a.nan_exclude
 
@@ -395,9 +364,7 @@ class WorkerService(ValueCalls):
 
     def rpc_compare_table(self, _: p.NoArgs) -> dict[str, Any]:
         """The comparison with the reference so far, as ``graph-dap compare --json`` prints it."""
-        if self.lockstep is None:
-            raise CompareError("there is no reference to compare with: give the launch argument 'reference'")
-        return self.lockstep.to_dict()
+        return self.d.compare_table()
 
     def rpc_profile(self, a: p.ProfileArgs) -> dict[str, Any]:
         """The model run whole ``repeat`` times under onnxruntime's profiler, as ``graph-dap profile --json``."""

@@ -7,11 +7,10 @@ the adapter's instead of after its ``initialize``; :meth:`.client.WorkerClient.a
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # graph-dap's checkout
+from graph_dap.paths import child_environment
 
 
 def command(python: str = sys.executable) -> list[str]:
@@ -20,8 +19,7 @@ def command(python: str = sys.executable) -> list[str]:
 
 def environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """``env`` (default: this process's) with graph-dap importable and the worker's output unbuffered."""
-    out = dict(os.environ if env is None else env)
-    out["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, out.get("PYTHONPATH", "")) if p)
+    out = child_environment(env)
     out.setdefault("PYTHONUNBUFFERED", "1")
     return out
 

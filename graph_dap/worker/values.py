@@ -1,7 +1,7 @@
 """The worker's calls that look at values: summaries, slices, raw bytes, expressions, edits.
 
-A mixin of :class:`~graph_dap.worker.service.WorkerService`. Results of
-expressions that are whole tensors stay here as numbered *temps* until the next stop,
+An object that :class:`~graph_dap.worker.service.WorkerService` owns (its ``values``). Results
+of expressions that are whole tensors stay here as numbered *temps* until the next stop,
 so that the adapter can page through them like any value.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +19,7 @@ from graph_dap.errors import BadIndexError, ExpressionError, UnknownNameError, V
 from graph_dap.names import unquoted
 from graph_dap.runtime import expr
 from graph_dap.runtime.session import DebugSession
+from graph_dap.runtime.tensor import element_type
 from graph_dap.runtime.tools.tensor_view import tensor_view
 from graph_dap.runtime.values import Values
 from graph_dap.worker import protocol as p
@@ -30,16 +31,17 @@ _NAME_LIKE = re.compile(r"^[^\s()\[\],]+$")  # no spaces, calls or subscripts: m
 
 
 class ValueCalls:
-    """``rpc_<method>`` calls on the values of the session at its current stop."""
+    """``rpc_<method>`` calls on the values of the session at its current stop; ``session``: the loaded one (NotLoadedError before)."""
 
-    def __init__(self) -> None:
+    def __init__(self, session: Callable[[], DebugSession]) -> None:
+        self._session = session
         self._temps: dict[int, Any] = {}
         self._next_temp = 0
         self._summaries = SummaryCache()
 
     @property
     def s(self) -> DebugSession:
-        raise NotImplementedError
+        return self._session()
 
     def forget_temps(self) -> None:
         """Drop the results of expressions (at a stop or a new model: they describe the old values)."""
@@ -76,46 +78,68 @@ class ValueCalls:
         values.prefetch([n for n in a.names if values.own(n) and values.available(n) and n not in values.stale])  # (a stale one is shown as it is)
         for name in a.names:
             if s.has_value(name, a.level):
-                out.append(self._summaries.summary(s, name, s.value(name, a.level), s.is_stale(name, a.level), a.hex))
+                out.append(self._summaries.summary(s, name, s.value(name, a.level), s.is_stale(name, a.level), a.hex, a.level))
                 continue
             producer = scope.producer(name) or s.graph.producer(name)
             info = s.graph.info_at(scope.path, name)
             out.append(wire.missing(name, info, producer.label if producer else None))
         return tuple(out)
 
-    def _array(self, name: str, temp: int | None, index: Sequence[int], level: int = 0) -> np.ndarray:
+    def _element(self, name: str, temp: int | None, index: Sequence[int], level: int = 0) -> Any:
+        """``value[index]``: through a sequence's elements (lists), then into an array; a map as it is."""
         value = self._value(name, temp, level)
-        if isinstance(value, list):
-            value = value[index[0]] if index else value
+        while index and isinstance(value, list):
+            try:
+                value = value[index[0]]
+            except IndexError:
+                raise BadIndexError(f"bad index {index[0]} into a sequence of {len(value)}") from None
             index = index[1:]
-            if isinstance(value, list):
-                raise ValueKindError("a sequence has no elements to show here")
+        if isinstance(value, list) or isinstance(value, dict):
+            if index:
+                raise ValueKindError("a map's items are named by key, not by index")
+            return value
         a = np.asarray(value)
         try:
             return a[tuple(index)] if index else a
         except IndexError as e:
             raise BadIndexError(f"bad index {list(index)}: {e}") from None
 
+    def _array(self, name: str, temp: int | None, index: Sequence[int], level: int = 0) -> np.ndarray:
+        value = self._element(name, temp, index, level)
+        if isinstance(value, list):
+            raise ValueKindError("a sequence has no elements to show here")
+        if isinstance(value, dict):
+            raise ValueKindError("a map has no elements to show here")
+        return value
+
     def rpc_children(self, a: p.ChildrenArgs) -> p.ChildrenPage:
-        """Slices of ``value[index]`` along its first axis: summaries, or numbers at the last axis."""
-        value = self._value(a.name, a.temp, a.level)
+        """Slices of ``value[index]`` along its first axis: summaries, or numbers at the last axis; a map's items."""
+        value = self._element(a.name, a.temp, a.index, a.level)
         start = max(a.start, 0)
-        if isinstance(value, list) and not a.index:
+        if isinstance(value, list):
             elements = value[start : start + (a.count or len(value))]
             return p.ChildrenPage(tuple(p.Child(i, wire.summary(f"[{i}]", v)) for i, v in enumerate(elements, start)), len(value))
-        array = self._array(a.name, a.temp, a.index, a.level)
+        if isinstance(value, dict):
+            keys = list(value)[start : min(start + (a.count or len(value)), start + _MAX_CHILDREN)]
+            items = tuple(
+                p.Child(i, scalar=wire.number_text(value[k], a.hex), dtype=element_type(value[k]), key=repr(k))
+                for i, k in enumerate(keys, start)
+            )
+            return p.ChildrenPage(items, len(value))
+        array = value
         if array.ndim == 0:
             return p.ChildrenPage((), 0)
         total = int(array.shape[0])
         stop = min(total, a.start + (a.count or total), a.start + _MAX_CHILDREN)
-        items: list[p.Child] = []
+        dtype = element_type(array)
+        items_: list[p.Child] = []
         for i in range(start, stop):
-            sub = array[i]
+            sub = np.asarray(array[i], dtype=array.dtype)
             if sub.ndim == 0:
-                items.append(p.Child(i, scalar=wire.number_text(sub[()], a.hex), dtype=str(array.dtype)))
+                items_.append(p.Child(i, scalar=wire.number_text(sub[()], a.hex), dtype=dtype))
             else:
-                items.append(p.Child(i, wire.summary(f"[{i}]", sub, hex_=a.hex)))
-        return p.ChildrenPage(tuple(items), total)
+                items_.append(p.Child(i, wire.summary(f"[{i}]", sub, hex_=a.hex)))
+        return p.ChildrenPage(tuple(items_), total)
 
     def rpc_read_memory(self, a: p.ReadMemoryArgs) -> p.MemoryRead:
         array = np.ascontiguousarray(self._array(a.name, a.temp, [], a.level))
@@ -133,13 +157,13 @@ class ValueCalls:
         name = unquoted(text)
         if self._knows(name, a.level):
             value = s.value(name, a.level)  # raises "not computed yet" with the producer's name
-            summary = wire.summary(name, value, s.is_stale(name, a.level), a.hex)
+            summary = wire.summary(name, value, s.is_stale(name, a.level), a.hex, s.note(name, a.level))
             return p.Evaluated(value=name, summary=summary, text=self._full_text(value) if a.clipboard else "")
         value = s.evaluate(text, level=a.level)
         if isinstance(value, list) and not all(isinstance(v, np.ndarray) for v in value):
             # plain Python data (``.tolist()``), not a sequence of tensors: shown as text
             return p.Evaluated(text=expr.format_value(value, 100_000 if a.clipboard else 1_000), type="list")
-        if isinstance(value, np.ndarray | list) and not (isinstance(value, np.ndarray) and value.size == 1 and value.ndim == 0):
+        if isinstance(value, np.ndarray | list | dict) and not (isinstance(value, np.ndarray) and value.size == 1 and value.ndim == 0):
             self._next_temp += 1
             self._temps[self._next_temp] = value
             summary = wire.summary(text, value, hex_=a.hex)
@@ -152,6 +176,8 @@ class ValueCalls:
 
     @staticmethod
     def _full_text(value: Any) -> str:
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in value.items()) + "}"
         if isinstance(value, list):
             return "[" + ", ".join(ValueCalls._full_text(v) for v in value) + "]"
         with np.printoptions(threshold=100_000, linewidth=120):
@@ -183,8 +209,8 @@ class ValueCalls:
             return p.ValueSet(tuple(stale), scalar=wire.number_text(np.asarray(part)[()]))
         return p.ValueSet(tuple(stale), wire.summary(name, part))
 
-    def rpc_outputs(self, a: p.OutputsArgs) -> tuple[p.Summary, ...]:
-        return tuple(wire.summary(name, v) for name, v in self.s.outputs(exact=a.exact).items())
+    def rpc_outputs(self, _: p.NoArgs) -> tuple[p.Summary, ...]:
+        return tuple(wire.summary(name, v) for name, v in self.s.outputs().items())
 
     def rpc_tensor_view(self, a: p.TensorViewArgs) -> p.TensorView:
         """A 2-D slice of a value (or of what an expression gives), downsampled here, with its statistics."""
@@ -213,16 +239,19 @@ class SummaryCache:
     read a piece at a time, not through the mapping)."""
 
     def __init__(self) -> None:
-        self._by_name: dict[tuple[str, bool], tuple[weakref.ref[Any], p.Summary]] = {}
+        self._by_name: dict[tuple[str, bool, int], tuple[weakref.ref[Any], p.Summary]] = {}
 
-    def summary(self, s: DebugSession, name: str, value: Any, stale: bool, hex_: bool) -> p.Summary:
+    def summary(self, s: DebugSession, name: str, value: Any, stale: bool, hex_: bool, level: int = 0) -> p.Summary:
+        """``name``'s summary at ``level``: as made before while ``value`` is the same array, else made now (with its
+        note: how it was computed, see ``DebugSession.note``)."""
         if not isinstance(value, np.ndarray):
-            return wire.summary(name, value, stale, hex_)
-        held = self._by_name.get((name, hex_))
+            return wire.summary(name, value, stale, hex_, s.note(name, level))
+        held = self._by_name.get((name, hex_, level))
         if held is not None and held[0]() is value:
             return replace(held[1], stale=stale)
         tensor = s.graph.weights.reference(value)
-        made = wire.summary(name, value, stale, hex_, s.graph.weights.summary(tensor) if tensor is not None else None)
-        self._by_name[(name, hex_)] = (weakref.ref(value), made)
+        known = s.graph.weights.summary(tensor) if tensor is not None else None
+        made = wire.summary(name, value, stale, hex_, s.note(name, level), known)
+        self._by_name[(name, hex_, level)] = (weakref.ref(value), made)
         return made
 

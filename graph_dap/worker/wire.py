@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graph_dap.kinds import SourceKind
 from graph_dap.runtime import expr
 from graph_dap.runtime.dtypes import EXTRA, is_extra, is_integer
 from graph_dap.runtime.selection import layer_of, module_paths
@@ -44,9 +45,20 @@ def plain(o: Any) -> Any:
 
 
 def tensor_type(dtype: str, kind: str = "tensor") -> str:
-    """ONNX's spelling of a value's type: ``tensor(float)``, ``seq(tensor(int64))``."""
-    inner = f"tensor({_ONNX_TYPES.get(dtype, dtype)})"
-    return f"seq({inner})" if kind == "sequence" else inner
+    """ONNX's spelling of a value's type: ``tensor(float)``, ``seq(tensor(int64))``, ``seq(map(int64,tensor(float)))``."""
+    if kind == "sequence":
+        return f"seq({_element_type(dtype)})"
+    return _element_type(dtype)
+
+
+def _element_type(text: str) -> str:
+    """``float32`` -> ``tensor(float)``; ``map(int64,float32)`` -> ``map(int64,tensor(float))``; ``seq(...)`` likewise."""
+    if text.startswith("map(") and text.endswith(")"):
+        key, _, item = text[4:-1].partition(",")
+        return f"map({key},{_element_type(item)})"
+    if text.startswith("seq(") and text.endswith(")"):
+        return f"seq({_element_type(text[4:-1])})"
+    return f"tensor({_ONNX_TYPES.get(text, text)})"
 
 
 def number_text(x: Any, hex_: bool = False) -> str:
@@ -61,6 +73,8 @@ def number_text(x: Any, hex_: bool = False) -> str:
         if x.dtype.itemsize <= 4:
             return f"{float(x):.7g}"
         return repr(float(x))
+    if isinstance(x, float):  # a map's item: onnxruntime gives ZipMap's float32 numbers as Python floats
+        return f"{x:.7g}"
     if isinstance(x, np.complexfloating):
         return str(complex(x))
     if isinstance(x, bytes):
@@ -72,7 +86,7 @@ def _stat(v: float | None) -> str:
     return "?" if v is None else f"{v:.7g}"
 
 
-def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, known: TensorSummary | None = None) -> p.Summary:
+def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, note: str = "", known: TensorSummary | None = None) -> p.Summary:
     """What the adapter shows of one value: its line, type and statistics (``known``: its summary, made already)."""
     s = known if known is not None else summarize(value)
     stats: tuple[tuple[str, str], ...] = ()
@@ -97,6 +111,7 @@ def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, know
         stale=stale,
         kind=s.kind,
         scalar=scalar,
+        note=note,
     )
 
 
@@ -132,7 +147,7 @@ def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: st
             attributes=tuple((k, _attribute_text(v)) for k, v in n.attributes.items()),
             line=listing.line_of(n.id) or 0,
             has_subgraphs=n.has_subgraphs,
-            static=n.is_static and skip_constants,
+            constant=n.is_constant and skip_constants,
             name=n.name,
             path=tuple(p.PathStep(s.node, s.attribute) for s in n.path),
             enterable=n.enterable,
@@ -166,7 +181,7 @@ def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
     sources = graph.sources
     source = sources.of(node)
     if source is None:
-        return p.NodeSourceInfo(node.id, "none")
+        return p.NodeSourceInfo(node.id, SourceKind.NONE)
     if source.frames:
         frames = tuple(
             p.SourceFrameInfo(
@@ -182,31 +197,38 @@ def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
             )
             for depth, f in enumerate(source.frames)
         )
-        return p.NodeSourceInfo(node.id, "python", frames)
+        return p.NodeSourceInfo(node.id, SourceKind.PYTHON, frames)
     modules = [m for m in reversed(source.modules) if m.path]
     frames = tuple(
         p.SourceFrameInfo(name=m.text(), module=m.path, cls=m.cls, produced=tuple(n.id for n in sources.produced(node, depth)))
         for depth, m in enumerate(modules)
     )
-    return p.NodeSourceInfo(node.id, "module" if frames else "none", frames)
+    return p.NodeSourceInfo(node.id, SourceKind.MODULE if frames else SourceKind.NONE, frames)
 
 
-def stop_info(session: DebugSession, stop: Stop, repeat: Mapping[str, Any] | None = None, comparison: tuple[str, ...] = ()) -> p.StopInfo:
-    """A stop as ``Stop.to_dict`` writes it, with the position and the levels of the program counter;
-    at the end, the iterations' timings and the comparison."""
-    record = stop.to_dict()
-    if stop.completed:  # the end: whether every continue ran at the optimization level asked
-        record["details"] = {**record["details"], "opt_level": session.executor.level_report()}
-    fields = {
-        **record,
-        "pc": session.pc.id if session.pc else None,
-        "last_node": session.last_node.id if session.last_node else None,
-        "repeat": None if repeat is None else p.encode(repeat),
-        "comparison": list(comparison),
-        "path": record["node"]["path"] if record["node"] else [],
-        "frames": [p.encode(f) for f in frames(session)],
-    }
-    return p.decode(p.StopInfo, fields, "a stop")
+def stop_info(session: DebugSession, stop: Stop, repeat: p.Repeat | None = None, comparison: tuple[str, ...] = ()) -> p.StopInfo:
+    """A stop with the position and the levels of the program counter; at the end, the iterations' timings, the comparison,
+    and whether every continue ran at the optimization level asked (``details.opt_level``).
+
+    Its fields are ``Stop.to_dict``'s (the CLI's ``run --json``), ``node`` as ``node_ref`` names it.
+    """
+    path = tuple(p.PathStep(s.node, s.attribute, s.iteration) for s in stop.path) if stop.node is not None else ()
+    node = stop.node
+    details = {**stop.details, "opt_level": session.executor.level_report()} if stop.completed else stop.details
+    return p.StopInfo(
+        reason=stop.reason,
+        node=None if node is None else p.NodeRef(node.id, node.name, node.op_type, node.index, path),
+        pc=session.pc.id if session.pc else None,
+        last_node=session.last_node.id if session.last_node else None,
+        tensor=stop.tensor,
+        message=stop.message,
+        details=details,
+        breakpoint_ids=tuple(stop.breakpoint_ids),
+        repeat=repeat,
+        comparison=comparison,
+        path=path,
+        frames=tuple(frames(session)),
+    )
 
 
 def frames(session: DebugSession) -> list[p.FrameInfo]:

@@ -1,6 +1,6 @@
 """Builds the chain model (tests/models.py) for the mocha test and prints what the test checks, as JSON.
 
-Expected values come from onnxruntime (tests/dap_client.reference), lines from the
+Expected values come from onnxruntime (tests/models.reference), lines from the
 runtime's own listing.
 """
 
@@ -11,8 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from dap_client import reference  # noqa: E402
-from models import chain_files  # noqa: E402
+from models import chain_files, reference  # noqa: E402
 
 from graph_dap.runtime import load_graph, render_listing
 

@@ -82,7 +82,7 @@ class FunctionBreakpoint:
 def spec_nodes(graph: wp.GraphInfo, spec: str) -> list[wp.NodeInfo]:
     """The stoppable nodes a function breakpoint's spec names in ``graph`` (as the runtime resolves it)."""
     text = spec.strip()
-    nodes = [n for n in graph.nodes if not n.static]
+    nodes = [n for n in graph.nodes if not n.constant]
     by_id = [n for n in nodes if n.id == text]
     if by_id:
         return by_id

@@ -1,11 +1,12 @@
-"""One debugged ``run`` call: a plain graph-dap session (the adapter's own handlers) in memory, on a worker of its own.
+"""One debugged ``run`` call: a plain graph-dap session (:class:`~graph_dap.adapter.server.DebugAdapter`) in memory,
+on a worker of its own.
 
-The mixed session drives it as a client would: ``initialize``, ``launch`` (the call's
-model and feeds, the program's providers and optimization level), the graph
-breakpoints and filters, ``configurationDone``; then it forwards the client's requests
-for the run's graph thread. What the graph session sends (responses, events) comes
-back through an in-memory :class:`MemoryChannel`. Its thread is always 1 in there; the
-client sees :attr:`GraphRun.thread_id`.
+The mixed session drives it as a client would, through :attr:`GraphRun.peer`: ``initialize``,
+``launch`` (the call's model and feeds, the program's providers and optimization level), the
+graph breakpoints and filters, ``configurationDone``; then it forwards the client's requests
+for the run's graph thread. What the graph session sends (responses, events) comes back
+through an in-memory :class:`MemoryChannel`. Its thread is always 1 in there; the client
+sees :attr:`GraphRun.thread_id`.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from graph_dap.adapter.core import WorkerFactory
+from graph_dap.adapter.peer import DapPeer
 from graph_dap.adapter.protocol import Channel, Message
-from graph_dap.adapter.requests import CantHandle, Request, RequestError
+from graph_dap.adapter.requests import CantHandle
+from graph_dap.adapter.server import DebugAdapter
 from graph_dap.host import protocol as hp
-
-if TYPE_CHECKING:
-    from graph_dap.adapter.core import WorkerFactory
-    from graph_dap.adapter.server import DebugAdapter
-    from graph_dap.worker.client import WorkerClient
+from graph_dap.worker import protocol as wp
+from graph_dap.worker.client import WorkerClient
 
 
 class _NoStream:
@@ -45,9 +46,13 @@ class MemoryChannel(Channel):
         super().__init__(_NoStream())
         self._deliver = deliver
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
+        self._in_seq = 0
 
     def put(self, message: Message | None) -> None:
-        """A request for the session (None: the stream ends, the session shuts down)."""
+        """A message for the session, numbered here (None: the stream ends, the session shuts down)."""
+        if message is not None:
+            self._in_seq += 1
+            message["seq"] = self._in_seq
         self._queue.put_nowait(message)
 
     async def receive(self) -> Message | None:  # type: ignore[override]
@@ -78,8 +83,6 @@ class GraphRun:
         on_event: Callable[[GraphRun, Message], None],
         spawn_worker: WorkerFactory,
     ) -> None:
-        from graph_dap.adapter.server import DebugAdapter  # the plain session's handlers (server imports this package)
-
         self.number = number
         self.host_request = request
         self.call = call
@@ -93,11 +96,9 @@ class GraphRun:
         self.breakpoint_ids: dict[int, int] = {}  # the graph session's breakpoint ids -> the client's
         self.last_error: str | None = None  # the description of its last stop, when that was a node error
         self.continued_from_error: str | None = None  # that description, once the client continued from it
-        self._on_event = on_event
-        self._seq = 0
-        self._pending: dict[int, asyncio.Future[Message]] = {}
-        self.channel = MemoryChannel(self._deliver)
-        self.adapter: DebugAdapter = DebugAdapter(self.channel, spawn_worker=spawn_worker)
+        self.channel = MemoryChannel(lambda message: self.peer.received(message))
+        self.peer = DapPeer(self.channel.put, self.name, lambda message: on_event(self, message))
+        self.adapter = DebugAdapter(self.channel, spawn_worker=spawn_worker)
         self._task = asyncio.ensure_future(self.adapter.serve())
 
     @property
@@ -105,46 +106,17 @@ class GraphRun:
         """The graph thread's name: ``graph: model.onnx, run #12``."""
         return f"graph: {self.model_name}, run #{self.call.call}"
 
-    def _deliver(self, message: Message) -> None:
-        if message.get("type") == "response":
-            future = self._pending.pop(message.get("request_seq", -1), None)
-            if future is not None and not future.done():
-                future.set_result(message)
-        elif message.get("type") == "event":
-            self._on_event(self, message)
-
     async def request(self, command: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A request to the graph session; its body, or the RequestError its failure says."""
-        if self.ended and command != "disconnect":
+        """A request to the graph session: its body, or the :class:`~graph_dap.adapter.peer.Refused` its failure says."""
+        if self.ended:
             raise CantHandle(f"{self.name} has ended")
-        self._seq += 1
-        seq = self._seq
-        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._pending[seq] = future
-        self.channel.put({"seq": seq, "type": "request", "command": command, "arguments": arguments or {}})
-        response = await future
-        if not response.get("success"):
-            error = RequestError(response.get("message") or f"{command} failed")
-            error.show_user = bool(response.get("body", {}).get("error", {}).get("showUser"))
-            raise error
-        body: dict[str, Any] = response.get("body") or {}
-        return body
-
-    def send(self, request: Request) -> asyncio.Future[Message]:
-        """Forward a client request as it is (ids already made the graph session's); the whole response comes later."""
-        self._seq += 1
-        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._pending[self._seq] = future
-        self.channel.put({"seq": self._seq, "type": "request", "command": request.command, "arguments": request.arguments})
-        return future
+        return await self.peer.request(command, arguments or {})
 
     async def save_outputs(self, path: str) -> tuple[str, ...]:
         """Write the outputs the graph reached to ``path``; the names it could not (not tensors, not computed)."""
         worker = self.adapter.worker
         if worker is None or worker.dead is not None:
             raise CantHandle(f"{self.name}: the runtime worker is gone")
-        from graph_dap.worker import protocol as wp
-
         saved = await worker.save_outputs(wp.SaveOutputsArgs(path))
         return saved.missing
 
@@ -162,11 +134,9 @@ class GraphRun:
         self.channel.put(None)
         try:
             await asyncio.wait_for(self._task, 10)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError):
             self._task.cancel()
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(CantHandle(f"{self.name} has ended"))
+        self.peer.end(f"{self.name} has ended")
 
 
 def outputs_path(folder: str, run: GraphRun) -> str:

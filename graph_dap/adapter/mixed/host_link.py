@@ -20,6 +20,7 @@ import msgpack
 
 from graph_dap.errors import ProtocolError
 from graph_dap.host import protocol as hp
+from graph_dap.tasks import background
 
 _READ_SIZE = 1 << 16
 
@@ -63,7 +64,7 @@ class HostLink:
         unpacker = msgpack.Unpacker(raw=False, max_buffer_size=1 << 24)
         try:
             hello = await asyncio.wait_for(self._first(reader, unpacker), 30)
-        except (asyncio.TimeoutError, ProtocolError, ValueError, msgpack.UnpackException, ConnectionError, OSError):
+        except (TimeoutError, ProtocolError, ValueError, msgpack.UnpackException, ConnectionError, OSError):
             writer.close()
             return
         if hello is None or hello.version != hp.HOST_VERSION or not hmac.compare_digest(hello.token.encode(), self.token.encode()):
@@ -107,7 +108,7 @@ class HostLink:
         request, kind = message["id"], message.get("call")
         if kind == "model":
             loaded = hp.decode(hp.ModelLoaded, message.get("args"), "model")
-            asyncio.ensure_future(self._model(request, loaded))
+            background(self._model(request, loaded))
         elif kind == "run":
             self._on_run(request, hp.decode(hp.RunCall, message.get("args"), "run"))
         else:

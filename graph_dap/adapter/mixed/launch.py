@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from graph_dap.adapter.launch import _providers, _tolerance
+from graph_dap.adapter.launch import opt_level, parse_providers, parse_tolerance
 from graph_dap.adapter.requests import InvalidRequest, Request, UserError, items_of
 from graph_dap.host import protocol as hp
-from graph_dap.worker.protocol import OPT_LEVEL_NAMES as OPT_LEVELS
+from graph_dap.kinds import FAULT_FILTERS, BreakFilter, OptLevel
+from graph_dap.paths import PACKAGE, python_path
 from graph_dap.worker.protocol import Tolerance
 
 #: Launch keys that are graph-dap's in a mixed session (the rest is debugpy's).
@@ -27,12 +27,6 @@ OURS = frozenset(
         "reference", "tolerance", "model", "adapterToken", "worker", "token", "type", "request", "optLevel",
     }
 )  # fmt: skip
-ROOT = str(Path(__file__).resolve().parents[3])
-
-
-def is_program_launch(arguments: dict[str, Any]) -> bool:
-    """Whether a launch asks for a program (a mixed session) rather than a model."""
-    return arguments.get("program") is not None or arguments.get("module") is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +44,7 @@ class ProgramLaunch:
     memory_budget_mb: float | None = None
     reference: str | dict[str, Any] | None = None
     tolerance: Tolerance | None = None
-    opt_level: str | None = None  # None: each session's own
+    opt_level: OptLevel | None = None  # None: each session's own
     debugpy: dict[str, Any] = field(default_factory=dict)  # the keys that are debugpy's
 
     @classmethod
@@ -74,8 +68,9 @@ class ProgramLaunch:
                 raise InvalidRequest(f"'arguments.env.{key}' must be a string or null")
         if given.get("worker"):
             raise UserError("a program launch runs its graphs on local workers: 'worker' is for model launches")
-        providers = _providers(given.get("providers")) if given.get("providers") else None
+        providers = parse_providers(given.get("providers")) if given.get("providers") else None
         reference = given.get("reference")
+        level = request.arg("optLevel", str, None)
         if reference is not None and not isinstance(reference, str | dict):
             raise InvalidRequest("'arguments.reference' must be a string: a dump (.npz), provider:NAME, opt_level:LEVEL or model:OTHER.onnx")
         launch = cls(
@@ -89,8 +84,8 @@ class ProgramLaunch:
             providers=providers,
             memory_budget_mb=request.arg("memoryBudgetMB", float, None),
             reference=reference or None,
-            tolerance=_tolerance(given.get("tolerance")),
-            opt_level=request.arg("optLevel", str, None),
+            tolerance=parse_tolerance(given.get("tolerance")),
+            opt_level=None if level is None else opt_level(level),
             debugpy={k: v for k, v in given.items() if k not in OURS},
         )
         launch._check()
@@ -105,8 +100,6 @@ class ProgramLaunch:
             raise UserError("memoryBudgetMB must be positive")
         if self.tolerance is not None and self.reference is None:
             raise UserError("'tolerance' needs a 'reference' to compare with")
-        if self.opt_level is not None and self.opt_level not in OPT_LEVELS:
-            raise UserError(f"optLevel must be one of {', '.join(OPT_LEVELS)}, got '{self.opt_level}'")
 
     @property
     def program_path(self) -> str:
@@ -123,11 +116,10 @@ class ProgramLaunch:
         """debugpy's launch: the host running the program, in its folder, with graph-dap on the path."""
         target = [self.program_path] if self.program is not None else ["-m", str(self.module)]
         env = dict(self.env)
-        path = env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, path) if p)
+        env["PYTHONPATH"] = python_path({"PYTHONPATH": env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))})
         env[hp.TOKEN_ENV] = token
         cwd = self.cwd or (os.path.dirname(self.program_path) if self.program is not None else os.getcwd())
-        rules = [{"path": os.path.join(ROOT, "graph_dap", "**"), "include": False}, {"module": "graph_dap", "include": False}]
+        rules = [{"path": os.path.join(PACKAGE, "**"), "include": False}, {"module": "graph_dap", "include": False}]
         user_rules = self.debugpy.get("rules")
         launch: dict[str, Any] = {
             "console": "internalConsole",
@@ -142,18 +134,18 @@ class ProgramLaunch:
         }
         return launch
 
-    def graph_filters(self, enabled: list[str]) -> list[str]:
+    def graph_filters(self, enabled: list[BreakFilter]) -> list[BreakFilter]:
         """The graph filters a run uses: ``mismatch`` only with a reference."""
-        return [f for f in enabled if f != "mismatch" or self.reference is not None]
+        return [f for f in enabled if f is not BreakFilter.MISMATCH or self.reference is not None]
 
-    def config(self, filters: list[str], inf_exclude: list[str], armed: tuple[str, ...]) -> hp.Config:
+    def config(self, filters: list[BreakFilter], inf_exclude: list[str], armed: tuple[str, ...]) -> hp.Config:
         """What the host applies to runs."""
         if self.no_debug:
             return hp.Config()
         return hp.Config(
             stop_every=self.stop_on_session_run,
             every_run=self.reference is not None,
-            filters=tuple(f for f in filters if f in ("nan", "inf", "error")),
+            filters=tuple(f for f in filters if f in FAULT_FILTERS),
             inf_exclude=tuple(inf_exclude),
             armed=armed,
         )

@@ -1,8 +1,8 @@
 """The Python side of a mixed session: debugpy's own adapter in a child process, spoken to in DAP over its stdio.
 
-graph-dap's adapter is its client: it forwards the requests that belong to Python
-(with their ids remapped, :mod:`.ids`), gets the responses back as values, and passes
-its events and reverse requests (``runInTerminal``) on through the callbacks. The child
+graph-dap's adapter is its client (:attr:`PythonSide.peer`): it forwards the requests that belong
+to Python (with their ids remapped, :mod:`.ids`), gets the responses back, and passes its events
+and reverse requests (``runInTerminal``) on through the callbacks. The child
 is :mod:`.debugpy_shim` (debugpy's adapter with TCP_NODELAY on its sockets). The wire is
 graph-dap's own DAP framing (capped, :mod:`graph_dap.adapter.protocol`).
 """
@@ -13,11 +13,11 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
+from graph_dap.adapter.peer import DapPeer
 from graph_dap.adapter.protocol import Channel, FramingError, Malformed, Message
 from graph_dap.adapter.requests import CantHandle
+from graph_dap.paths import child_environment
 
 _READ_SIZE = 1 << 16
 
@@ -52,7 +52,7 @@ class ProcessStream:
 
 
 class PythonSide:
-    """debugpy's adapter: requests out, responses back; events and reverse requests to the callbacks."""
+    """debugpy's adapter: a :class:`~graph_dap.adapter.peer.DapPeer` over its stdio, read until it ends."""
 
     def __init__(
         self,
@@ -63,11 +63,8 @@ class PythonSide:
     ) -> None:
         self.process = process
         self.channel = Channel(ProcessStream(process))
-        self._on_event = on_event
-        self._on_request = on_request
+        self.peer = DapPeer(self.channel.send, "the Python debugger (debugpy)", on_event, on_request)
         self._on_exit = on_exit
-        self._pending: dict[int, asyncio.Future[Message]] = {}
-        self.gone = False
         self._reader = asyncio.ensure_future(self._read_loop())
 
     @classmethod
@@ -78,9 +75,6 @@ class PythonSide:
         on_exit: Callable[[], None],
     ) -> PythonSide:
         """Start debugpy's adapter (through the shim) on this interpreter (the program may run on another)."""
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[3])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -89,33 +83,17 @@ class PythonSide:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
-                env=env,
+                env=child_environment(os.environ),
                 limit=_READ_SIZE,
             )
         except OSError as error:
             raise CantHandle(f"cannot start debugpy's adapter: {error}") from None
         return cls(process, on_event, on_request, on_exit)
 
-    async def request(self, command: str, arguments: dict[str, Any] | None = None) -> Message:
-        """Send a request; its whole response (``success`` true or false), or CantHandle once debugpy is gone."""
-        if self.gone:
-            raise CantHandle("the Python debugger (debugpy) has ended")
-        message: Message = {"type": "request", "command": command}
-        if arguments is not None:
-            message["arguments"] = arguments
-        self.channel.send(message)
-        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._pending[message["seq"]] = future
-        return await future
-
-    def respond(self, request_seq: int, command: str, success: bool, body: Any = None, text: str = "") -> None:
-        """Answer one of debugpy's reverse requests (``runInTerminal``)."""
-        message: Message = {"type": "response", "request_seq": request_seq, "command": command, "success": success}
-        if body is not None:
-            message["body"] = body
-        if not success:
-            message["message"] = text or "refused"
-        self.channel.send(message)
+    @property
+    def gone(self) -> bool:
+        """Whether debugpy's adapter has ended."""
+        return self.peer.gone is not None
 
     async def _read_loop(self) -> None:
         try:
@@ -126,23 +104,10 @@ class PythonSide:
                     break
                 if message is None:
                     break
-                if isinstance(message, Malformed):
-                    continue
-                kind = message.get("type")
-                if kind == "response":
-                    future = self._pending.pop(message.get("request_seq", -1), None)
-                    if future is not None and not future.done():
-                        future.set_result(message)
-                elif kind == "event":
-                    self._on_event(message)
-                elif kind == "request":
-                    self._on_request(message)
+                if not isinstance(message, Malformed):
+                    self.peer.received(message)
         finally:
-            self.gone = True
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_exception(CantHandle("the Python debugger (debugpy) has ended"))
-            self._pending.clear()
+            self.peer.end("the Python debugger (debugpy) has ended")
             self._on_exit()
 
     async def close(self, timeout: float = 5.0) -> None:
@@ -150,7 +115,7 @@ class PythonSide:
         await self.channel.close()
         try:
             await asyncio.wait_for(self.process.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             try:
                 self.process.kill()
             except ProcessLookupError:

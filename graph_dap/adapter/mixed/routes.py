@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from graph_dap.adapter.breakpoints import inf_exclusions
 from graph_dap.adapter.mixed import schema
 from graph_dap.adapter.mixed.catalog import FunctionBreakpoint, LineBreakpoint
 from graph_dap.adapter.mixed.graph_run import GraphRun
 from graph_dap.adapter.mixed.ids import PYTHON, rename_ids, to_client, to_side
 from graph_dap.adapter.mixed.session import GRAPH_FILTERS, MixedSession
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, RequestError, checked, items_of
+from graph_dap.kinds import BreakFilter
 
 #: Requests that name a thread, a frame, a variables reference: they go to the side it belongs to.
 BY_THREAD = {"stackTrace": "threadId", "continue": "threadId", "next": "threadId", "stepIn": "threadId", "stepOut": "threadId",
@@ -92,15 +94,11 @@ class Router:
         if request.command in RESUMING:
             self.s.resuming = True
         try:
-            response = await python.request(request.command, to_side(self.s.ids, PYTHON, request.arguments))
+            answer = await python.peer.request(request.command, to_side(self.s.ids, PYTHON, request.arguments))
         finally:
             if request.command in RESUMING:
                 self.s.resuming = False
-        if not response.get("success"):
-            error = RequestError(response.get("message") or f"{request.command} failed")
-            error.show_user = bool((response.get("body") or {}).get("error", {}).get("showUser"))
-            raise error
-        body = schema.response_body(request.command, to_client(self.s.ids, PYTHON, response.get("body") or {}))
+        body = schema.response_body(request.command, to_client(self.s.ids, PYTHON, answer))
         body = self._rename(request.command, PYTHON, body)
         if request.command == "stackTrace":
             self._label_waiting(request.arguments.get("threadId"), body)
@@ -113,12 +111,7 @@ class Router:
         arguments = to_side(self.s.ids, run.number, request.arguments)
         if "memoryReference" in arguments:
             arguments["memoryReference"] = str(arguments["memoryReference"]).split(".", 1)[-1]
-        response = await run.send(Request(request.seq, request.command, arguments))
-        if not response.get("success"):
-            error = RequestError(response.get("message") or f"{request.command} failed")
-            error.show_user = bool((response.get("body") or {}).get("error", {}).get("showUser"))
-            raise error
-        body = to_client(self.s.ids, run.number, response.get("body") or {})
+        body = to_client(self.s.ids, run.number, await run.request(request.command, arguments))
         body = self._rename(request.command, run.number, body)
         _prefix_memory(body, f"g{run.number}.")
         if request.command in ("continue", "next", "stepIn", "stepOut", "stepBack", "reverseContinue", "goto"):
@@ -246,10 +239,8 @@ class Router:
             await self.s._drop_run(run, None)
         python = self.s.python
         if python is not None and not python.gone:
-            try:
-                await python.request("disconnect", dict(request.arguments, terminateDebuggee=request.arguments.get("terminateDebuggee", True)))
-            except CantHandle:
-                pass
+            with contextlib.suppress(RequestError):  # refused, or debugpy gone meanwhile
+                await python.peer.request("disconnect", dict(request.arguments, terminateDebuggee=request.arguments.get("terminateDebuggee", True)))
 
     # -- breakpoints and filters --------------------------------------------------------------
 
@@ -323,14 +314,14 @@ class Router:
         ours = [f for f in filters if f in GRAPH_FILTERS]
         our_options = [o for o in options if o.get("filterId") in GRAPH_FILTERS]
         answers: list[dict[str, Any]] = []
-        enabled = list(ours)
+        enabled = [BreakFilter(f) for f in ours]
         exclude: list[str] = []
         for o in our_options:
-            fid = str(o.get("filterId"))
+            fid = BreakFilter(str(o.get("filterId")))
             enabled.append(fid)
             condition = str(o.get("condition") or "")
-            if fid == "inf":
-                exclude += [p.strip() for p in condition.replace(";", ",").split(",") if p.strip()]
+            if fid is BreakFilter.INF:
+                exclude += inf_exclusions(condition)
         theirs: list[dict[str, Any]] = []
         python = self.s.python
         py_args = dict(request.arguments)
@@ -342,7 +333,7 @@ class Router:
         mismatch = "the mismatch filter needs a reference: give the launch argument 'reference'"
         for item in [*filters, *(o.get("filterId") for o in options)]:
             if item in GRAPH_FILTERS:
-                bad = item == "mismatch" and self.s.launch.reference is None
+                bad = item == BreakFilter.MISMATCH and self.s.launch.reference is None
                 answers.append({"verified": False, "message": mismatch} if bad else {"verified": True})
             else:
                 answers.append(theirs.pop(0) if theirs else {"verified": True})

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -25,13 +24,17 @@ from graph_dap.adapter.mixed.catalog import Catalog
 from graph_dap.adapter.mixed.graph_run import GraphRun, outputs_path
 from graph_dap.adapter.mixed.host_link import HostLink
 from graph_dap.adapter.mixed.ids import PYTHON, Ids, rename_ids, to_client
-from graph_dap.adapter.mixed.launch import ROOT, ProgramLaunch
+from graph_dap.adapter.mixed.launch import ProgramLaunch
 from graph_dap.adapter.mixed.pool import WorkerPool
 from graph_dap.adapter.mixed.python_side import PythonSide
+from graph_dap.adapter.peer import Refused
 from graph_dap.adapter.protocol import Channel, Message
 from graph_dap.adapter.requests import UserError
 from graph_dap.adapter.state import ClientInfo
 from graph_dap.host import protocol as hp
+from graph_dap.kinds import BreakFilter, RunAction
+from graph_dap.paths import PACKAGE
+from graph_dap.tasks import background
 
 #: The events of the DAP schema; debugpy's own (``debugpySockets``, ``debugpyAttach``) are not passed on.
 DAP_EVENTS = frozenset(
@@ -49,8 +52,7 @@ PYTHON_CAPABILITIES = (
     "supportsTerminateThreadsRequest",
     "supportsSingleThreadExecutionRequests",
 )
-GRAPH_FILTERS = frozenset(f["filter"] for f in EXCEPTION_FILTERS)
-HOST_ROOT = os.path.join(ROOT, "graph_dap") + os.sep
+GRAPH_FILTERS = frozenset(BreakFilter.values())
 #: How long a graph stop waits for the calling Python thread to show as stopped before it is shown anyway.
 PARK_TIMEOUT = 5.0
 
@@ -83,7 +85,7 @@ class MixedSession:
         self.runs: dict[int, GraphRun] = {}
         self._numbers = itertools.count(1)
         self._tasks: set[asyncio.Future[Any]] = set()
-        self.graph_filters: list[str] = ["error"]
+        self.graph_filters: list[BreakFilter] = [BreakFilter.ERROR]
         self.inf_exclude: list[str] = []
         self.parked: dict[int, GraphRun] = {}  # Python threads (debugpy's ids) stopped in a debugged run call
         self._parking: dict[int, asyncio.Event] = {}
@@ -105,12 +107,13 @@ class MixedSession:
         address = await self.link.listen()
         self.python = await PythonSide.start(self._python_event, self._python_request, self._python_gone)
         init = {k: v for k, v in self.initialize_args.items() if k != "supportsStartDebuggingRequest"}
-        response = await self.python.request("initialize", dict(init, adapterID="debugpy"))
-        if not response.get("success"):
-            raise UserError(f"debugpy refused to start: {response.get('message')}")
-        self._announce_capabilities(response.get("body") or {})
+        try:
+            theirs = await self.python.peer.request("initialize", dict(init, adapterID="debugpy"))
+        except Refused as error:
+            raise UserError(f"debugpy refused to start: {error}") from None
+        self._announce_capabilities(theirs)
         launch = self.launch.debugpy_launch(address, self.link.token, self.folder)
-        self._launch_response = asyncio.ensure_future(self.python.request("launch", launch))
+        self._launch_response = asyncio.ensure_future(self.python.peer.send("launch", launch))
         self._launch_response.add_done_callback(self._launched)
 
     def _announce_capabilities(self, theirs: dict[str, Any]) -> None:
@@ -135,7 +138,7 @@ class MixedSession:
 
     def spawn(self, coroutine: Any) -> None:
         """Run ``coroutine`` in the background (kept until it is done)."""
-        task = asyncio.ensure_future(coroutine)
+        task = background(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -186,7 +189,7 @@ class MixedSession:
         entry = self.catalog.models.get(call.key)
         skip = call.why == "breakpoint" and can_skip(self.catalog.conditions(call.key), call.call)  # (a decode step not asked for)
         if entry is None or not entry.debuggable or self.terminated or skip:
-            self.link.answer(request, hp.RunResult("plain"))
+            self.link.answer(request, hp.RunResult(RunAction.PLAIN))
             return
         number = next(self._numbers)
         run = GraphRun(number, request, call, entry.loaded.name, self._graph_event, self.pool.take)
@@ -205,7 +208,7 @@ class MixedSession:
             await run.request("configurationDone")
         except Exception as error:  # noqa: BLE001 - the call then runs as it is, and the user hears why
             self.output(f"graph-dap: {run.name} cannot be debugged: {error}\n", "stderr")
-            await self._drop_run(run, hp.RunResult("raise" if run.call.why == "error" else "plain"))
+            await self._drop_run(run, hp.RunResult(RunAction.RAISE if run.call.why == BreakFilter.ERROR else RunAction.PLAIN))
 
     async def configure_run(self, run: GraphRun) -> None:
         """Send the graph breakpoints and filters to a run's session (at its start, and when they change)."""
@@ -219,8 +222,8 @@ class MixedSession:
         ids.update({b["id"]: bp.id for bp, b in zip(functions, body.get("breakpoints", [])) if "id" in b})
         run.breakpoint_ids = ids
         filters = self.launch.graph_filters(self.graph_filters)
-        options = [{"filterId": "inf", "condition": ", ".join(self.inf_exclude)}] if "inf" in filters and self.inf_exclude else []
-        await run.request("setExceptionBreakpoints", {"filters": [f for f in filters if not (options and f == "inf")], "filterOptions": options})
+        options = [{"filterId": BreakFilter.INF, "condition": ", ".join(self.inf_exclude)}] if BreakFilter.INF in filters and self.inf_exclude else []
+        await run.request("setExceptionBreakpoints", {"filters": [f for f in filters if not (options and f is BreakFilter.INF)], "filterOptions": options})
 
     def _host_lost(self) -> None:
         """The program's process is gone: its runs are over."""
@@ -251,7 +254,7 @@ class MixedSession:
         error = body.get("text") == "NodeExecutionError"
         if error and run.continued_from_error == body.get("description"):
             self.output(f"graph-dap: {run.name}: the node fails again; the program gets onnxruntime's error\n")
-            await self._drop_run(run, hp.RunResult("raise", message=str(body.get("description", ""))))
+            await self._drop_run(run, hp.RunResult(RunAction.RAISE, message=str(body.get("description", ""))))
             return
         run.continued_from_error = None
         run.last_error = body.get("description") if error else None
@@ -266,7 +269,7 @@ class MixedSession:
             self.link.push_suspend(run.host_request)
             try:
                 await asyncio.wait_for(parked.wait(), PARK_TIMEOUT)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if run.ended or not run.stopped:
             return
@@ -288,18 +291,18 @@ class MixedSession:
 
     async def _graph_ended(self, run: GraphRun) -> None:
         """The graph reached its end (or failed): its outputs go back to the program, its thread goes."""
-        result = hp.RunResult("raise", message=f"{run.name} failed")
+        result = hp.RunResult(RunAction.RAISE, message=f"{run.name} failed")
         worker = run.adapter.worker
         if run.failed and (worker is None or worker.dead is not None):
-            result = hp.RunResult("plain")  # graph-dap's worker died, not the program's run: it runs as it is
+            result = hp.RunResult(RunAction.PLAIN)  # graph-dap's worker died, not the program's run: it runs as it is
         elif not run.failed:
             path = outputs_path(self.folder, run)
             try:
                 await run.save_outputs(path)
-                result = hp.RunResult("outputs", path)
+                result = hp.RunResult(RunAction.OUTPUTS, path)
             except Exception as error:  # noqa: BLE001 - the program then gets onnxruntime's own outputs
                 self.output(f"graph-dap: {run.name}: cannot hand its outputs back ({error}); the call runs as it is\n", "stderr")
-                result = hp.RunResult("plain")
+                result = hp.RunResult(RunAction.PLAIN)
         worker = run.detach_worker()
         await self._drop_run(run, result)
         if worker is not None:
@@ -352,7 +355,7 @@ class MixedSession:
         elif event == "process":
             out["name"] = self.launch.name
         elif event == "module" and isinstance(out.get("module"), dict):
-            if str(out["module"].get("path", "")).startswith(HOST_ROOT):
+            if str(out["module"].get("path", "")).startswith(PACKAGE):
                 return  # graph-dap's own host, not the program's
             out = schema.event_body("module", out)
         elif event == "terminated":
@@ -377,7 +380,7 @@ class MixedSession:
         """The client's answer to a reverse request we passed on."""
         theirs = self._reverse.pop(message.get("request_seq", -1), None)
         if theirs is not None and self.python is not None:
-            self.python.respond(theirs, str(message.get("command")), bool(message.get("success")), message.get("body"), message.get("message", ""))
+            self.python.peer.respond(theirs, str(message.get("command")), bool(message.get("success")), message.get("body"), message.get("message", ""))
 
     def _python_gone(self) -> None:
         """debugpy's adapter ended: if it did not say the program ended, say it now."""

@@ -13,6 +13,7 @@ their results are the optimized graph's, which can differ in the last bits.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -21,9 +22,11 @@ import numpy as np
 import onnxruntime as ort
 
 from graph_dap import log as _log
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine import ortio
+from graph_dap.runtime.engine.assembly import MEMORY_BYTES
 from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
-from graph_dap.runtime.engine.models import MEMORY_BYTES
+from graph_dap.runtime.engine.fusion import Fusions, whole_model_fusions
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, ort_message, session_options
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
@@ -69,16 +72,16 @@ class Executor:
         self.opt_level = check_opt_level(opt_level)
         # One budget for every session of the model: together they hold its weights about once (see :mod:`.budget`).
         self.budget = WeightBudget(graph.weights.total_bytes)
-        self.runner = NodeRunner(graph, providers, "none", self.budget)
-        self.exact = SegmentRunner(graph, self.runner.providers, "none", self.budget)  # recomputations: the original graph's values
+        self.runner = NodeRunner(graph, providers, OptLevel.NONE, self.budget)
+        self.exact = SegmentRunner(graph, self.runner.providers, OptLevel.NONE, self.budget)  # recomputations: the original graph's values
         # Whether sessions of a segment's parts fit beside the segment's own. A model whose weights fill the
-        # budget still runs its continues at ``opt_level``: the level is the user's, never the budget's (a
-        # value shown at a stop is recomputed by the original nodes, and the budget lets the optimized
-        # session go to make room for that; the next continue builds it again).
+        # budget still runs its continues at ``opt_level``: the level is the user's, never the budget's.
         self.roomy = 2 * graph.weights.total_bytes <= self.budget.limit
-        self.segments = SegmentRunner(graph, self.runner.providers, self.opt_level, self.budget) if self.opt_level != "none" else self.exact
+        self.segments = SegmentRunner(graph, self.runner.providers, self.opt_level, self.budget) if self.opt_level != OptLevel.NONE else self.exact
         self.unoptimized: list[str] = []  # what a continue ran node by node without the asked optimizations, and why
         self._whole: ort.InferenceSession | None = None
+        self._fusions: list[Fusions | None] = []  # (computed once, when first asked for)
+        self._fusions_lock = threading.Lock()
         self.embedded = frozenset(embedded)
         self._executions: Counter[str] = Counter()
         self._segments_ran: list[Sequence[Node]] = []  # counted into executions when they are read
@@ -189,6 +192,29 @@ class Executor:
         self._count(nodes)
         return result.values
 
+    def run_at_level(
+        self,
+        nodes: Sequence[Node],
+        wanted: Sequence[str],
+        get: Getter,
+        constants: Mapping[str, Any],
+        version: int,
+        embedded: Collection[str] | None = None,
+    ) -> dict[str, Any]:
+        """Outputs ``wanted`` of ``nodes`` in one call at the continues' optimization level (values the user's run
+        computes, computed again as it does); with the original nodes where onnxruntime cannot run them so."""
+        produced = {o for n in nodes for o in n.outputs if o}
+        reads = [i for n in nodes for i in n.all_inputs if i not in produced]
+        feeds, embed = self.split(reads, get, constants, embedded)
+        try:
+            result = self.segments.run(nodes, feeds, embed, wanted, version=version)
+        except SegmentError as e:
+            _logger.info("%d nodes at level %s failed in onnxruntime (%s); with the original nodes", len(nodes), self.opt_level, e)
+            return self.run_nodes(nodes, wanted, get, constants, version, embedded)
+        self.ort_calls += 1
+        self._count(nodes)
+        return result.values
+
     def run_whole(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The graph outputs of the whole model run in one onnxruntime session at ``opt_level``, as a
         plain ``InferenceSession`` runs it (the model file itself when it has one). SegmentError when it fails."""
@@ -209,6 +235,15 @@ class Executor:
         self.ort_calls += 1
         return dict(zip(names, results))
 
+    def fusions(self) -> Fusions | None:
+        """Where onnxruntime's optimized graph of the whole model, at the continues' level, computes each value
+        (None at level ``none``, or for a model too large to optimize a second time only to say so)."""
+        with self._fusions_lock:
+            if not self._fusions:
+                level = self.segments.opt_level
+                self._fusions.append(whole_model_fusions(self.graph, level, self.providers) if self.optimized else None)
+            return self._fusions[0]
+
     def ran_unoptimized(self, nodes: Sequence[Node], why: str) -> None:
         """A continue ran ``nodes`` one by one without optimizations instead of in one call at ``opt_level``: noted,
         so that the run's report and the debugger's end-of-run message say so (:meth:`level_report`)."""
@@ -219,7 +254,7 @@ class Executor:
 
     def level_report(self) -> dict[str, Any]:
         """The optimization level asked and whether every continue ran at it: ``{asked, kept, unoptimized}``."""
-        return {"asked": self.opt_level, "kept": not self.unoptimized, "unoptimized": list(self.unoptimized)}
+        return {"asked": str(self.opt_level), "kept": not self.unoptimized, "unoptimized": list(self.unoptimized)}
 
     @property
     def optimized(self) -> bool:

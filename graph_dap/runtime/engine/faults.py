@@ -8,6 +8,7 @@ confirmed on the exact tensor before a stop is reported.
 
 from __future__ import annotations
 
+import enum
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,11 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from graph_dap.runtime.dtypes import can_fault
+from graph_dap.runtime.dtypes import can_fault, numeric
 from graph_dap.runtime.engine.masks import NO_INTENT, Intent, summary
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Lookup, Node
 from graph_dap.runtime.tensor import first_nonfinite
+
+
+class Fault(enum.StrEnum):
+    """What a watched tensor was found to hold (its values are the stop reasons'), or that it is somewhere inside."""
+
+    NAN = "nan"
+    INF = "inf"
+    INNER = "inner"  # a control-flow node's bodies: the session steps into it to find the node
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +75,8 @@ class FaultFilter:
                 parts.append(f"the {'Inf' if kind == 'inf' else 'NaN'} of {', '.join(patterns)} (--{kind}-exclude)")
         return "; ".join(p for p in parts if p)
 
-    def kind_of(self, node: Node, value: Any) -> str | None:
-        """``"nan"`` or ``"inf"`` when ``value`` holds what this filter stops on, else None."""
+    def kind_of(self, node: Node, value: Any) -> Fault | None:
+        """NaN or Inf when ``value`` holds what this filter stops on, else None."""
         if value is None or isinstance(value, list):
             return None
         a = np.asarray(value)
@@ -80,12 +89,12 @@ class FaultFilter:
         if np.isfinite(total):
             return None
         if self.nan and not self.nan_excluded(node) and np.isnan(a).any():
-            return "nan"
+            return Fault.NAN
         if self.inf and not self.inf_excluded(node) and np.isinf(a).any():
-            return "inf"
+            return Fault.INF
         return None
 
-    def check(self, node: Node, outs: Mapping[str, Any]) -> tuple[str, str] | None:
+    def check(self, node: Node, outs: Mapping[str, Any]) -> tuple[str, Fault] | None:
         """The first output of ``node`` holding a watched fault, and its kind."""
         if not self.active:
             return None
@@ -94,6 +103,23 @@ class FaultFilter:
             if kind is not None:
                 return name, kind
         return None
+
+    @staticmethod
+    def from_finite(node: Node, read: Callable[[str], Any]) -> bool:
+        """Whether every input of ``node`` (``read`` gives them) is free of NaN and Inf: a fault in its
+        output is then one it made, not one it carried on."""
+        for name in node.all_inputs:
+            value = read(name)
+            if value is None or isinstance(value, (list, dict)):
+                continue
+            a = np.asarray(value)
+            if not can_fault(a.dtype) or a.size == 0:
+                continue
+            a = numeric(a)
+            with np.errstate(all="ignore"):
+                if not np.isfinite(np.add.reduce(a, axis=None)) and not np.isfinite(a).all():
+                    return False
+        return True
 
     def _flagged(self, node: Node, s: float) -> bool:
         if np.isnan(s):  # a NaN, or +Inf with -Inf (where NaN is expected, neither stops the run)
@@ -114,11 +140,14 @@ class FaultFilter:
         get: Callable[[str], Any],
         order: Sequence[str] | None = None,
         prefetch: Callable[[list[str]], Any] | None = None,
-    ) -> tuple[Node, str, str] | None:
+        new_only: bool = False,
+    ) -> tuple[Node, str, Fault] | None:
         """The first node, in run order, whose output holds a fault: from the sums, confirmed exactly.
 
         ``prefetch(names)``: makes the candidates' values (and their producers' inputs) ready at once before they
-        are read one by one (recomputed each on its own, each would run again everything before it)."""
+        are read one by one (recomputed each on its own, each would run again everything before it).
+        ``new_only``: only a node that makes a fault from finite inputs counts (:meth:`from_finite`), not one
+        that carries on a fault found before."""
         flagged = set()
         for name, s in zip(plan.watched if order is None else order, sums.tolist()):
             producer = plan.inner.get(name) or graph.producer(name)
@@ -147,25 +176,25 @@ class FaultFilter:
                 reads = [i for c in batch for i in graph.producer(c).inputs if i]  # type: ignore[union-attr]
                 prefetch(list(dict.fromkeys(batch + reads)))
             if name in plan.inner:
-                return plan.inner[name], name, "inner"  # somewhere inside this node: step into it to find where
+                return plan.inner[name], name, Fault.INNER  # somewhere inside this node: step into it to find where
             producer = graph.producer(name)
             assert producer is not None
             kind = self.kind_of(producer, get(name))
-            if kind is not None:
+            if kind is not None and (not new_only or self.from_finite(producer, get)):
                 return producer, name, kind
-        return None  # overflowing sums of finite values
+        return None  # overflowing sums of finite values (or, with new_only, faults carried on)
 
-    def stop_details(self, node: Node, name: str, a: np.ndarray, kind: str, inputs: Mapping[str, Any], stop_cls: Any, reasons: Any) -> Any:
-        count = int(np.isnan(a).sum()) if kind == "nan" else int(np.isinf(a).sum())
+    def stop_details(self, node: Node, name: str, a: np.ndarray, kind: Fault, inputs: Mapping[str, Any], stop_cls: Any, reasons: Any) -> Any:
+        count = int(np.isnan(a).sum()) if kind == Fault.NAN else int(np.isinf(a).sum())
         index = first_nonfinite(a, kind)
         held = []
         for i, v in inputs.items():
             if v is None or isinstance(v, list):
                 continue
             arr = np.asarray(v)
-            if can_fault(arr.dtype) and (np.isnan(arr).any() if kind == "nan" else np.isinf(arr).any()):
+            if can_fault(arr.dtype) and (np.isnan(arr).any() if kind == Fault.NAN else np.isinf(arr).any()):
                 held.append(i)
-        label = "NaN" if kind == "nan" else "Inf"
+        label = "NaN" if kind == Fault.NAN else "Inf"
         where = f" at index {list(index)}" if index is not None else ""
         origin = f"; input {', '.join(held)} already held {label}" if held else "; none of its inputs held any"
         message = f"{node.label} produced {count} {label} in '{name}'{where}{origin}"
@@ -174,10 +203,10 @@ class FaultFilter:
         if left:  # what the watch left alone on purpose, so that a stop past it is understood
             message += f"; not watched: {left}"
             details["excluded"] = self.exclusions()
-        if kind == "inf":
+        if kind == Fault.INF:
             details["posinf"] = int(np.isposinf(a).sum())
             details["neginf"] = int(np.isneginf(a).sum())
-        return stop_cls(reasons.NAN if kind == "nan" else reasons.INF, node, message, name, details)
+        return stop_cls(reasons.NAN if kind == Fault.NAN else reasons.INF, node, message, name, details)
 
 
 def _matches(node: Node, patterns: Iterable[str]) -> bool:

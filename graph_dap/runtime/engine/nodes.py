@@ -14,9 +14,10 @@ import onnx
 import onnxruntime as ort
 
 from graph_dap.errors import NodeExecutionError
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine import ortio
+from graph_dap.runtime.engine.assembly import assemble_model, signature
 from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
-from graph_dap.runtime.engine.models import assemble_model, signature
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph, Node
 
@@ -25,7 +26,7 @@ class NodeRunner:
     """Runs single nodes of one graph; sessions cached by (node, input signature)."""
 
     def __init__(
-        self, graph: Graph, providers: Sequence[str] | None = None, opt_level: str = "none", budget: WeightBudget | None = None
+        self, graph: Graph, providers: Sequence[str] | None = None, opt_level: str = OptLevel.NONE, budget: WeightBudget | None = None
     ) -> None:
         """``opt_level`` stays "none" for a debugger's steps: a node's values are then exactly the original graph's.
 

@@ -19,6 +19,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 
 from graph_dap import log as _log
 from graph_dap.errors import GraphDapError, OptionError
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.weights import FOLDER_OPTION
 
 #: What onnxruntime raises for a model, a kernel or feeds it rejects (its own classes, and
@@ -34,18 +35,18 @@ _pool_threads = 0  # intra-op threads of the global pool; 0: onnxruntime's defau
 
 #: onnxruntime's graph optimization levels by the names graph-dap's options take.
 OPT_LEVELS = {
-    "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    OptLevel.NONE: ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    OptLevel.BASIC: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    OptLevel.EXTENDED: ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    OptLevel.ALL: ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
 
 
-def check_opt_level(level: str, given: str | None = None) -> str:
-    """``level`` when it names an optimization level, else an :class:`OptionError` saying which exist."""
+def check_opt_level(level: str, given: str | None = None) -> OptLevel:
+    """``level`` as the :class:`~graph_dap.kinds.OptLevel` it names, else an :class:`OptionError` saying which exist."""
     if level not in OPT_LEVELS:
-        raise OptionError(f"unknown optimization level '{given or level}'; expected one of {', '.join(OPT_LEVELS)}")
-    return level
+        raise OptionError(f"unknown optimization level '{given or level}'; expected one of {', '.join(OptLevel.values())}")
+    return OptLevel(level)
 
 
 def set_thread_count(threads: int) -> None:
@@ -122,7 +123,9 @@ def session_options(opt_level: str = "none", external_folder: Path | None = None
     if external_folder is not None:
         so.add_session_config_entry(FOLDER_OPTION, str(external_folder))
     so.use_per_session_threads = False
-    so.log_severity_level = 3
+    # fatal only: a node's failure reaches the user once, in the error graph-dap raises with onnxruntime's
+    # message; logged too, it came out at every level of control flow and at every retry (issue 28)
+    so.log_severity_level = 4
     so.graph_optimization_level = OPT_LEVELS[check_opt_level(opt_level)]
     so.add_session_config_entry("session.use_env_allocators", "1")
     return so

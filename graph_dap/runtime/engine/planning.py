@@ -16,7 +16,7 @@ from graph_dap.runtime.engine.bounds import Bounds
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.store import nbytes
-from graph_dap.runtime.engine.watch import WatchPlan, watch_plan
+from graph_dap.runtime.engine.watch import WatchPlan, never_faults, watch_plan
 from graph_dap.runtime.graph import Lookup, Node
 
 CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
@@ -90,8 +90,9 @@ class SegmentPlanner:
                     wanted += live
                     room -= cost
         bounds = self._bounds_over(constants) if optimized and filt.nan and filt.inf else None
+        faultless = (lambda n: never_faults(n, constants, dtypes)) if constants is not None else None
         watch = (
-            watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf, bounds, filt.intent.large, filt.nan_excluded)
+            watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf, bounds, faultless, filt.intent.large, filt.nan_excluded)
             if filt.active
             else None
         )
@@ -170,15 +171,19 @@ class SegmentPlanner:
         a second copy of them while it runs. Except a ConstantOfShape's (the onnx wheel's light
         models make their weights so): the session holds it as a view of its one value, and
         the segment fills it as the whole model does (folded into a pre-packed initializer above
-        optimization level ``none``, filled at each run without).
+        optimization level ``none``, filled at each run without); and a DequantizeLinear's (a
+        quantized model's weights): onnxruntime fuses it with its reader into an integer kernel
+        (QLinearConv, QLinearMatMul) as in the whole model; fed as a float weight, the segment would
+        run a float kernel, not the user's.
         """
         needed: dict[int, Node] = {}
         frontier = [i for n in nodes for i in n.all_inputs]
         while frontier:
             p = self.graph.producer(frontier.pop())
-            if p is None or not p.is_static or p.order in needed or p.is_constant_op:
+            if p is None or not p.is_constant or p.order in needed or p.is_constant_op:
                 continue  # Constant outputs are embedded like initializers
-            if p.op_type != "ConstantOfShape" and any(o and nbytes(constants.get(o)) > INLINE_CONSTANT_BYTES for o in p.outputs):
+            refilled = p.op_type in ("ConstantOfShape", "DequantizeLinear")
+            if not refilled and any(o and nbytes(constants.get(o)) > INLINE_CONSTANT_BYTES for o in p.outputs):
                 continue
             needed[p.order] = p
             frontier.extend(p.all_inputs)

@@ -32,9 +32,11 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap import log as _log
-from graph_dap.runtime.engine import cache, ortio
+from graph_dap.kinds import OptLevel
+from graph_dap.runtime.engine import cache, fidelity, ortio
+from graph_dap.runtime.engine.assembly import add_memory, assemble_model, signature
 from graph_dap.runtime.engine.budget import COUNTED_BYTES, WeightBudget, weight_bytes
-from graph_dap.runtime.engine.models import add_memory, assemble_model, signature
+from graph_dap.runtime.engine.fidelity import may_fuse
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.sentinel import Readout
 from graph_dap.runtime.engine.watch import WatchPlan, pooled_first, summed
@@ -51,9 +53,11 @@ class SegmentResult:
     values: dict[str, Any]
     watched: list[str]  # the watched tensors, in the order of ``sums``
     sums: np.ndarray | None  # one float32 sum per watched tensor
+    watch: WatchPlan | None = None  # the watch the segment ran: the plan's, or one that leaves its fusions (see .fidelity)
 
 
-_Entry = tuple[ort.InferenceSession, list[str], Readout, list[Any]]  # the session, what it fetches, how its sentinel reads, what it reads in place
+# the session, what it fetches, how its sentinel reads, what it reads in place, the watch it runs (see .fidelity)
+_Entry = tuple[ort.InferenceSession, list[str], Readout, list[Any], "WatchPlan | None"]
 
 
 class SegmentRunner:
@@ -142,11 +146,11 @@ class SegmentRunner:
     def _folded_bytes(self, nodes: Sequence[Node]) -> int:
         """The bytes of the large ConstantOfShape outputs a segment computes: onnxruntime folds them into
         initializers it holds (above optimization level ``none``; without, they are filled at each run)."""
-        if self.opt_level == "none":
+        if self.opt_level == OptLevel.NONE:
             return 0
         total = 0
         for n in nodes:
-            if n.is_static and n.op_type == "ConstantOfShape":
+            if n.is_constant and n.op_type == "ConstantOfShape":
                 size = self.graph.value_info(n.outputs[0]).nbytes if n.outputs and n.outputs[0] else None
                 total += size if size is not None and size >= COUNTED_BYTES else 0
         return total
@@ -159,8 +163,10 @@ class SegmentRunner:
         outs: list[str],
         watch: WatchPlan | None,
         folded: int,
+        check: bool = True,
     ) -> _Entry:
-        """``folded``: the bytes of the weights it fills (see :meth:`_folded_bytes`)."""
+        """``folded``: the bytes of the weights it fills (see :meth:`_folded_bytes`). ``check``: a watched segment
+        that may fuse is checked against its optimized graph without the watch (see :mod:`.fidelity`)."""
         memory: dict[str, np.ndarray] = {}
         model, readout = self.build_model(nodes, feeds, constants, outs, watch, memory)
         data = model.SerializeToString()
@@ -168,39 +174,106 @@ class SegmentRunner:
         held = add_memory(so, memory)
         saving: tuple[Path, Path] | None = None
         source: Any = data
-        # Not with external data, nor with constants from memory: the key would not see their data
-        # change, and the optimizer's model would hold every weight. Nor with weights a ConstantOfShape
-        # fills: the optimizer's model would hold them folded (zfnet512: reading its 300 MB back took
-        # longer than folding them again).
-        if (
-            self.opt_level != "none"
-            and len(data) <= cache.MAX_ENTRY_BYTES
-            and not self.graph.weights.has_external
-            and not memory
-            and not folded
-        ):
+        cacheable = self._cacheable(data, memory, folded)
+        checked = check and cacheable and watch is not None and bool(watch.watched) and not watch.inner and may_fuse(nodes)
+        scratch = tempfile.TemporaryDirectory(prefix="graph-dap-watched-") if checked else None
+        optimized: Path | None = None  # where the optimized graph the session runs is saved
+        if cacheable:
             entry = cache.key(data, self.opt_level, self.providers)
             hit = cache.lookup(entry)
             if hit is not None:
-                so = self._options("none")  # the optimizer's graph as it made it: the same kernels on the same graph
-                source = str(hit)
+                so = self._options(OptLevel.NONE)  # the optimizer's graph as it made it: the same kernels on the same graph
+                source = optimized = hit
             else:
                 saving = cache.target(entry)
                 if saving is not None:
                     so.optimized_model_filepath = str(saving[0])
+                elif scratch is not None:
+                    optimized = Path(scratch.name) / "watched.onnx"
+                    so.optimized_model_filepath = str(optimized)
         try:
-            sess = ort.InferenceSession(source, so, providers=self.providers)
-        except ORT_ERRORS as e:
+            try:
+                sess = ort.InferenceSession(str(source) if isinstance(source, Path) else source, so, providers=self.providers)
+            except ORT_ERRORS as e:
+                if saving is not None:
+                    saving[0].unlink(missing_ok=True)
+                raise SegmentError(ort_message(e)) from None
             if saving is not None:
-                saving[0].unlink(missing_ok=True)
-            raise SegmentError(ort_message(e)) from None
-        if saving is not None:
-            cache.commit(*saving)
-        if isinstance(source, str):
+                cache.commit(*saving)
+                optimized = saving[1] if saving[1].is_file() else None
+            if checked and watch is not None and optimized is not None:
+                regarded = self._regard(nodes, feeds, constants, outs, watch, optimized)
+                if regarded is not watch:
+                    return self._build(nodes, feeds, constants, outs, regarded, folded, check=False)
+        finally:
+            if scratch is not None:
+                scratch.cleanup()
+        if isinstance(source, Path):
             self.sessions_from_disk += 1
         self.sessions_built += 1
         fetch = outs + ([SENTINEL] if readout.watched else [])
-        return sess, fetch, readout, held
+        return sess, fetch, readout, held, watch
+
+    def _cacheable(self, data: bytes, memory: Mapping[str, Any], folded: int) -> bool:
+        """Whether a segment's optimized graph is kept on disk. Not with external data, nor with constants
+        from memory: the key would not see their data change, and the optimizer's model would hold every
+        weight. Nor with weights a ConstantOfShape fills: the optimizer's model would hold them folded
+        (zfnet512: reading its 300 MB back took longer than folding them again)."""
+        return (
+            self.opt_level != OptLevel.NONE
+            and len(data) <= cache.MAX_ENTRY_BYTES
+            and not self.graph.weights.has_external
+            and not memory
+            and not folded
+        )
+
+    def _regard(
+        self,
+        nodes: Sequence[Node],
+        feeds: Mapping[str, Any],
+        constants: Mapping[str, Any],
+        outs: list[str],
+        watch: WatchPlan,
+        optimized: Path,
+    ) -> WatchPlan:
+        """``watch``, or the watch that leaves the optimized graph's fusions alone when it undid one (see :mod:`.fidelity`)."""
+        try:
+            plain = self._optimized_plain(nodes, feeds, constants, outs)
+            if fidelity.same_kernels(onnx.load(str(optimized), load_external_data=False), plain):
+                return watch
+        except (SegmentError, OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as e:  # type: ignore[attr-defined]
+            _logger.info("the watched segment's fusions could not be checked (%s)", e)
+            return watch
+        regarded = fidelity.regard(self.graph.scope_of(nodes[0]), nodes, watch, fidelity.computed(plain))
+        if regarded is not watch:
+            _logger.info(
+                "the watch undid fusions: %s left to the watched tensors downstream",
+                ", ".join(w for w in watch.watched if w not in regarded.watched),
+            )
+        return regarded
+
+    def _optimized_plain(self, nodes: Sequence[Node], feeds: Mapping[str, Any], constants: Mapping[str, Any], outs: list[str]) -> onnx.ModelProto:
+        """The graph onnxruntime's optimizer makes of a segment without its watch (kept on disk as segments are)."""
+        model, _ = self.build_model(nodes, feeds, constants, outs, None)
+        data = model.SerializeToString()
+        entry = cache.key(data, self.opt_level, self.providers)
+        hit = cache.lookup(entry)
+        if hit is not None:
+            return onnx.load(str(hit), load_external_data=False)
+        with tempfile.TemporaryDirectory(prefix="graph-dap-plain-") as tmp:
+            saving = cache.target(entry)
+            path = saving[0] if saving is not None else Path(tmp) / "plain.onnx"
+            so = self._options()
+            so.optimized_model_filepath = str(path)
+            try:
+                ort.InferenceSession(data, so, providers=self.providers)
+            except ORT_ERRORS as e:
+                path.unlink(missing_ok=True)
+                raise SegmentError(ort_message(e)) from None
+            optimized = onnx.load(str(path), load_external_data=False)
+            if saving is not None:
+                cache.commit(*saving)
+            return optimized
 
     def prepare(
         self,
@@ -230,7 +303,7 @@ class SegmentRunner:
 
         def build() -> None:
             try:
-                sess, fetch, _, held = self._entry(nodes, feeds, constants, outs, watch, version)
+                sess, fetch, _, held, _ = self._entry(nodes, feeds, constants, outs, watch, version)
             except SegmentError as e:  # the run that needs it says so, or runs node by node
                 _logger.info("building a segment ahead failed: %s", e)
                 return
@@ -277,7 +350,7 @@ class SegmentRunner:
                 warming = self._warming.get(key)
             if warming is not None:
                 warming.terminate = True  # this run is the one that counts
-        sess, fetch, readout, _ = self._entry(nodes, feeds, constants, outs, watch, version, key)
+        sess, fetch, readout, _, ran = self._entry(nodes, feeds, constants, outs, watch, version, key)
 
         try:
             results = ortio.run(sess, fetch, feeds, run_options)
@@ -286,7 +359,7 @@ class SegmentRunner:
         except ortio.FeedError as e:
             raise SegmentError(str(e)) from None
         values = dict(zip(outs, results[: len(outs)]))
-        return SegmentResult(values, readout.watched, readout.sums(results[-1]) if readout.watched else None)
+        return SegmentResult(values, readout.watched, readout.sums(results[-1]) if readout.watched else None, ran)
 
     def optimized_model(
         self,
@@ -357,7 +430,7 @@ class SegmentRunner:
                     node_protos.extend(made)
                     info = self.graph.info_at(scope.path, o)
                     pixels = math.prod(d for d in (info.shape or ())[2:] if isinstance(d, int))
-                    if self.opt_level != "none" and pooled_first(info) and not (o in checked and pixels > 2**24):  # (see bounds.LIMIT)
+                    if self.opt_level != OptLevel.NONE and pooled_first(info) and not (o in checked and pixels > 2**24):  # (see bounds.LIMIT)
                         node_protos.append(helper.make_node("GlobalAveragePool", [source], [f"__gd_gap{i}"]))
                         source = f"__gd_gap{i}"
                     else:

@@ -30,6 +30,8 @@ def nbytes(value: Any) -> int:
         return sum(nbytes(v) for v in value)
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
+    if isinstance(value, dict):
+        return 64 * (len(value) + 1)
     return 64
 
 

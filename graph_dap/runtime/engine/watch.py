@@ -155,6 +155,26 @@ def _windows_cover(graph: Lookup, node: Node) -> bool:
     return True
 
 
+_INTEGER_RANGE = 2.0**32  # the widest (x - zero point) an integer tensor a DequantizeLinear reads can give
+_F32_MAX = 3.4028234663852886e38
+
+
+def never_faults(node: Node, constants: Mapping[str, Any], dtypes: Mapping[str, str]) -> bool:
+    """Whether ``node`` cannot make a NaN or an Inf: a DequantizeLinear of an integer tensor whose scale is a constant
+    too small to overflow (``(x - zero_point) * scale`` is then finite). Summed, its output would keep onnxruntime from
+    fusing it with the quantized node that reads it (a Q/DQ group into a QLinearMatMul: the run would no longer be
+    the user's), and it cannot hold the first fault."""
+    if node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx", "com.microsoft") or len(node.inputs) < 2:
+        return False
+    if not str(dtypes.get(node.inputs[0], "")).startswith(("int", "uint")):
+        return False
+    scale = constants.get(node.inputs[1])
+    if scale is None:
+        return False
+    a = np.asarray(scale, dtype=np.float64)
+    return bool(a.size) and bool(np.isfinite(a).all()) and float(np.abs(a).max()) * _INTEGER_RANGE < _F32_MAX
+
+
 def pooled_first(info: ValueInfo) -> bool:
     """Whether a watched tensor is summed through ``GlobalAveragePool`` first: a float32 image
     (N, C, H, W) of known H and W, more than one pixel (a mean over nothing would read NaN). NaN and Inf
@@ -204,6 +224,7 @@ def watch_plan(
     nan: bool = True,
     inf: bool = True,
     bounds: Bounds | None = None,
+    faultless: Callable[[Node], bool] | None = None,
     large: Collection[str] = (),
     nan_expected: Callable[[Node], bool] | None = None,
 ) -> WatchPlan:
@@ -219,6 +240,8 @@ def watch_plan(
     """
     candidates: list[str] = []
     for n in nodes:
+        if faultless is not None and faultless(n):
+            continue  # (see never_faults)
         for o in n.outputs:
             if o and dtypes.get(o) in WATCHABLE:
                 candidates.append(o)
@@ -240,8 +263,8 @@ def watch_plan(
 
     def fed(x: str) -> bool:  # (not a constant the segment computes: its sum would come before it; IsNaN: opset 9)
         p = graph.producer(x)
-        static = p is not None and p.is_static
-        return x in reads and dtypes.get(x) == "float32" and not static and graph.opsets.get("ai.onnx", 0) >= 9
+        constant = p is not None and p.is_constant
+        return x in reads and dtypes.get(x) == "float32" and not constant and graph.opsets.get("ai.onnx", 0) >= 9
 
     within = Within(made, fed)
 

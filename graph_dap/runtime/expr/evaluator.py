@@ -39,7 +39,7 @@ from graph_dap.runtime.expr.functions import (
 )
 from graph_dap.runtime.expr.validate import callee, is_np, parse, skip_string
 from graph_dap.runtime.selection import ModuleValue
-from graph_dap.runtime.tensor import numel
+from graph_dap.runtime.tensor import numel, type_text
 
 __all__ = [
     "ATTRIBUTES",
@@ -273,6 +273,13 @@ class _Evaluator:
             key = self._index_item(index, literal=False)
         if isinstance(base, (list, tuple)) and isinstance(key, (int, np.integer, slice)):
             return base[key]
+        if isinstance(base, dict):  # a map (skl2onnx's ZipMap): its item by key
+            try:
+                return base[key.item() if isinstance(key, np.generic) else key]
+            except (KeyError, TypeError):
+                raise ExpressionError(f"the map has no key {key!r} (its keys: {', '.join(map(repr, list(base)[:10]))})") from None
+        if isinstance(key, str):
+            raise ExpressionError(f"a string subscript names a map's key, and this is not a map but {type_text(base)}")
         arr = np.asarray(base)
         items = key if isinstance(key, tuple) else (key,)
         if not all(it is None or it is Ellipsis or isinstance(it, (slice, int, np.integer)) for it in items):

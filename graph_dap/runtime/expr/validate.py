@@ -147,7 +147,7 @@ class Validator:
         match node:
             case ast.Constant(value=str() as s):
                 if string is None:
-                    raise ExpressionError("a string is only allowed as an argument that takes one (a path, a dtype)")
+                    raise ExpressionError("a string is only allowed as an argument that takes one (a path, a dtype) or as a map's key")
                 if len(s) > MAX_STRING_LENGTH:
                     raise ExpressionError(f"string literal longer than {MAX_STRING_LENGTH} characters")
                 if string == "dtype":
@@ -182,6 +182,9 @@ class Validator:
             case ast.IfExp(test=test, body=body, orelse=orelse):
                 for part in (test, body, orelse):
                     self.check(part, d)
+            case ast.Subscript(value=value, slice=ast.Constant(value=str()) as key):
+                self.check(value, d)
+                self.check(key, d + 1, "key")  # a map's key: out[0]['cat']
             case ast.Subscript(value=value, slice=index):
                 self.check(value, d)
                 for item in index.elts if isinstance(index, ast.Tuple) else [index]:

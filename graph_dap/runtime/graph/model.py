@@ -15,7 +15,7 @@ from graph_dap.runtime.graph.types import ValueInfo, attribute_value, dtype_name
 from graph_dap.runtime.weights import Weights
 
 if TYPE_CHECKING:
-    from graph_dap.runtime.source import SourceMap
+    from graph_dap.runtime.graph.source import SourceMap
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 #: Nodes whose output must not be folded once: they differ on every run.
@@ -49,7 +49,7 @@ class Node:
     implicit_inputs: tuple[str, ...]  # outer-scope values read by subgraphs
     attributes: dict[str, Any] = field(compare=False, hash=False)
     proto: onnx.NodeProto = field(compare=False, hash=False, repr=False)
-    is_static: bool = False
+    is_constant: bool = False
     metadata: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     name: str = ""  # the node's own name in the model ('' when it has none)
     path: ScopePath = ()  # the scopes it is nested in, outermost first; () in the main graph
@@ -247,7 +247,7 @@ class Graph:
     def sources(self) -> SourceMap:
         """Where each node came from in the model's own source (stack traces, module scopes); made on first use."""
         if self._sources is None:
-            from graph_dap.runtime.source import SourceMap
+            from graph_dap.runtime.graph.source import SourceMap
 
             self._sources = SourceMap(self)
         return self._sources
@@ -314,7 +314,7 @@ class Graph:
         owner: Node | None,
         proto_path: tuple[tuple[int, str], ...] | None,
         visible: frozenset[str],
-        outer_static: frozenset[str],
+        outer_constants: frozenset[str],
     ) -> Scope:
         """The scope of graph ``g``; ``proto_path``: where it sits in the model (None inside a function body)."""
         infos: dict[str, ValueInfo] = {}
@@ -331,7 +331,7 @@ class Graph:
             scope.enclosing = self.scopes.get(owner.path)
         self.scopes[path] = scope
         defined = {v.name for v in g.input} | set(scope.initializer_names) | {t.values.name for t in g.sparse_initializer}
-        self._fill(scope, list(g.node), proto_path, defined, visible, outer_static | set(scope.initializer_names))
+        self._fill(scope, list(g.node), proto_path, defined, visible, outer_constants | set(scope.initializer_names))
         return scope
 
     def _build_function_scope(self, call: Node, function: onnx.FunctionProto, depth: int) -> Scope:
@@ -357,14 +357,14 @@ class Graph:
         proto_path: tuple[tuple[int, str], ...] | None,
         defined: set[str],
         visible: frozenset[str],
-        static_values: frozenset[str],
+        constant_values: frozenset[str],
         depth: int = 0,
     ) -> None:
         """Order ``protos`` into ``scope``'s nodes and build the scopes they hold."""
         ids = [self._node_id(p, i, scope.path) for i, p in enumerate(protos)]
         implicit = [tuple(sorted(outer_scope_reads(p))) for p in protos]
         order = topological_order(protos, ids, implicit, defined, visible, f" in {scope.label}" if scope.path else "")
-        static = set(static_values)
+        constants = set(constant_values)
         here_defined = set(defined) | {o for p in protos for o in p.output if o}
         nodes: list[Node] = []
         outer_reads: list[str] = []
@@ -372,9 +372,9 @@ class Graph:
             p = protos[i]
             reads = [n for n in p.input if n] + list(implicit[i])
             outer_reads += [r for r in reads if r not in here_defined]
-            is_static = p.op_type not in _NONDETERMINISTIC_OPS and all(r in static for r in reads)
-            if is_static:
-                static.update(o for o in p.output if o)
+            is_constant = p.op_type not in _NONDETERMINISTIC_OPS and all(r in constants for r in reads)
+            if is_constant:
+                constants.update(o for o in p.output if o)
             function = self.functions.get((p.domain, p.op_type))
             standard = p.domain in ("", "ai.onnx")
             enterable = function is not None or (
@@ -394,7 +394,7 @@ class Graph:
                 implicit_inputs=implicit[i],
                 attributes={a.name: attribute_value(a) for a in p.attribute},
                 proto=p,
-                is_static=is_static,
+                is_constant=is_constant,
                 metadata={m.key: m.value for m in p.metadata_props},
                 name=p.name,
                 path=scope.path,
@@ -416,7 +416,7 @@ class Graph:
                 sub_proto_path = None if proto_path is None else (*proto_path, (node.index, a.name))
                 if sub_path in self.scopes:
                     raise ModelError(f"node {node.id} holds two graphs named {a.name}")
-                self._build_graph_scope(a.g, sub_path, node, sub_proto_path, inner_visible, frozenset(static))
+                self._build_graph_scope(a.g, sub_path, node, sub_proto_path, inner_visible, frozenset(constants))
 
     def _node_id(self, p: onnx.NodeProto, index: int, path: ScopePath) -> str:
         """The node's name when it is non-empty and unique in the whole model, else made from where it is."""

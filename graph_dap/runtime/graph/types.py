@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ _DTYPE_NAMES: dict[int, str] = {
 }
 
 Dim = int | str | None
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +73,19 @@ class ValueInfo:
             return f"seq({dtype})"
         if self.kind == "optional":
             return f"optional({dtype})"
-        if self.shape is None:
+        if self.kind == "map" or self.shape is None:
             return dtype
-        dims = ",".join("?" if d is None else str(d) for d in self.shape)
-        return f"{dtype}[{dims}]"
+        return f"{dtype}[{','.join(map(dim_text, self.shape))}]"
+
+
+def dim_text(d: Dim) -> str:
+    """A declared dimension as people read it: its size, its name, or ``?`` (unknown, or an expression such as
+    ``floor(height/2 - 1/2) + 1`` that symbolic shape inference wrote: too long to be read as a size)."""
+    if d is None:
+        return "?"
+    if isinstance(d, int) or _NAME.fullmatch(d):
+        return str(d)
+    return "?"
 
 
 def attribute_value(a: onnx.AttributeProto) -> Any:
@@ -113,7 +124,9 @@ def type_info(name: str, t: onnx.TypeProto) -> ValueInfo:
         elem = type_info(name, t.optional_type.elem_type)
         return ValueInfo(name, elem.dtype, elem.shape, "optional", proto=t)
     if kind == "map_type":
-        return ValueInfo(name, None, None, "map", proto=t)
+        key = _DTYPE_NAMES.get(t.map_type.key_type, "?")
+        item = type_info(name, t.map_type.value_type)
+        return ValueInfo(name, f"map({key},{item.type_text() if item.kind != 'tensor' else item.dtype or '?'})", None, "map", proto=t)
     return ValueInfo(name, None, None, "unknown")
 
 

@@ -6,18 +6,16 @@ from __future__ import annotations
 import enum
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-
-import numpy as np
-from onnx import numpy_helper
 
 from graph_dap import log as _log
 from graph_dap.errors import GraphDapError, NodeExecutionError, NodeNotFoundError
 from graph_dap.runtime.engine.segments import SegmentError
 from graph_dap.runtime.frames import Frame
 from graph_dap.runtime.graph import Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
+from graph_dap.runtime.session.constants import known_outputs
 from graph_dap.runtime.session.runs import LOOK_INSIDE
 from graph_dap.runtime.session.state import SessionState
 from graph_dap.runtime.stops import Stop, StopReason
@@ -48,21 +46,6 @@ def _command(method: _Command) -> _Command:
     return run  # type: ignore[return-value]
 
 
-def _filled(node: Node, fixed: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A ConstantOfShape's output as a read-only view of its one value: no memory for the weights the
-    onnx wheel's light models make so (segments fill them again, as the whole model does). None for
-    another node, or a shape that onnxruntime must judge."""
-    if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or len(node.inputs) != 1 or not node.outputs[0]:
-        return None
-    shape = fixed.get(node.inputs[0])
-    if not isinstance(shape, np.ndarray) or shape.ndim != 1 or shape.dtype != np.int64 or (shape < 0).any():
-        return None
-    value = next((numpy_helper.to_array(a.t) for a in node.proto.attribute if a.name == "value"), np.zeros(1, np.float32))
-    if value.size != 1:
-        return None
-    return {node.outputs[0]: np.broadcast_to(value.reshape(()).copy(), tuple(int(d) for d in shape))}
-
-
 class DebugSession(SessionState):
     """Runs one model under a debugger's control.
 
@@ -71,7 +54,9 @@ class DebugSession(SessionState):
     recomputations are the original graph's, computed without optimizations: exactly what
     onnxruntime computes for each original node. Constant nodes are computed once at start
     (in a body: when its frame starts) and skipped by the program counter unless
-    ``skip_constants`` is False.
+    ``skip_constants`` is False. After a NaN/Inf stop, a continue stops at the next node that
+    makes a new NaN or Inf from finite inputs, not at each node that carries one on
+    (``fault_stops="every"``: at each).
     """
 
     @_command
@@ -83,8 +68,8 @@ class DebugSession(SessionState):
         if not self.values.started:
             if self.skip_constants and not self.constants.computed:
                 for node in self.graph.nodes:
-                    if node.is_static:
-                        outs = _filled(node, self.store.fixed)
+                    if node.is_constant:
+                        outs = known_outputs(node, self.store.fixed)
                         try:
                             if outs is None:
                                 outs = self.values.execute(node, extra=self.store.fixed)
@@ -278,7 +263,7 @@ class DebugSession(SessionState):
         scope = frame.scope
         while frontier:
             p = scope.producer(frontier.pop())
-            if p is None or p.order in out or p.order in frame.timeline.ran or (p.is_static and self.skip_constants):
+            if p is None or p.order in out or p.order in frame.timeline.ran or (p.is_constant and self.skip_constants):
                 continue
             out[p.order] = p
             frontier.extend(i for i in p.all_inputs if not frame.values.available(i))
@@ -328,7 +313,7 @@ class DebugSession(SessionState):
                 return self.stops.at(StopReason.BREAKPOINT, f"breakpoint at {node.label}")
 
     @_command
-    def restart(self, inputs: InputsArg = None, dims: Mapping[str, int] | None = None) -> Stop:
+    def restart(self, inputs: InputsArg = None, dims: Dims | None = None) -> Stop:
         """Back to the start, with the original inputs (or new ``inputs``, checked like the first); breakpoints are kept.
 
         New inputs reuse every onnxruntime session built so far: cheap for a data set of inputs of one shape.

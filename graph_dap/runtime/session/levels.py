@@ -15,6 +15,7 @@ from graph_dap.runtime.engine.instrument import Instruments
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.frames import TRIP, ControlFlow, Frame, LoopState, last_uses, run_sequence
 from graph_dap.runtime.graph import Graph, Node, Scope
+from graph_dap.runtime.session.constants import known_outputs
 from graph_dap.runtime.session.filters import BreakFilters
 from graph_dap.runtime.stops import PathStep
 from graph_dap.runtime.timeline import Timeline
@@ -219,8 +220,8 @@ class Levels:
             frame.loop.inputs.append(dict(inputs))
         if self.skip_constants:
             for node in frame.scope.nodes:
-                if node.is_static:
-                    values.store.fixed.update(values.execute(node))
+                if node.is_constant:
+                    values.store.fixed.update(known_outputs(node, values.fixed) or values.execute(node))
         values.started = True
 
     def _finish(self, frame: Frame) -> None:

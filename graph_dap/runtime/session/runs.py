@@ -17,6 +17,8 @@ from graph_dap.errors import NodeExecutionError
 from graph_dap.runtime.breakpoints import BreakpointTable
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
+from graph_dap.runtime.engine.failures import failed_inside
+from graph_dap.runtime.engine.faults import Fault
 from graph_dap.runtime.engine.interrupt import Interrupt
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError
@@ -105,17 +107,30 @@ class Runs:
 
     # -- one node ------------------------------------------------------------------
 
-    def node(self, node: Node) -> Stop | None:
-        """Run the node at the counter of the innermost frame and move past it; a stop if it failed or faulted."""
+    def node(self, node: Node) -> Stop | LookInside | None:
+        """Run the node at the counter of the innermost frame and move past it; a stop if it failed or faulted.
+
+        A control-flow node run whole whose output holds a watched fault, or that onnxruntime failed on in
+        a node inside it, is not the stop: that node inside is, at any depth. The counter goes back to it
+        (or stays) and the run steps into it (:data:`LOOK_INSIDE`), as for a segment's inner flag."""
         frame = self.levels.top
         try:
             outs = frame.values.execute(node)
         except NodeExecutionError as e:
+            if failed_inside(self.levels.graph, node, e.ort_message) and self.levels.flow.begin(node, frame.values.get) is not None:
+                self.levels.localize.add(node.id)  # a node inside it failed: step in to stop at that node
+                return LOOK_INSIDE
             return self.stops.error(node, e)
         frame.values.keep(outs)
         frame.timeline.advance(node)
         frame.values.evict()
         fault = self.filters.watch.check(node, outs)
+        if fault and node.enterable and self.levels.flow.begin(node, frame.values.get) is not None:
+            frame.timeline.rewind_to(frame.timeline.position(node))
+            self.levels.localize.add(node.id)
+            return LOOK_INSIDE
+        if fault and self.filters.new_only and not self.filters.watch.from_finite(node, frame.values.value):
+            return None  # it carries on a fault found before
         return self.stops.fault(node, *fault) if fault else None
 
     # -- segments ------------------------------------------------------------------
@@ -205,8 +220,7 @@ class Runs:
         if plan is None:
             self.executor.ran_unoptimized(frame.timeline.sequence[start:end], "the types of their values were not known yet")
             return self._slow(frame, end)  # learn the types first: the watch plan needs them
-        read = values.flowing if self.executor.optimized else values.get
-        feeds, embedded = self.executor.split(plan.reads, read, values.fixed, self.segment_embedded(values))
+        feeds, embedded = self.executor.split(plan.reads, values.get, values.fixed, self.segment_embedded(values))
         began = time.perf_counter()
         try:
             with self.interrupt.run_options() as options:
@@ -219,17 +233,18 @@ class Runs:
             self.executor.ran_unoptimized(frame.timeline.sequence[start:end], f"onnxruntime failed on them in one call ({e})")
             return self._slow(frame, end)
         frame.timeline.advance_segment(plan.nodes, end)
-        values.keep(result.values, approx=self.executor.optimized)
+        values.keep(result.values, from_run=True)
         values.evict()
-        if result.sums is not None and plan.watch is not None and not np.isfinite(result.sums).all():
-            found = filt.first_fault(frame.scope, plan.watch, result.sums, values.value, result.watched, values.prefetch)
-            if found is None and self.executor.optimized:
-                fired = filt.fired(plan.watch, result.sums, result.watched)
+        watch = result.watch or plan.watch  # (the plan's, or the one that left the optimized graph's fusions alone)
+        if result.sums is not None and watch is not None and not np.isfinite(result.sums).all():
+            found = filt.first_fault(frame.scope, watch, result.sums, values.original, result.watched, values.prefetch, self.filters.new_only)
+            if found is None and self.executor.optimized and not self.filters.new_only:  # (new_only: faults carried on)
+                fired = filt.fired(watch, result.sums, result.watched)
                 if fired:  # the optimized graph made a NaN that the original nodes do not: say so
                     return self._disagreement(frame, plan, feeds, embedded, fired)
             if found is not None:
                 node, name, kind = found
-                if kind == "inner":  # a fault somewhere inside this control-flow node: back to it, then step in
+                if kind == Fault.INNER:  # a fault somewhere inside this control-flow node: back to it, then step in
                     frame.timeline.rewind_to(frame.timeline.position(node))
                     self.levels.localize.add(node.id)
                     return LOOK_INSIDE
@@ -254,7 +269,7 @@ class Runs:
         except SegmentError as e:
             made_by = f"an optimized node (the optimized graph could not be read back: {e})"
         frame.timeline.rewind_to(frame.timeline.position(node) + 1)
-        original = summarize(frame.values.value(tensor)).text() if frame.values.available(tensor) else "not computed"
+        original = summarize(frame.values.original(tensor)).text() if frame.values.available(tensor) else "not computed"
         message = (
             f"the optimized graph (level '{level}') makes NaN in '{tensor}' at {made_by}, from {', '.join(origin)}; "
             f"the original nodes compute it without NaN ({original}): a fusion that computes differently"
@@ -262,7 +277,7 @@ class Runs:
         details = {"disagreement": True, "opt_level": level, "optimized_node": made_by, "origin": origin, "optimized_sum": "nan", "original": original}
         return self.stops.at(StopReason.NAN, message, node, tensor=tensor, details=details)
 
-    def _slow(self, frame: Frame, end: int) -> Stop | None:
+    def _slow(self, frame: Frame, end: int) -> Stop | LookInside | None:
         """Positions up to ``end`` a node at a time (stopping before a node the run loop must step into)."""
         timeline = frame.timeline
         while timeline.pc < end:
@@ -278,7 +293,7 @@ class Runs:
 
     # -- while stopped -------------------------------------------------------------
 
-    def static_fault(self) -> tuple[Node, str, str] | None:
+    def static_fault(self) -> tuple[Node, str, Fault] | None:
         """The first constant node whose output holds a watched fault (remembered per constants)."""
         key = self.filters.watch
         constants = self.constants
@@ -288,7 +303,7 @@ class Runs:
         found = None
         fixed = self.levels.main.values.store.fixed
         for node in self.levels.graph.nodes:
-            if node.is_static:
+            if node.is_constant:
                 fault = key.check(node, {o: fixed.get(o) for o in node.outputs})
                 if fault is not None:
                     found = (node, *fault)
@@ -336,7 +351,7 @@ class Runs:
                 if name in embeds:
                     continue
                 value = frame.values.store.peek(name)
-                if value is None or name in frame.values.stale or name in frame.values.approx:
+                if value is None or name in frame.values.stale:
                     known = False
                 if value is None:
                     value = _placeholder(levels.graph.info_at(frame.scope.path, name))

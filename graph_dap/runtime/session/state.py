@@ -12,6 +12,7 @@ from typing import Any
 import onnx
 
 from graph_dap.errors import GraphDapError
+from graph_dap.kinds import BreakFilter, FaultStops, OptLevel
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, BreakpointTable
 from graph_dap.runtime.checks import check_runnable
@@ -24,7 +25,7 @@ from graph_dap.runtime.engine.segments import SegmentRunner
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.frames import Frame
 from graph_dap.runtime.graph import Graph, Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.session.filters import BreakFilters
 from graph_dap.runtime.session.levels import Levels
@@ -47,13 +48,14 @@ class SessionState:
         model: str | os.PathLike[str] | onnx.ModelProto | Graph,
         inputs: InputsArg = None,
         *,
-        dims: Mapping[str, int] | None = None,
+        dims: Dims | None = None,
         providers: Sequence[str] | None = None,
         skip_constants: bool = True,
         break_on: Iterable[str] = (),
         inf_exclude: Iterable[str] = (),
+        fault_stops: str = FaultStops.NEW,
         nan_exclude: Iterable[str] = (),
-        opt_level: str = "all",
+        opt_level: str = OptLevel.ALL,
         memory_budget_mb: float | None = None,
         fast: bool = True,
         pausable: bool = True,
@@ -69,7 +71,7 @@ class SessionState:
         self.base_dir = Path(base_dir) if base_dir else (self.graph.path.parent if self.graph.path else Path.cwd())
         self.on_log = on_log
         self.logs: list[str] = []
-        self.filters = BreakFilters(break_on, inf_exclude, nan_exclude, intended(self.graph))
+        self.filters = BreakFilters(break_on, inf_exclude, fault_stops, nan_exclude, intended(self.graph))
         self.constants = Constants(self.graph, skip_constants)
         self.executor = Executor(self.graph, providers, opt_level, self.constants.embedded)
         self.store = ValueStore(None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20)))
@@ -138,6 +140,7 @@ class SessionState:
         self.levels.reset(self.inputs)
         self.breakpoint_table.reset_hits()
         self.runs.statics_checked = False
+        self.filters.found = False  # a new run: its first NaN/Inf stops it wherever it is first held
         self.executor.unoptimized.clear()
 
     @property
@@ -192,7 +195,7 @@ class SessionState:
     # -- break filters -------------------------------------------------------------
 
     @property
-    def break_on(self) -> set[str]:
+    def break_on(self) -> set[BreakFilter]:
         """The break filters on: any of ``nan``, ``inf``, ``error``."""
         return self.filters.enabled
 
@@ -233,6 +236,23 @@ class SessionState:
     def summary(self, name: str, level: int = 0) -> TensorSummary:
         return summarize(self.value(name, level))
 
+    def note(self, name: str, level: int = 0) -> str:
+        """How a value shown was computed, when not as the user's run at an optimization level computed it: ``""``
+        for the run's own values (and for every value at level ``none``, where the run is the original nodes),
+        else "recomputed with the original nodes", and where onnxruntime computes it at that level."""
+        values = self._values(level)
+        if not self.executor.optimized or not values.computed_by_nodes(name):
+            return ""
+        note = "recomputed with the original nodes"
+        fusions = self.executor.fusions()
+        producer = self.graph.producer(name) if self.graph.has_value(name) else None
+        if fusions is None or producer is None or not fusions.absent(name):
+            return note
+        into = fusions.fused_into(producer, name)
+        if into is not None:
+            return f"{note}: fused into {into.op_type} '{into.name}' at level {fusions.opt_level}"
+        return f"{note}: at level {fusions.opt_level} onnxruntime's graph has no tensor of this name (fused, or in its blocked layout)"
+
     def computed_values(self, level: int = 0) -> list[str]:
         """Names of every value of the frame's own level known now: inputs, initializers, computed ones in run order."""
         values = self._values(level)
@@ -245,12 +265,9 @@ class SessionState:
             values = values.outer
         return values is not None and name in values.stale
 
-    def outputs(self, exact: bool = True) -> dict[str, Any]:
-        """The graph outputs computed so far, as the original graph computes them; ``exact=False``: as the run
-        left them (after a continue at an optimization level, what the user's own optimized run gives, without
-        recomputing the model with its original nodes: a batch of runs that only summarizes its outputs)."""
-        if not exact:
-            return {n: self.values.flowing(n) for n in self.graph.output_names if self.values.available(n)}
+    def outputs(self) -> dict[str, Any]:
+        """The graph outputs computed so far: as the run computed them (at an optimization level, what the user's
+        own optimized run gives), or as the original nodes did where a step or a set value made them."""
         return {n: self.value(n, len(self.frames) - 1) for n in self.graph.output_names if self.values.available(n)}
 
     def evaluate(self, text: str | _expr.Expression, extra: Mapping[str, Any] | None = None, level: int = 0) -> Any:

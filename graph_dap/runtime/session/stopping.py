@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import NodeExecutionError, ValueNotFoundError
+from graph_dap.runtime.engine.faults import Fault
 from graph_dap.runtime.graph import Node
 from graph_dap.runtime.session.filters import BreakFilters
 from graph_dap.runtime.session.levels import ITERATION, Levels
@@ -37,12 +38,13 @@ class Stops:
             return self.at(StopReason.ERROR, str(e), node, details=details)
         return self.at(StopReason.FAILED, f"the run failed: {e}", node, details=details)
 
-    def fault(self, node: Node, name: str, kind: str) -> Stop:
+    def fault(self, node: Node, name: str, kind: Fault) -> Stop:
         """``node`` made a watched NaN or Inf in ``name``: the stop after it, with the fault's details."""
         values = self.levels.top.values
         value = np.asarray(values.value(name))
         inputs = {i: values.value(i) for i in node.all_inputs if values.available(i)}
         stop: Stop = self.filters.watch.stop_details(node, name, value, kind, inputs, Stop, StopReason)
+        self.filters.found = True  # from now on a fault stops the run where it is made (see BreakFilters.new_only)
         return Stop(stop.reason, stop.node, stop.message, stop.tensor, stop.details, path=self.levels.path)
 
     @staticmethod

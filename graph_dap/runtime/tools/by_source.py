@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graph_dap.runtime.graph.source import SourceMap
 from graph_dap.runtime.selection import at_depth
-from graph_dap.runtime.source import SourceMap
 
 NO_SOURCE = "(no source)"
 NO_MODULE = "(no module)"

@@ -25,13 +25,15 @@ import numpy as np
 import onnx
 
 from graph_dap import log as _log
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.selection import Selection
 from graph_dap.runtime.source import base_name, source_fields
 from graph_dap.runtime.stops import node_ref
+from graph_dap.runtime.tensor import element_type
 from graph_dap.runtime.tools.dump import model_hash
 from graph_dap.runtime.tools.metrics import (
     DEFAULT_ATOL,
@@ -234,8 +236,8 @@ class Comparison:
         first = origin and min(self._origins) == node.order
         rows = []
         for name, value, r in compared:
-            shape = None if isinstance(value, list) else tuple(np.shape(value))
-            dtype = f"seq({value[0].dtype if value else '?'})" if isinstance(value, list) else str(np.asarray(value).dtype)
+            shape = None if value is None or isinstance(value, (list, dict)) else tuple(np.shape(value))
+            dtype = element_type(value)
             row = Row(node, name, shape, dtype, r.passed, r.metrics, r.mismatches, origin and not r.passed, r.note)
             self._rows[name] = row
             self._status[name] = r.passed
@@ -450,9 +452,9 @@ def compare_model(
     reference: Reference | str | Mapping[str, Any],
     inputs: InputsArg = None,
     *,
-    dims: Mapping[str, int] | None = None,
+    dims: Dims | None = None,
     providers: Sequence[str] | None = None,
-    opt_level: str = "none",
+    opt_level: str = OptLevel.NONE,
     tolerance: Tolerance = _ALLCLOSE,
     metrics: Sequence[str] = METRICS,
     base_dir: str | os.PathLike[str] | None = None,
@@ -480,7 +482,7 @@ def compare_model(
         dump_source if dump_source is not None else make_source(graph, feeds, ref, base_dir=base_dir, providers=providers)
     )
     primary: Source
-    if opt_level == "none":
+    if opt_level == OptLevel.NONE:
         primary = RunnerSource(graph, feeds, providers)
     else:
         primary = OptimizedSource(graph, feeds, opt_level, providers)

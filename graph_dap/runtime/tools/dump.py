@@ -3,13 +3,14 @@
 A dump is ``run.npz`` (one ``.npy`` member per value, keyed by value name, so
 ``numpy.load`` and ``load("run.npz", "name")`` read it) plus ``run.npz.json``: the
 model's and the inputs' hashes, the providers and options, and the node that
-produced each value. Values of types an ``.npy`` cannot name (bfloat16, float8,
-int4, uint4) are stored as their bit patterns (uint16 or uint8); the side file
-names their type and :meth:`Dump.get` reads them back as it, bit for bit. onnxruntime's
-strings (object arrays of text) are stored as unicode and read back as objects. Values are written as soon as they are computed and dropped
-once no later node reads them, so memory stays at the run's working set. The
-archive is written under a temporary name in the same folder and renamed at the
-end: an interrupted dump leaves no file under the final name.
+produced each value (with its path inside control flow). The values inside If
+branches, Loop and Scan bodies and function calls are written too, as a debugger
+stepping in shows them; inside a loop each iteration's under ``name@ITERATION``.
+Types an ``.npy`` cannot name are stored as described in :mod:`.archive` and read
+back as they were by :meth:`Dump.get`. Values are written as soon as they are
+computed and dropped once no later node reads them, so memory stays at the run's
+working set. The archive is written under a temporary name in the same folder and
+renamed at the end: an interrupted dump leaves no file under the final name.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ import os
 import secrets
 import time
 import zipfile
-from collections import ChainMap
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,102 +33,21 @@ import onnx
 from graph_dap import log as _log
 from graph_dap.errors import DumpError
 from graph_dap.files import ARCHIVE_ERRORS, temporary_beside, write_text_atomic
-from graph_dap.runtime import dtypes
-from graph_dap.runtime.engine.executor import split_reads
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph, Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.selection import Selection
-from graph_dap.runtime.stops import node_ref
+from graph_dap.runtime.stops import PathStep, node_ref
+from graph_dap.runtime.tools.archive import decode, encode, member_key, special
+from graph_dap.runtime.tools.stream import NodeStream
 
 __all__ = ["Dump", "DumpResult", "NodeStream", "dump_model", "inputs_hash", "model_hash", "open_dump"]
 
 FORMAT = "graph-dap-dump"
 VERSION = 1
 _log_ = _log.get_logger(__name__)
-
-
-# -- running with bounded memory ---------------------------------------------------
-
-
-class NodeStream:
-    """Runs a graph's nodes in order, one at a time, keeping only values a later node reads.
-
-    ``next()`` runs the next node and returns it with its outputs; a value is dropped
-    after its last reader has run (graph outputs too: whoever wants them takes them
-    from the returned outputs). ``keep`` names values never dropped. ``reset()``
-    starts over from the inputs, which is how a consumer seeks backwards.
-    """
-
-    def __init__(self, graph: Graph, inputs: Mapping[str, Any], runner: NodeRunner, keep: Iterable[str] = ()) -> None:
-        self.graph = graph
-        self.runner = runner
-        self.inputs = dict(inputs)
-        self.keep = set(keep)
-        self._initializers = {t.name: t for t in graph.model.graph.initializer}
-        constant_outputs = {o for n in graph.nodes if n.is_constant_op for o in n.outputs if o}
-        self._embedded = (set(self._initializers) - set(self.inputs)) | constant_outputs
-        self._last_use: dict[str, int] = {}
-        for node in graph.nodes:
-            for name in node.all_inputs:
-                self._last_use[name] = node.order
-        self._values: dict[str, Any] = {}
-        self._constants = ChainMap(self._values, self._initializers)
-        self._pos = 0
-        self.reset()
-
-    def reset(self) -> None:
-        self._values.clear()
-        self._values.update(self.inputs)
-        self._pos = 0
-
-    @property
-    def position(self) -> int:
-        """The run order of the next node to run (``len(graph.nodes)`` at the end)."""
-        return self._pos
-
-    @property
-    def at_end(self) -> bool:
-        return self._pos >= len(self.graph.nodes)
-
-    def live_values(self) -> list[str]:
-        """Names held now (for tests and logs: the working set)."""
-        return list(self._values)
-
-    def _get(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise DumpError(f"value '{name}' is not available (no node produced it and it is no input or initializer)") from None
-
-    def next(self) -> tuple[Node, dict[str, Any]]:
-        """Run the next node; its outputs by name."""
-        node = self.graph.nodes[self._pos]
-        feeds, constants = split_reads(node.all_inputs, self._embedded, self._constants, self._get)
-        outs = self.runner.run(node, feeds, constants=constants)
-        order = node.order
-        for name, value in outs.items():
-            if self._last_use.get(name, -1) > order or name in self.keep:
-                self._values[name] = value
-        for name in node.all_inputs:
-            if self._last_use.get(name) == order and name not in self.keep:
-                self._values.pop(name, None)
-        self._pos += 1
-        return node, outs
-
-    def __iter__(self) -> Iterator[tuple[Node, dict[str, Any]]]:
-        while not self.at_end:
-            yield self.next()
-
-    def run_to(self, order: int) -> dict[str, Any]:
-        """Outputs of the node at run order ``order``, running forward (or from the start) to it."""
-        if order < self._pos:
-            self.reset()
-        while True:
-            node, outs = self.next()
-            if node.order == order:
-                return outs
 
 
 # -- hashes --------------------------------------------------------------------------
@@ -160,34 +79,16 @@ def inputs_hash(inputs: Mapping[str, Any]) -> str:
 # -- writing -------------------------------------------------------------------------
 
 
-def _member_key(name: str, index: int) -> str:
-    """The archive key of a value: its name, unless the zip format or numpy would mangle it."""
-    if name and "\0" not in name and not name.endswith(".npy"):
-        return name
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80]
-    return f"__value_{index}_{safe}"
-
-
-def _storable(value: Any) -> str | None:
-    """Why ``value`` cannot go in an .npz (None when it can)."""
-    if isinstance(value, list):
-        return "a sequence"
-    a = np.asarray(value)
-    if a.dtype.hasobject and not _strings(a):
-        return f"a {a.dtype} array (objects)"
-    return None
-
-
-def _strings(a: np.ndarray) -> bool:
-    """Whether an object array holds only text (onnxruntime's strings), which an .npy stores as unicode."""
-    return all(isinstance(x, str) and not x.endswith("\0") for x in a.reshape(-1).tolist())
-
-
-def _stored(a: np.ndarray) -> np.ndarray:
-    """What goes in the archive for ``a``: the bits of bfloat16, float8, int4; strings as unicode; else ``a``."""
-    if a.dtype.hasobject:
-        return a.astype(str) if a.size else np.zeros(a.shape, "U1")
-    return dtypes.bits(a)
+def _value_key(name: str, path: tuple[PathStep, ...] | None, used: set[str]) -> str:
+    """A value's archive key: its name; inside loops ``name@ITERATIONS`` (outermost first, comma-separated);
+    a name written again (a function called twice) gets ``#N``."""
+    iterations = [str(step.iteration) for step in path or () if step.iteration is not None]
+    key = f"{name}@{','.join(iterations)}" if iterations else name
+    base, n = key, 1
+    while key in used:
+        n += 1
+        key = f"{base}#{n}"
+    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,9 +124,9 @@ def dump_model(
     out: str | os.PathLike[str],
     inputs: InputsArg = None,
     *,
-    dims: Mapping[str, int] | None = None,
+    dims: Dims | None = None,
     providers: Sequence[str] | None = None,
-    opt_level: str = "none",
+    opt_level: str = OptLevel.NONE,
     values: Sequence[str] = (),
     on_value: Callable[[Node, str, int], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
@@ -266,41 +167,43 @@ def dump_model(
     try:
         with os.fdopen(fd, "wb") as raw:
             with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+                used: set[str] = set()
 
-                def write(name: str, value: Any, producer: Node | None) -> int:
-                    why = _storable(value)
-                    if why is not None:
+                def write(name: str, value: Any, producer: Node | None, path: tuple[PathStep, ...] | None = None) -> int:
+                    ref = None if producer is None else node_ref(producer, path)
+                    encoded = encode(value)
+                    if isinstance(encoded, str):
                         skipped.append(name)
-                        entries.append({"name": name, "key": None, "producer": None if producer is None else node_ref(producer), "skipped": why})
+                        entries.append({"name": name, "key": None, "producer": ref, "skipped": encoded})
                         return 0
-                    a = np.asarray(value)
-                    key = _member_key(name, len(entries))
+                    stored, kind, size = encoded
+                    label = _value_key(name, path, used)
+                    used.add(label)
+                    key = member_key(label, len(entries))
                     with zf.open(key + ".npy", "w", force_zip64=True) as member:
-                        # bfloat16, float8, int4: an .npy cannot name them; their bits are stored, the side file names the type
-                        np.lib.format.write_array(member, _stored(a), allow_pickle=False)
-                    entries.append(
-                        {
-                            "name": name,
-                            "key": key,
-                            "producer": None if producer is None else node_ref(producer),
-                            "dtype": str(a.dtype),
-                            "shape": list(a.shape),
-                            "bytes": int(a.nbytes),
-                        }
-                    )
-                    return int(a.nbytes)
+                        np.lib.format.write_array(member, stored, allow_pickle=False)
+                    shape = list(np.shape(value)) if not isinstance(value, (list, dict)) else [len(value)]
+                    entry = {"name": name, "key": key, "producer": ref, "dtype": kind, "shape": shape, "bytes": size}
+                    if label != name:
+                        entry["as"] = label  # inside a loop: name@ITERATION
+                    entries.append(entry)
+                    return size
 
-                for name, value in feeds.items():
-                    total_bytes += write(name, value, None)
-                stream = NodeStream(graph, feeds, runner)
-                total = len(graph.nodes)
-                for node, outs in stream:
+                def written(node: Node, path: tuple[PathStep, ...] | None, outs: Mapping[str, Any]) -> None:
+                    nonlocal total_bytes
                     for name in node.outputs:
                         if name and name in outs and selected(node, name):
-                            n = write(name, outs[name], node)
+                            n = write(name, outs[name], node, path)
                             total_bytes += n
                             if on_value is not None:
                                 on_value(node, name, n)
+
+                for name, value in feeds.items():
+                    total_bytes += write(name, value, None)
+                stream = NodeStream(graph, feeds, runner, on_inner=written)
+                total = len(graph.nodes)
+                for node, outs in stream:
+                    written(node, None, outs)
                     if _log_.level >= _log.TRACE:
                         _log_.trace("node %s: %d values live", node.id, len(stream.live_values()))
                     if on_progress is not None:
@@ -384,13 +287,18 @@ class Dump:
             self.meta = meta
         self._keys: dict[str, str] = {}
         self._producers: dict[str, dict[str, Any] | None] = {}
-        self._extra: dict[str, str] = {}  # values stored as bits, with their type
+        self._kinds: dict[str, str] = {}  # values stored as something else (see archive), with their type
         for entry in self.meta.get("values", []):
-            if entry.get("key") is not None:
-                self._keys[entry["name"]] = entry["key"]
-                if dtypes.is_extra(str(entry.get("dtype"))) or entry.get("dtype") == "object":
-                    self._extra[entry["name"]] = str(entry["dtype"])
-            self._producers[entry["name"]] = entry.get("producer")
+            key = entry.get("key")
+            names = [entry["name"], entry["as"]] if entry.get("as") else [entry["name"]]
+            for name in names:  # a value inside a loop: its first iteration's by name, each by its key
+                if name in self._keys or (key is None and name in self._producers):
+                    continue
+                if key is not None:
+                    self._keys[name] = key
+                    if special(str(entry.get("dtype"))):
+                        self._kinds[name] = str(entry["dtype"])
+                self._producers[name] = entry.get("producer")
         if not self.meta:
             self._keys = {k: k for k in self._npz.files}
 
@@ -411,20 +319,20 @@ class Dump:
     def has(self, name: str) -> bool:
         return name in self._keys
 
-    def get(self, name: str) -> np.ndarray:
-        """The array of value ``name``."""
+    def get(self, name: str) -> Any:
+        """The array of value ``name`` (a map or a sequence of maps: as onnxruntime gives them); a value
+        inside a loop is ``name@ITERATION``, its first iteration's also ``name``."""
         key = self._keys.get(name)
         if key is None:
             raise DumpError(f"the dump {self.path} has no value '{name}'")
         a = np.asarray(self._npz[key])
-        kind = self._extra.get(name)
-        if kind == "object" and a.dtype.kind == "U":  # onnxruntime's strings, stored as unicode
-            return a.astype(object)
-        if kind is not None:
-            if a.dtype.kind != "u" or a.dtype.itemsize != dtypes.dtype_of(kind).itemsize:
-                raise DumpError(f"the dump {self.path} holds '{name}' as {a.dtype}; its side file says {kind} bits (uint{8 * dtypes.dtype_of(kind).itemsize})")
-            return dtypes.from_bits(a, kind)
-        return a
+        kind = self._kinds.get(name)
+        if kind is None:
+            return a
+        try:
+            return decode(a, kind)
+        except ValueError as e:
+            raise DumpError(f"the dump {self.path}: '{name}' {e}") from None
 
     def producer(self, name: str) -> dict[str, Any] | None:
         """``{"name", "op_type", "index"}`` of the node that produced ``name`` (None for inputs)."""

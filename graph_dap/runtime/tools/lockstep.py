@@ -119,7 +119,7 @@ class Lockstep:
             return first
         if s.skip_constants:
             for node in s.graph.nodes:
-                if node.is_static:
+                if node.is_constant:
                     self.observe(node)
         self._constants_seen = True
         return None

@@ -127,6 +127,8 @@ def compare_arrays(a: Any, b: Any, tolerance: Tolerance = Tolerance()) -> ArrayC
     """
     if isinstance(a, list) or isinstance(b, list):
         return _compare_sequences(a, b, tolerance)
+    if isinstance(a, dict) or isinstance(b, dict):
+        return _compare_maps(a, b, tolerance)
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         return ArrayComparison(
@@ -173,6 +175,16 @@ def _compare_sequences(a: Any, b: Any, tolerance: Tolerance) -> ArrayComparison:
         sum(p.size for p in parts),
         "sequence: worst element",
     )
+
+
+def _compare_maps(a: Any, b: Any, tolerance: Tolerance) -> ArrayComparison:
+    """Two maps (skl2onnx's ZipMap): the same keys in the same order, then their items as arrays."""
+    if not (isinstance(a, dict) and isinstance(b, dict)) or list(a) != list(b):
+        ka = f"keys {list(a)[:5]}" if isinstance(a, dict) else "not a map"
+        kb = f"keys {list(b)[:5]}" if isinstance(b, dict) else "not a map"
+        return ArrayComparison(False, {}, 1, 0, f"map with {ka} vs reference {kb}")
+    result = compare_arrays(np.asarray(list(a.values())), np.asarray(list(b.values())), tolerance)
+    return ArrayComparison(result.passed, result.metrics, result.mismatches, result.size, result.note or "map: its items")
 
 
 class _Acc:

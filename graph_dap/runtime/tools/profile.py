@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import statistics
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,11 @@ import onnxruntime as ort
 from graph_dap import log as _log
 from graph_dap.errors import ProfileError
 from graph_dap.files import write_text_atomic
+from graph_dap.kinds import OptLevel
+from graph_dap.runtime.engine.fusion import FusedGraph, FusedNode, derive_fused, named_by_id, origin_text
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, session_options
-from graph_dap.runtime.graph import Graph, Node
-from graph_dap.runtime.inputs import InputsArg, resolve_inputs
+from graph_dap.runtime.graph import Graph
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.selection import Selection
 from graph_dap.runtime.source import SourceMap, source_fields
@@ -45,19 +46,9 @@ _log_ = _log.get_logger(__name__)
 # -- sessions over the whole model ----------------------------------------------------
 
 
-def _named_by_id(graph: Graph) -> onnx.ModelProto:
-    """A copy of the model whose nodes are named by their graph-dap ids (the graph's own protos stay as they are)."""
-    model = onnx.ModelProto()
-    model.CopyFrom(graph.model)
-    ids = {n.index: n.id for n in graph.nodes}
-    for index, proto in enumerate(model.graph.node):
-        proto.name = ids[index]
-    return model
-
-
 def _session(graph: Graph, so: ort.SessionOptions, providers: Sequence[str], folder: Path) -> ort.InferenceSession:
     """A session over the whole model, its nodes named by id; big models go through a file with external data."""
-    model = _named_by_id(graph)
+    model = named_by_id(graph)
     if model.ByteSize() < _MAX_INLINE:
         source: Any = model.SerializeToString()
     else:
@@ -89,126 +80,9 @@ def optimize_model(graph: Graph, opt_level: str, providers: Sequence[str] | None
 # -- the fused graph -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class FusedNode:
-    """A node of the optimized graph and the original nodes it came from (run order; empty: not derivable)."""
-
-    name: str
-    op_type: str
-    domain: str
-    origin: tuple[str, ...]
-    index: int | None  # the original node's index when this node is the model's own, unchanged
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "op_type": self.op_type, "domain": self.domain, "from": list(self.origin), "index": self.index}
-
-
-@dataclass(frozen=True, slots=True)
-class FusedGraph:
-    """What onnxruntime's optimizer turned the model into."""
-
-    opt_level: str
-    nodes: tuple[FusedNode, ...]
-    removed: tuple[str, ...]  # original nodes found in no optimized node's origin (folded into initializers, ...)
-    original_nodes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "opt_level": self.opt_level,
-            "nodes": [n.to_dict() for n in self.nodes],
-            "removed": list(self.removed),
-            "original_nodes": self.original_nodes,
-        }
-
-    def by_name(self) -> dict[str, FusedNode]:
-        return {n.name: n for n in self.nodes}
-
-    def text(self) -> str:
-        lines = [
-            f"# onnxruntime's optimized graph at level '{self.opt_level}': {len(self.nodes)} nodes from {self.original_nodes}"
-        ]
-        for n in self.nodes:
-            op = f"{n.domain}.{n.op_type}" if n.domain else n.op_type
-            lines.append(f"{n.name} ({op})  <- {_origin_text(n.origin)}")
-        if self.removed:
-            lines.append(
-                f"# {len(self.removed)} original nodes appear in no optimized node (folded into initializers or eliminated): "
-                + ", ".join(self.removed[:20])
-                + (" ..." if len(self.removed) > 20 else "")
-            )
-        return "\n".join(lines)
-
-
-def _origin_text(origin: Sequence[str], limit: int = 6) -> str:
-    if not origin:
-        return "(not derivable: inserted by the optimizer)"
-    shown = ", ".join(origin[:limit])
-    return shown + (f" and {len(origin) - limit} more" if len(origin) > limit else "")
-
-
-_HINT_SUFFIXES = re.compile(r"(_nchwc|_token_\d+|/[A-Za-z]+Fusion[A-Za-z]*|_fused.*|_Fused.*)$")
-
-
-def derive_fused(graph: Graph, optimized: onnx.ModelProto, opt_level: str) -> FusedGraph:
-    """Which original nodes each optimized node came from, read off the data flow.
-
-    a node's origin is the original nodes between the original values it produces
-    (or its name points at) and the original values available to it, leaving out
-    constant-foldable nodes (their results are initializers of the optimized graph).
-    Each original node goes to the first optimized node (in the optimized graph's
-    order) that reaches it, so the origins do not overlap.
-    """
-    orig_outputs = {o for n in graph.nodes for o in n.outputs if o}
-    opt_nodes = list(optimized.graph.node)
-    present = {t.name for t in optimized.graph.initializer} | {v.name for v in optimized.graph.input}
-    for p in opt_nodes:
-        present.update(o for o in p.output if o)
-
-    def hint(p: onnx.NodeProto) -> list[str]:
-        """Original values that an optimized node's name points at."""
-        for cand in (p.name, _HINT_SUFFIXES.sub("", p.name)):
-            if cand and graph.has_node(cand):
-                return [o for o in graph.node(cand).outputs if o]
-            if cand in orig_outputs:
-                return [cand]
-        return []
-
-    anchors: list[list[str]] = []
-    for p in opt_nodes:
-        own = [o for o in p.output if o in orig_outputs]
-        anchors.append(list(dict.fromkeys(own + hint(p))))
-    stop = {v for v in present if v in orig_outputs} | set(graph.input_names) | set(graph.initializer_names)
-    for a in anchors:
-        stop.update(a)
-
-    fused: list[FusedNode] = []
-    covered: set[str] = set()
-    for p, anchor in zip(opt_nodes, anchors):
-        seen: dict[int, Node] = {}
-        frontier = [graph.producer(v) for v in anchor]
-        while frontier:
-            n = frontier.pop()
-            if n is None or n.order in seen:
-                continue
-            seen[n.order] = n
-            for i in n.all_inputs:
-                if i not in stop:
-                    frontier.append(graph.producer(i))
-        # Constant-foldable nodes became initializers: the node uses their values, it does not compute them.
-        # An original node already claimed by an earlier optimized node stays with that one.
-        origin = tuple(seen[k].id for k in sorted(seen) if not seen[k].is_static and seen[k].id not in covered)
-        covered.update(origin)
-        index = None
-        if len(origin) == 1 and graph.has_node(p.name) and graph.node(p.name).op_type == p.op_type and p.name == origin[0]:
-            index = graph.node(p.name).index
-        fused.append(FusedNode(p.name, p.op_type, p.domain, origin, index))
-    removed = tuple(n.id for n in graph.nodes if n.id not in covered)
-    return FusedGraph(opt_level, tuple(fused), removed, len(graph.nodes))
-
-
 def fused_graph(
     model: str | os.PathLike[str] | onnx.ModelProto | Graph,
-    opt_level: str = "all",
+    opt_level: str = OptLevel.ALL,
     providers: Sequence[str] | None = None,
     save_to: str | os.PathLike[str] | None = None,
 ) -> FusedGraph:
@@ -318,7 +192,7 @@ class Profile:
         return d
 
     def text(self, top: int = 25) -> str:
-        what = "the model's own nodes" if self.opt_level == "none" else f"the graph optimized at level '{self.opt_level}'"
+        what = "the model's own nodes" if self.opt_level == OptLevel.NONE else f"the graph optimized at level '{self.opt_level}'"
         lines = [
             f"method: {self.method}; optimizations {self.opt_level}: times are of {what}",
             f"median of {self.repeat} run(s) after {self.warmup} warm-up: a run takes {self.run_ms:.3f} ms; "
@@ -329,14 +203,14 @@ class Profile:
             lines.append(f"chosen: {self.chosen}: {len(self.nodes)} nodes, {chosen:.3f} ms ({chosen / self.total_ms if self.total_ms else 0:.1%})")
         shown = self.nodes if top <= 0 else self.nodes[:top]
         head = f"{'rank':>4}  {'index':>5}  {'node':<32}  {'op':<18}  {'time_ms':>9}  {'share':>6}  {'bytes':>9}"
-        if self.opt_level != "none":
+        if self.opt_level != OptLevel.NONE:
             head += "  from"
         lines.append(head)
         for rank, n in enumerate(shown, 1):
             idx = "-" if n.index is None else str(n.index)
             line = f"{rank:>4}  {idx:>5}  {n.name[:32]:<32}  {n.op_type[:18]:<18}  {n.time_ms:>9.4f}  {n.share:>6.1%}  {format_bytes(n.bytes):>9}"
-            if self.opt_level != "none":
-                line += "  " + _origin_text(n.origin, 4)
+            if self.opt_level != OptLevel.NONE:
+                line += "  " + origin_text(n.origin, 4)
             lines.append(line)
         if len(shown) < len(self.nodes):
             lines.append(f"... {len(self.nodes) - len(shown)} more (--top 0 lists all)")
@@ -393,9 +267,9 @@ def profile_model(
     model: str | os.PathLike[str] | onnx.ModelProto | Graph,
     inputs: InputsArg = None,
     *,
-    dims: Mapping[str, int] | None = None,
+    dims: Dims | None = None,
     providers: Sequence[str] | None = None,
-    opt_level: str = "none",
+    opt_level: str = OptLevel.NONE,
     repeat: int = 3,
     warmup: int = 1,
 ) -> Profile:
@@ -411,7 +285,7 @@ def profile_model(
         so = session_options(opt_level, graph.weights.data_folder)
         so.enable_profiling = True
         so.profile_file_prefix = str(folder / "ort_profile")
-        if opt_level != "none":
+        if opt_level != OptLevel.NONE:
             _save_optimized(so, folder / "optimized.onnx")
         sess = _session(graph, so, provs, folder)
         try:
@@ -424,7 +298,7 @@ def profile_model(
             trace_file = sess.end_profiling()
         events = json.loads(Path(trace_file).read_text(encoding="utf-8"))
         fused = None
-        if opt_level != "none":
+        if opt_level != OptLevel.NONE:
             fused = derive_fused(graph, onnx.load(str(folder / "optimized.onnx"), load_external_data=False), opt_level)
     return _build_profile(graph, events, repeat, warmup, opt_level, tuple(provs), fused)
 

@@ -22,6 +22,7 @@ import onnxruntime as ort
 from onnx import helper
 
 from graph_dap import log as _log
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, session_options
 from graph_dap.runtime.graph import Graph, Node
@@ -76,7 +77,7 @@ class RunnerSource:
         graph: Graph,
         inputs: Mapping[str, Any],
         providers: Sequence[str] | None = None,
-        opt_level: str = "none",
+        opt_level: str = OptLevel.NONE,
         label: str | None = None,
     ) -> None:
         self.graph = graph
@@ -131,7 +132,7 @@ class ModelSource:
         inputs: Mapping[str, Any],
         wanted: Iterable[str],
         providers: Sequence[str] | None = None,
-        opt_level: str = "none",
+        opt_level: str = OptLevel.NONE,
     ) -> None:
         self.graph = other
         missing = [v.name for v in other.inputs if v.name not in inputs]
@@ -199,7 +200,7 @@ class OptimizedSource:
         self,
         graph: Graph,
         inputs: Mapping[str, Any],
-        opt_level: str = "all",
+        opt_level: str = OptLevel.ALL,
         providers: Sequence[str] | None = None,
         budget_bytes: int = 256 << 20,
     ) -> None:
@@ -370,6 +371,6 @@ def make_source(
         return ModelSource(other, inputs, computed_names(graph), providers)
     level = reference.target.lower()
     check_opt_level(level, reference.target)
-    if level == "none":
+    if level == OptLevel.NONE:
         return RunnerSource(graph, inputs, providers, label=f"{model_label(graph)} unoptimized, node by node")
     return OptimizedSource(graph, inputs, level, providers)

@@ -60,7 +60,7 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
     del model.graph.node[:]
     main = graph.main
     dtypes = {o: main.value_info(o).dtype or "" for n in main.nodes for o in n.outputs if o}
-    running = [n for n in main.nodes if not n.is_static]
+    running = [n for n in main.nodes if not n.is_constant]
     large, expected = filt.intent.large, filt.nan_excluded
     plan = watch_plan(main, running, dtypes, filt.never_prune, filt.nan, filt.inf, large=large, nan_expected=expected) if filt.active else None
     # A node whose Inf (NaN) is expected keeps only its NaNs (infinities) in its sum, or none when neither is watched:
@@ -74,7 +74,7 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
     producers: list[Node] = []
     inner: list[bool] = []
     for n in main.nodes:
-        if plan is not None and not n.is_static and n.enterable and n.calls is None and instruments.can(n):
+        if plan is not None and not n.is_constant and n.enterable and n.calls is None and instruments.can(n):
             rewritten = instruments.get(n, filt)
             protos.extend(rewritten.protos)
             sums.append(rewritten.flag)

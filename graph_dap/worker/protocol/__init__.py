@@ -40,7 +40,6 @@ from graph_dap.worker.protocol.requests import (
     LoadArgs,
     NameArgs,
     NoArgs,
-    OutputsArgs,
     ProfileArgs,
     ReadMemoryArgs,
     RunArgs,
@@ -113,9 +112,7 @@ __all__ = [
     "NodeInfo",
     "NodeRef",
     "NodeSourceInfo",
-    "OPT_LEVEL_NAMES",
     "OUTPUTS",
-    "OutputsArgs",
     "PAUSE",
     "PROFILE",
     "PROTOCOL_VERSION",
@@ -160,9 +157,7 @@ __all__ = [
 ]
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 7
-#: onnxruntime's graph optimization levels, as launches and ``LoadArgs.opt_level`` name them.
-OPT_LEVEL_NAMES = ("none", "basic", "extended", "all")
+PROTOCOL_VERSION = 9
 HELLO = "graph-dap-worker"
 
 A = TypeVar("A")
@@ -253,7 +248,7 @@ CHILDREN: Method[ChildrenArgs, ChildrenPage] = Method("children", ChildrenArgs, 
 READ_MEMORY: Method[ReadMemoryArgs, MemoryRead] = Method("read_memory", ReadMemoryArgs, MemoryRead)
 EVALUATE: Method[EvaluateArgs, Evaluated] = Method("evaluate", EvaluateArgs, Evaluated)
 SET_VALUE: Method[SetValueArgs, ValueSet] = Method("set_value", SetValueArgs, ValueSet)
-OUTPUTS: Method[OutputsArgs, tuple[Summary, ...]] = Method("outputs", OutputsArgs, tuple[Summary, ...])
+OUTPUTS: Method[NoArgs, tuple[Summary, ...]] = Method("outputs", NoArgs, tuple[Summary, ...])
 TENSOR_VIEW: Method[TensorViewArgs, TensorView] = Method("tensor_view", TensorViewArgs, TensorView)
 SAVE_OUTPUTS: Method[SaveOutputsArgs, SavedOutputs] = Method("save_outputs", SaveOutputsArgs, SavedOutputs)
 SHUTDOWN: Method[NoArgs, None] = Method("shutdown", NoArgs, type(None))

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_dap.kinds import BreakFilter, FaultStops, OptLevel
+
 
 @dataclass(frozen=True, slots=True)
 class NoArgs:
@@ -27,15 +29,16 @@ class LoadArgs:
 
     model: str
     inputs: str | dict[str, Any] | None = None  # a file or folder, or input name -> a .npy path or nested numbers
-    dims: dict[str, int] = field(default_factory=dict)
+    dims: dict[str, int | tuple[int, ...]] = field(default_factory=dict)  # a tuple: an input's whole shape
     providers: tuple[str, ...] = ()
     skip_constants: bool = True
     memory_budget_mb: float | None = None
-    opt_level: str = "all"  # onnxruntime's graph optimizations for a continue's segments
+    opt_level: OptLevel = OptLevel.ALL  # onnxruntime's graph optimizations for a continue's segments
     base_dir: str | None = None
     reference: str | dict[str, Any] | None = None  # a dump, provider:NAME, opt_level:LEVEL or model:OTHER.onnx
     tolerance: Tolerance | None = None
     write_listing: bool = True
+    fault_stops: FaultStops = FaultStops.NEW  # after a NaN/Inf stop: new faults only, or every node holding one
     call_number: int | None = None  # in a program launch, the run call's number for its model (``call`` in conditions)
 
 
@@ -86,7 +89,7 @@ class BreakpointsArgs:
 class BreakOnArgs:
     """The break filters (nan, inf, error, mismatch), and the nodes whose Inf (NaN) the inf (nan) filter ignores."""
 
-    filters: tuple[str, ...]
+    filters: tuple[BreakFilter, ...]
     inf_exclude: tuple[str, ...] = ()
     nan_exclude: tuple[str, ...] = ()
 
@@ -106,16 +109,6 @@ class ProfileArgs:
     """Profile the whole model ``repeat`` times (1 to :data:`MAX_PROFILE_REPEAT`) after a warm-up."""
 
     repeat: int = 3
-
-
-@dataclass(frozen=True, slots=True)
-class OutputsArgs:
-    """Which outputs :data:`OUTPUTS` summarizes: the original graph's (``exact``, recomputed with its own
-    nodes where an optimized segment made them), or the values as the run left them (what the user's own
-    run at the launch's optimization level gives: the console's summary at the end, which must not run
-    the model again)."""
-
-    exact: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph_dap.kinds import SourceKind, StopReason
+
 
 @dataclass(frozen=True, slots=True)
 class PathStep:
@@ -28,7 +30,7 @@ class NodeInfo:
     attributes: tuple[tuple[str, str], ...]
     line: int  # 1-based line in the listing
     has_subgraphs: bool = False
-    static: bool = False  # a constant node, computed at load and skipped by the run
+    constant: bool = False  # a constant node, computed at load and skipped by the run
     name: str = ""  # the node's own name in the model
     path: tuple[PathStep, ...] = ()  # the scopes it is in (no iterations); () in the main graph
     enterable: bool = False  # an If, Loop, Scan or function call: it has a body to step into
@@ -77,10 +79,10 @@ class SourceFrameInfo:
 
 @dataclass(frozen=True, slots=True)
 class NodeSourceInfo:
-    """Where a node came from: its Python frames (``kind`` "python"), its module scopes ("module"), or nothing ("none")."""
+    """Where a node came from: its Python frames, its module scopes, or nothing."""
 
     node: str
-    kind: str
+    kind: SourceKind
     frames: tuple[SourceFrameInfo, ...] = ()
 
 
@@ -99,6 +101,7 @@ class Summary:
     available: bool = True  # False: not computed yet
     kind: str = "tensor"  # or "sequence"
     scalar: str | None = None  # the element itself when there is one
+    note: str = ""  # how it was computed, when not by the user's run (see DebugSession.note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +151,7 @@ class StopInfo:
     comparison with the reference.
     """
 
-    reason: str  # entry, breakpoint, nan, inf, error, mismatch, step, pause, goto, end, failed
+    reason: StopReason
     node: NodeRef | None
     pc: str | None
     last_node: str | None
@@ -186,12 +189,13 @@ class ValueNames:
 
 @dataclass(frozen=True, slots=True)
 class Child:
-    """One slice of a tensor along its first axis: a summary, or (``summary`` None) the number at the last axis."""
+    """One slice of a tensor along its first axis: a summary, or (``summary`` None) the number at the last axis (or a map's item)."""
 
     index: int
     summary: Summary | None = None
     scalar: str = ""
     dtype: str = ""
+    key: str = ""  # a map's item: its key as a Python literal (``0``, ``'cat'``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 import onnxruntime as ort
 
 from graph_dap.errors import CompareError
+from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.loading import read_model
@@ -52,7 +53,7 @@ class OutputsReference:
     ) -> None:
         self.reference = reference
         target = reference.target
-        level = "none"
+        level: str = OptLevel.NONE
         folder = None
         if reference.kind == "provider":
             chosen = check_providers([target])

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from graph_dap.kinds import VALUE_FILTERS, BreakFilter
 from graph_dap.runtime.tools.references import parse_reference
 from graph_dap.runtime.tools.scan.results import InputResult
 
@@ -25,7 +26,7 @@ def replay(header: Mapping[str, Any], result: InputResult, out_dir: Path) -> dic
     inputs = str((out_dir / result.failing_file).resolve()) if result.failing_file else None
     if result.status == "invalid":
         return {"inputs": inputs, "command": None, "launch": None, "note": "the input does not fit the model: nothing to run"}
-    breaks = [f for f in options.get("break_on", []) if f in ("nan", "inf")] + ["error"]
+    breaks = [f for f in options.get("break_on", []) if f in VALUE_FILTERS] + [BreakFilter.ERROR.value]
     excludes = list(options.get("inf_exclude", []))
     dims = dict(options.get("dims", {}))
     args = ["graph-dap"]
@@ -43,7 +44,7 @@ def replay(header: Mapping[str, Any], result: InputResult, out_dir: Path) -> dic
         args += [f"--atol={tol.get('atol')}", f"--rtol={tol.get('rtol')}"] + [f"--fail-if={c}" for c in tol.get("fail_if", [])]
         launch["reference"] = options["reference"]
         launch["tolerance"] = {"atol": tol.get("atol"), "rtol": tol.get("rtol"), "failIf": list(tol.get("fail_if", []))}
-        launch["breakOn"] = ["mismatch", "error"]
+        launch["breakOn"] = [BreakFilter.MISMATCH.value, BreakFilter.ERROR.value]
     else:
         args += ["run", model, "--break-on", ",".join(breaks)] + [f"--inf-exclude={p}" for p in excludes]
         launch["breakOn"] = breaks

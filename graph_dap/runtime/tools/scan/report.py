@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_dap.files import write_text_atomic
-from graph_dap.runtime.tools.scan.report_page import PAGE, SCRIPT, STYLE
+from graph_dap.runtime.tools.scan.report_page import page
 
 MAX_POINTS = 20000  # inputs plotted (every failing one, and the rest evenly sampled)
 MAX_FAILURES = 2000  # rows of the failures table
@@ -94,7 +94,7 @@ def render_report(scan: Mapping[str, Any]) -> str:
     """The page, as text."""
     data = report_data(scan)
     embedded = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    return PAGE.format(title=html.escape(f"graph-dap scan: {data['title']}"), style=STYLE, data=embedded, script=SCRIPT)
+    return page(html.escape(f"graph-dap scan: {data['title']}"), embedded)
 
 
 def write_report(scan: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 
 from graph_dap.errors import GraphDapError, InputError
+from graph_dap.kinds import FAULT_FILTERS, VALUE_FILTERS, BreakFilter
 from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.session import DebugSession
@@ -33,8 +34,6 @@ from graph_dap.runtime.tools.scan.reference import OutputsReference, check_refer
 from graph_dap.runtime.tools.scan.results import BadNode, InputResult
 from graph_dap.runtime.tools.scan.sources import ItemLoader, WorkItem
 
-WATCHES = ("nan", "inf")
-FILTERS = ("nan", "inf", "error", "mismatch")
 #: Values kept per worker while a run goes: enough for the outputs; a stop recomputes what it shows.
 SCAN_BUDGET_MB = 256.0
 _STATUS = {StopReason.NAN: "nan", StopReason.INF: "inf", StopReason.ERROR: "error", StopReason.FAILED: "error"}
@@ -45,22 +44,22 @@ class ScanConfig:
     """How every input of a scan runs; the same for each worker, wherever it is."""
 
     model: str  # the model's path (absolute); with a shipped model, the name it goes by
-    break_on: tuple[str, ...] = ("nan", "inf", "error")
+    break_on: tuple[str, ...] = FAULT_FILTERS
     inf_exclude: tuple[str, ...] = ()
     reference: str | None = None
     tolerance: Tolerance = field(default_factory=Tolerance)
     metric: str = "max_abs"
-    dims: tuple[tuple[str, int], ...] = ()
+    dims: tuple[tuple[str, int | tuple[int, ...]], ...] = ()  # (a dimension's size, or an input's whole shape)
     providers: tuple[str, ...] = ()
     base_dir: str = ""
     memory_budget_mb: float = SCAN_BUDGET_MB
 
     def check(self) -> None:
         """The options make sense together (a GraphDapError when not): mismatch needs a reference."""
-        bad = [f for f in self.break_on if f not in FILTERS]
+        bad = [f for f in self.break_on if f not in BreakFilter.values()]
         if bad:
-            raise GraphDapError(f"unknown --break-on filter '{bad[0]}'; expected any of {', '.join(FILTERS)}")
-        if "mismatch" in self.break_on and not self.reference:
+            raise GraphDapError(f"unknown --break-on filter '{bad[0]}'; expected any of {', '.join(BreakFilter)}")
+        if BreakFilter.MISMATCH in self.break_on and not self.reference:
             raise GraphDapError("--break-on mismatch needs a --reference (provider:NAME, opt_level:LEVEL or model:OTHER.onnx)")
         if self.reference:
             check_reference(self.reference)
@@ -122,14 +121,14 @@ class InputScanner:
         assert self.session is not None
         # The outputs as the optimized run left them (what the user's own run gives): showing them exact would
         # recompute the whole model with its original nodes, a second run of every input.
-        outputs = self.session.outputs(exact=False)
+        outputs = self.session.outputs()
         result = result.replace(outputs={k: summarize(v).to_dict() for k, v in outputs.items()})
         if self.reference is None:
             return result, None
         return self._compare(result, feeds, outputs)
 
     def _run(self, feeds: Mapping[str, Any]) -> Stop:
-        watch = [f for f in self.config.break_on if f in WATCHES] + ["error"]
+        watch = [f for f in self.config.break_on if f in VALUE_FILTERS] + [BreakFilter.ERROR]
         if self.session is None:
             self.session = DebugSession(
                 self.graph,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ _WRITE_SHARE = 10  # at most about one tenth of the time goes to rewriting the f
 
 
 def now_text() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class ScanFile:

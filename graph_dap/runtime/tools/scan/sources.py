@@ -23,7 +23,7 @@ import numpy as np
 
 from graph_dap.errors import InputError
 from graph_dap.runtime.graph import Graph
-from graph_dap.runtime.inputs import resolve_inputs
+from graph_dap.runtime.inputs import Dims, resolve_inputs
 from graph_dap.runtime.tools.scan.npz import SliceReader
 
 INPUT_SUFFIXES = (".npz", ".npy")
@@ -48,9 +48,6 @@ class WorkItem:
     stop: int = 0
     axis: int = 0
     feeds: Any = None
-
-    def without_feeds(self) -> WorkItem:
-        return WorkItem(self.index, self.id, self.kind, self.label, self.path, self.start, self.stop, self.axis)
 
 
 class InputSource:
@@ -281,7 +278,7 @@ def _fixed_prefix(pattern: str) -> str:
 class ItemLoader:
     """Reads items into checked feeds for one graph (archives kept open for forward reads of their slices)."""
 
-    def __init__(self, graph: Graph, dims: Mapping[str, int] | None = None) -> None:
+    def __init__(self, graph: Graph, dims: Dims | None = None) -> None:
         self.graph = graph
         self.dims = dict(dims or {})
         self._readers: dict[tuple[str, int], SliceReader] = {}

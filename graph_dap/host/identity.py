@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from graph_dap.files import write_bytes_atomic
+from graph_dap.kinds import OptLevel
 
 #: onnxruntime's GraphOptimizationLevel values by the names graph-dap's ``optLevel`` takes.
-_OPT_LEVELS = {0: "none", 1: "basic", 2: "extended", 3: "all", 99: "all"}
+_OPT_LEVELS = {0: OptLevel.NONE, 1: OptLevel.BASIC, 2: OptLevel.EXTENDED, 3: OptLevel.ALL, 99: OptLevel.ALL}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +56,13 @@ def identify(session: Any) -> ModelIdentity | None:
     return None
 
 
-def opt_level_of(session: Any) -> str:
+def opt_level_of(session: Any) -> OptLevel:
     """The session's graph optimization level, by graph-dap's name for it (``all`` when unknown)."""
     try:
         level = int(session.get_session_options().graph_optimization_level)
     except (AttributeError, TypeError, ValueError):
-        return "all"
-    return _OPT_LEVELS.get(level, "all")
+        return OptLevel.ALL
+    return _OPT_LEVELS.get(level, OptLevel.ALL)
 
 
 def providers_of(session: Any) -> tuple[str, ...]:

@@ -23,11 +23,14 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from graph_dap import log as _log
 from graph_dap.errors import GraphDapError
 from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.listing import Listing, render_listing
 from graph_dap.runtime.loading import load_graph, read_model
 from graph_dap.runtime.tensor import TensorSummary, numel, summarize
+
+_logger = _log.get_logger(__name__)
 
 #: Initializers up to this many elements keep their data (shape inference reads Reshape targets and such).
 SMALL_INITIALIZER = 1024
@@ -123,7 +126,7 @@ def load_version(path: Path) -> ModelVersion | LoadFailure:
         full = read_model(path)
     except GraphDapError as error:
         return LoadFailure(path, stamp, str(error))
-    except Exception as error:  # onnx raises many kinds on malformed files
+    except Exception as error:  # noqa: BLE001 - onnx raises many kinds on malformed files: the failure is shown
         return LoadFailure(path, stamp, f"cannot load {path}: {type(error).__name__}: {error}")
     findings = [*_checker(full, path)]
     initializers = {t.name: _stats(t) for t in full.graph.initializer}
@@ -143,7 +146,7 @@ def _checker(model: onnx.ModelProto, path: Path) -> list[Finding]:
         onnx.checker.check_model(model if model.ByteSize() < _TWO_GB else str(path))
     except onnx.checker.ValidationError as error:
         return [_finding("onnx-checker", str(error))]
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - the checker itself failed: a finding says so
         return [Finding("onnx-checker", f"the onnx checker failed: {type(error).__name__}: {error}")]
     return []
 
@@ -152,7 +155,7 @@ def _strict_inference(model: onnx.ModelProto) -> list[Finding]:
     """What strict shape inference with type checks says (type mismatches, incompatible shapes)."""
     try:
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-    except Exception as error:  # InferenceError, ValidationError, RuntimeError...
+    except Exception as error:  # noqa: BLE001 - InferenceError, ValidationError, RuntimeError...: findings say what
         text = str(error)
         located = [(m.group(1), m.group(2).strip()) for m in _NODE_IN_MESSAGE.finditer(text)]
         code = "type-mismatch" if "type" in text.lower() and "inconsistent" in text.lower() else "shape-inference"
@@ -191,7 +194,8 @@ def _first_line(text: str) -> str:
 def _stats(t: onnx.TensorProto) -> InitializerStats:
     try:
         a = numpy_helper.to_array(t)
-    except Exception:
+    except Exception as error:  # noqa: BLE001 - onnx raises many kinds on a tensor it cannot decode: no statistics for it
+        _logger.info("initializer %s cannot be decoded (%s: %s): its statistics are left out", t.name, type(error).__name__, error)
         a = np.zeros(0, np.float32)
     s = summarize(a)
     numeric = a.dtype.kind in "biuf" and a.size > 0
