@@ -93,24 +93,30 @@ def run_values(model: onnx.ModelProto, feeds: dict[str, Any], names: list[str], 
     return dict(zip(names, sess.run(names, feeds)))
 
 
-def as_shown(session: Any, model: onnx.ModelProto, feeds: dict[str, Any], name: str, level: str = "all") -> Any:
-    """What a stop must show of ``name``: the user's run's value (onnxruntime at ``level``, with ``name`` an output:
-    :func:`run_values`) where the session says nothing of it, else (a value recomputed with the original nodes) what
-    onnxruntime's original node makes, without optimizations, of the inputs as the session shows them."""
-    if not session.note(name):
-        return run_values(model, feeds, [name], level)[name]
-    producer = next(n for n in model.graph.node if name in n.output)
-    reads = [i for i in producer.input if i]
-    inits = {t.name for t in model.graph.initializer}
-    fed = {i: np.asarray(session.value(i)) for i in reads if i not in inits}
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    del m.graph.node[:], m.graph.input[:], m.graph.output[:]
-    m.graph.node.append(producer)
-    m.graph.input.extend(helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for i, v in fed.items())
-    m.graph.output.append(helper.make_value_info(name, onnx.TypeProto()))
-    sess = ort.InferenceSession(m.SerializeToString(), session_options("none"), providers=["CPUExecutionProvider"])
-    return sess.run([name], fed)[0]
+def as_shown(session: Any, model: onnx.ModelProto, feeds: dict[str, Any], names: list[str], level: str = "all") -> dict[str, Any]:
+    """What a stop must show of each of ``names``: the user's run's value (onnxruntime at ``level``, with the value an
+    output: :func:`run_values`, all in one run) where the session notes nothing, else (a value recomputed with the
+    original nodes) what onnxruntime's original node makes, without optimizations, of its inputs as the stop shows them."""
+    ran = [n for n in names if not session.note(n)]
+    out = run_values(model, feeds, ran, level) if ran else {}
+    inits = {t.name: t for t in model.graph.initializer}
+    for name in names:
+        if name in out:
+            continue
+        producer = next(n for n in model.graph.node if name in n.output)
+        reads = [i for i in producer.input if i]
+        fed = {i: np.asarray(session.value(i)) for i in reads if i not in inits}
+        graph = helper.make_graph(
+            [producer],
+            "one",
+            [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for i, v in fed.items()],
+            [helper.make_value_info(name, onnx.TypeProto())],
+            [inits[i] for i in reads if i in inits],
+        )
+        one = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+        sess = ort.InferenceSession(one.SerializeToString(), session_options("none"), providers=["CPUExecutionProvider"])
+        out[name] = sess.run([name], fed)[0]
+    return out
 
 
 def assert_same(a: Any, b: Any, name: str = "") -> None:

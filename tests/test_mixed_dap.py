@@ -127,10 +127,7 @@ def test_the_nan_filter_stops_at_the_first_call_whose_graph_makes_nan(dap, model
     assert caller["line"] == program_line("root.run(")
     assert dap.request("evaluate", expression="i", frameId=caller["id"], context="repl")["result"] == "7"
     assert "call 6:" in dap.output() and "call 7:" not in dap.output()
-    dap.request("continue", threadId=stop["threadId"])
-    again = graph_stop(dap, "exception")  # halve: the NaN carried on from its input
-    assert again["threadId"] == stop["threadId"] and "halve" in again["description"]
-    dap.request("continue", threadId=stop["threadId"])
+    dap.request("continue", threadId=stop["threadId"])  # halve only carries sqrt1's NaN on: no new fault, no stop
     wait_printed(dap, "call 7: nan")
 
 
@@ -147,9 +144,7 @@ def test_the_programs_other_threads_run_on_while_a_graph_is_stopped(dap, models)
     beats = [int(line.split()[1]) for line in dap.output().splitlines() if line.startswith("beat ")]
     wait_printed(dap, f"beat {max(beats) + 5}")  # the heartbeat thread goes on while the graph is stopped
     assert "graph: root.onnx, run #1" in threads(dap) and "done" not in dap.output()
-    dap.request("continue", threadId=stop["threadId"])
-    assert "halve" in graph_stop(dap, "exception")["description"]  # its input holds sqrt1's NaN
-    dap.request("continue", threadId=stop["threadId"])
+    dap.request("continue", threadId=stop["threadId"])  # (halve only carries sqrt1's NaN on: no new fault, no stop)
     wait_printed(dap, f"done: {run_root(models[1])}")
 
 

@@ -15,7 +15,17 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from models import as_shown, assert_exact, init, make_model, optimized_nodes, ort_values, run_values, tensor, whole_plan
+from models import (
+    as_shown,
+    assert_exact,
+    init,
+    make_model,
+    optimized_nodes,
+    ort_values,
+    run_values,
+    tensor,
+    whole_plan,
+)
 from onnx import helper
 
 from graph_dap.runtime import DebugSession, StopReason
@@ -291,8 +301,9 @@ def test_a_stop_shows_the_runs_values_and_steps_run_the_original_nodes_from_them
     assert_exact(s.value("r1"), run_r1, "r1 at the stop")
     assert s.note("r1") == ""
     assert not np.array_equal(run_r1, original["r1"])  # (the fused kernel's last bits: the two are told apart)
-    for name in ("c0", "bn0", "r0", "c1", "bn1"):  # not kept by the run: computed again as it computes them, or by the original nodes
-        assert_exact(s.value(name), as_shown(s, model, feeds, name), name)
+    shown = {name: s.value(name) for name in ("c0", "bn0", "r0", "c1", "bn1")}  # not kept by the run: computed again as it
+    for name, want in as_shown(s, model, feeds, list(shown)).items():  # computes them, or by the original nodes
+        assert_exact(shown[name], want, name)
     for name in ("c0", "bn0", "c1", "bn1"):  # (each Conv fused with its BatchNormalization and Relu: no such tensor in the run)
         assert s.note(name).startswith("recomputed with the original nodes: at level all onnxruntime's graph has no tensor"), name
     for _ in range(3):  # the steps read the run's r1

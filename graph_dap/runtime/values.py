@@ -158,7 +158,7 @@ class Values:
         if not self.scope.has_value(name):
             raise ValueNotFoundError(f"no value '{name}' in the graph")
         if self.available(name):
-            return self.recompute([name])[name]
+            return self.compute([name])[name]
         raise ValueNotFoundError(f"value '{name}' is not computed yet{self._where_made(name)}")
 
     def _where_made(self, name: str) -> str:
@@ -184,7 +184,7 @@ class Values:
             return self.outer.get(name)
         if self._fresh(name):
             return self.store.get(name)
-        return self.recompute([name])[name]
+        return self.compute([name])[name]
 
     def original(self, name: str) -> Any:
         """``name`` as its original node computes it from the values kept (the run's), without replacing a value the
@@ -237,28 +237,9 @@ class Values:
         if due:
             self.compute(due)
 
-    def recompute(self, names: Sequence[str]) -> dict[str, Any]:
-        """Values the run did not keep, as the user's run computes them where it can: those that onnxruntime's
-        optimized graph of the model computes (by that name) again at the run's level, from the run's values, and
-        kept as the run's; the others (fused away, or in onnxruntime's blocked layout) with the original nodes."""
-        fusions = self.executor.fusions() if self.executor.optimized else None
-        if fusions is None:
-            return self.compute(names)
-        at_level = [n for n in names if not fusions.absent(n) and self.own(n) and self.scope.producer(n) is not None]
-        out = self._compute(at_level, at_level=True) if at_level else {}
-        rest = [n for n in names if n not in out]
-        if rest:
-            out.update(self.compute(rest))
-        return out
-
     def compute(self, names: Sequence[str], keep: bool = True) -> dict[str, Any]:
-        """Compute ``names`` with the original nodes from what is kept, in one segment (or one node), and keep the
-        results (``keep=False``: not those that would replace the run's values)."""
-        return self._compute(names, keep)
-
-    def _compute(self, names: Sequence[str], keep: bool = True, at_level: bool = False) -> dict[str, Any]:
-        """``at_level``: at the run's optimization level, from the run's own values (not from values the original
-        nodes computed: onnxruntime's fusions start where the run's values are), and kept as the run's."""
+        """Compute ``names`` with the original nodes from what is kept (the run's values first), in one segment (or one
+        node), and keep the results (``keep=False``: not those that would replace the run's values)."""
         needed: dict[int, Node] = {}
         frontier = list(names)
         seen: set[str] = set()
@@ -269,7 +250,7 @@ class Values:
             seen.add(v)
             if not self.own(v):
                 continue  # an enclosing level's: read from there
-            if self._fresh(v) and v not in names and not (at_level and self.computed_by_nodes(v)):
+            if self._fresh(v) and v not in names:
                 continue
             producer = self.scope.producer(v)
             if producer is None:
@@ -280,16 +261,15 @@ class Values:
                 needed[producer.order] = producer
                 frontier.extend(producer.all_inputs)
         nodes = [needed[k] for k in sorted(needed)]
-        run = self.executor.run_at_level if at_level else self.executor.run_nodes
-        outs = run(nodes, list(names), self.get, self.fixed, self.constants.version, self.embedded)
-        self.keep(outs if keep else {k: v for k, v in outs.items() if k not in self.from_run or k in self.stale}, from_run=at_level)
+        outs = self.executor.run_nodes(nodes, list(names), self.get, self.fixed, self.constants.version, self.embedded)
+        self.keep(outs if keep else {k: v for k, v in outs.items() if k not in self.from_run or k in self.stale})
         self.evict()
         return outs
 
     def keep(self, outs: Mapping[str, Any], from_run: bool = False) -> None:
         """Keep freshly computed outputs (a recomputed value is no longer set by the user, nor stale).
 
-        ``from_run``: an optimized segment computed them (the user's run's values, see :meth:`value`).
+        ``from_run``: a continue's segment computed them (the user's run's values, see :meth:`value`).
         """
         for k, v in outs.items():
             if k in self.store.fixed:

@@ -192,29 +192,6 @@ class Executor:
         self._count(nodes)
         return result.values
 
-    def run_at_level(
-        self,
-        nodes: Sequence[Node],
-        wanted: Sequence[str],
-        get: Getter,
-        constants: Mapping[str, Any],
-        version: int,
-        embedded: Collection[str] | None = None,
-    ) -> dict[str, Any]:
-        """Outputs ``wanted`` of ``nodes`` in one call at the continues' optimization level (values the user's run
-        computes, computed again as it does); with the original nodes where onnxruntime cannot run them so."""
-        produced = {o for n in nodes for o in n.outputs if o}
-        reads = [i for n in nodes for i in n.all_inputs if i not in produced]
-        feeds, embed = self.split(reads, get, constants, embedded)
-        try:
-            result = self.segments.run(nodes, feeds, embed, wanted, version=version)
-        except SegmentError as e:
-            _logger.info("%d nodes at level %s failed in onnxruntime (%s); with the original nodes", len(nodes), self.opt_level, e)
-            return self.run_nodes(nodes, wanted, get, constants, version, embedded)
-        self.ort_calls += 1
-        self._count(nodes)
-        return result.values
-
     def run_whole(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The graph outputs of the whole model run in one onnxruntime session at ``opt_level``, as a
         plain ``InferenceSession`` runs it (the model file itself when it has one). SegmentError when it fails."""

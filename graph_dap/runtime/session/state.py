@@ -238,8 +238,8 @@ class SessionState:
 
     def note(self, name: str, level: int = 0) -> str:
         """How a value shown was computed, when not as the user's run at an optimization level computed it: ``""``
-        for the run's own values (and for every value at level ``none``, where the run is the original nodes),
-        else "recomputed with the original nodes", and where onnxruntime computes it at that level."""
+        for the run's own values (and for every value at level ``none``, where the run is the original nodes), else
+        "recomputed with the original nodes" (from the run's values), and where onnxruntime computes it at that level."""
         values = self._values(level)
         if not self.executor.optimized or not values.computed_by_nodes(name):
             return ""
