@@ -55,7 +55,7 @@ def test_a_minus_inf_mask_and_the_softmax_of_a_row_it_masks_whole_do_not_stop_th
     s = DebugSession(model, feeds(padded_row=1), break_on=["nan", "inf"])
     s.start()
     assert s.continue_().reason is StopReason.END
-    assert_same(s.value("y"), as_shown(s, model, feeds(padded_row=1), "y"), "y")
+    assert_same(s.value("y"), as_shown(s, model, feeds(padded_row=1), ["y"])["y"], "y")
     # a real NaN beside them is still found, and the stop says what the watch left alone, and why
     s = DebugSession(model, feeds(padded_row=1, nan_at=(2, 3)), break_on=["nan", "inf"])
     s.start()
