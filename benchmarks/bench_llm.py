@@ -252,8 +252,10 @@ CHILDREN = {"plain": child_plain, "graph_dap": child_graph_dap, "side": child_si
 
 def _in_child(kind: str, *args: Any) -> dict[str, Any]:
     command = [sys.executable, __file__, "--child", kind, json.dumps(list(args))]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT).stdout
-    return dict(json.loads(out.strip().splitlines()[-1]))
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode:
+        raise SystemExit(f"bench_llm: the {kind} measurement of {args[0]} failed:\n{done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def main() -> int:
