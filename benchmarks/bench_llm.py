@@ -191,7 +191,8 @@ def child_side(path: str, repeat: int, filters: str, expect: str = "") -> dict[s
 def child_dap(path: str) -> dict[str, Any]:
     """From spawning the adapter to the first stop (layer HALF entered, nan and inf on), then each scope opened."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from dap_client import DapClient, children
+    from dap_client import DapClient
+    from processes import children
 
     inputs = Path(tempfile.mkdtemp(prefix="graph-dap-llm-")) / "feeds.npz"
     np.savez(inputs, **feeds_of(path))
@@ -255,7 +256,9 @@ def _in_child(kind: str, *args: Any) -> dict[str, Any]:
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode:
         raise SystemExit(f"bench_llm: the {kind} measurement of {args[0]} failed:\n{done.stderr[-3000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    result = dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(json.dumps({"kind": kind, "args": list(args), "result": result}), file=sys.stderr, flush=True)  # (kept if a later one fails)
+    return result
 
 
 def main() -> int:
