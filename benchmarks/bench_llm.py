@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -191,6 +192,7 @@ def child_side(path: str, repeat: int, filters: str, expect: str = "") -> dict[s
 def child_dap(path: str) -> dict[str, Any]:
     """From spawning the adapter to the first stop (layer HALF entered, nan and inf on), then each scope opened."""
     sys.path.insert(0, str(ROOT / "tests"))
+    os.environ.setdefault("DAP_TEST_TIMEOUT", "900")  # (the client's own wait for a response: a launch reads 2 GB)
     from dap_client import DapClient
     from processes import children
 
