@@ -14,6 +14,7 @@ symlinks leading out are refused), and a tensor whose bytes the file does not ho
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from collections.abc import Iterator
@@ -125,6 +126,21 @@ def _nbytes(tensor: onnx.TensorProto) -> int | None:
     if str(kind) in dtypes.PACKED:
         return (n + 1) // 2
     return n * kind.itemsize
+
+
+def release_pages(value: Any) -> None:
+    """Let the kernel take back the pages of a mapped weight that this process has read (they stay in the page cache,
+    and are read again if something looks again): a weight read once to derive something from it (a bound of the
+    watch) need not stay in the process's memory. A no-op for an array that is not mapped."""
+    base = value
+    while base is not None and not isinstance(base, np.memmap):
+        base = getattr(base, "base", None)
+    mapping = getattr(base, "_mmap", None)
+    if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            mapping.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):  # (a closed or foreign mapping: it keeps its pages)
+            pass
 
 
 class Weights:

@@ -29,6 +29,7 @@ from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
 from graph_dap.runtime.engine.fusion import Fusions, whole_model_fusions
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, ort_message, session_options
+from graph_dap.runtime.engine.planning import CUTS
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
 from graph_dap.runtime.engine.store import nbytes
 from graph_dap.runtime.engine.watch import WatchPlan
@@ -70,8 +71,11 @@ class Executor:
     def __init__(self, graph: Graph, providers: Sequence[str] | None, opt_level: str, embedded: Collection[str]) -> None:
         self.graph = graph
         self.opt_level = check_opt_level(opt_level)
-        # One budget for every session of the model: together they hold its weights about once (see :mod:`.budget`).
-        self.budget = WeightBudget(graph.weights.total_bytes)
+        # One budget for every session of the model: together they hold its weights about once (see :mod:`.budget`),
+        # and a recomputation between two of a segment's checkpoints beside it (a fault confirmed by the original
+        # nodes does not let the run's session go, to be built again at the next continue).
+        total = graph.weights.total_bytes
+        self.budget = WeightBudget(total + total // CUTS)
         self.runner = NodeRunner(graph, providers, OptLevel.NONE, self.budget)
         self.exact = SegmentRunner(graph, self.runner.providers, OptLevel.NONE, self.budget)  # recomputations: the original graph's values
         # Whether sessions of a segment's parts fit beside the segment's own. A model whose weights fill the
