@@ -373,3 +373,20 @@ def test_sequences_are_compared_element_by_element():
     d = compare_model(model, Reference("provider", "CPU"), feeds).to_dict()
     rows = {r["value"]: r for r in d["rows"]}
     assert rows["seq"]["pass"] and rows["seq"]["dtype"].startswith("seq(") and rows["y"]["pass"]
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_nan_or_inf_on_one_side_fails_every_metric(metric):
+    """A value NaN (or Inf) where the other side is finite is no agreement, whatever the rule: an all-NaN run,
+    one NaN among finite values, an Inf against a finite value. Each metric's condition in its own direction fails."""
+    b = np.linspace(0.5, 1.5, 64).astype(np.float32)
+    cond = {"max_abs": "max_abs>1e-3", "max_rel": "max_rel>1e-3", "mse": "mse>1e-6", "cosine": "cosine<0.999", "snr": "snr<40"}
+    rule = Tolerance.make(fail_if=[cond[metric]])
+    assert compare_arrays(b.copy(), b, rule).passed
+    for bad in (np.full_like(b, np.nan), np.where(np.arange(64) == 7, np.nan, b), np.where(np.arange(64) == 3, np.inf, b)):
+        for run, ref in ((bad, b), (b, bad)):
+            r = compare_arrays(run, ref, rule)
+            assert not r.passed, (metric, run, ref)
+            assert math.isnan(r.metrics["cosine"]) and r.metrics["snr"] == -math.inf
+    r = compare_arrays([np.ones(3, np.float32), np.full(3, np.nan, np.float32)], [np.ones(3, np.float32)] * 2, rule)
+    assert not r.passed and math.isnan(r.metrics["cosine"])  # a sequence's worst element is the NaN one

@@ -108,6 +108,10 @@ def _dump(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from graph_dap.cli import quant as cli_quant
+
+    if cli_quant.wants_quant(args):
+        return cli_quant.run(args)
     from graph_dap.runtime.tools.compare import METRICS, Reference, Tolerance, compare_model
 
     metrics = [m.strip() for m in args.metric.split(",") if m.strip()]

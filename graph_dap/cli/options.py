@@ -176,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--opt-level",
         choices=OptLevel.values(),
         metavar="LEVEL",
-        help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level)",
+        help="optimization level of the run being checked (default: none, i.e. node by node; all with --against-opt-level); "
+        "against a quantized model's float model: also read each group from the kernels onnxruntime runs at this level",
     )
     cmp_.add_argument("--atol", type=_non_negative, default=None, metavar="A", help="absolute tolerance (default 1e-5)")
     cmp_.add_argument("--rtol", type=_non_negative, default=None, metavar="R", help="relative tolerance (default 1e-4)")
@@ -209,6 +210,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="value: a row per value (default); module: the metrics aggregated per module scope of the model's source",
     )
     cmp_.add_argument("--json", action="store_true", help="print {rows, first_divergence, ...} as one JSON object")
+    quant = cmp_.add_argument_group(
+        "quantized models",
+        "with --against-model, when one of the two models is quantized (QDQ, QOperator, dynamic, MatMulNBits): tensors are "
+        "paired by graph structure, each group of nodes between paired tensors gets its accumulated, local and "
+        "quantization-only error, and the rule is an SQNR threshold (default snr<20)",
+    )
+    quant.add_argument(
+        "--structure",
+        action="store_true",
+        help="pair by graph structure even when neither model is quantized (a re-export, a converter's or optimizer's rewrite)",
+    )
+    quant.add_argument("--show-pairs", action="store_true", help="print which float tensor stands for which quantized value, and why the others are unpaired")
+    quant.add_argument("--pairs", metavar="FILE", help="pairs to use where the structure cannot tell: JSON {FLOAT: QUANT} or lines 'FLOAT QUANT'")
+    quant.add_argument("--order", choices=("local", "graph"), default="local", help="rank the groups by local error (default) or list them in graph order")
+    quant.add_argument("--top", type=int, default=0, metavar="K", help="print only the K first groups (default: all)")
+    quant.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also run the model with one group at a time kept in float and rank the groups by the output SQNR each recovers",
+    )
+    quant.add_argument(
+        "--target-snr",
+        type=float,
+        default=None,
+        metavar="DB",
+        help="with --sensitivity: the output SQNR to reach; prints the nodes_to_exclude for quantize_static that reach it",
+    )
+    quant.add_argument("--report", metavar="DIR", help="write DIR/report.html: the SQNR per group as a chart, the weights, the sensitivity")
+    # --opt-level LEVEL (above) with a quantized model: also compare the kernels onnxruntime runs at that level, group by group
 
     prof = sub.add_parser(
         "profile",

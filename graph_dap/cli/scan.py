@@ -96,6 +96,8 @@ def _config(args: argparse.Namespace) -> Any:
             elif part:
                 fail_if.append(part)
     tolerance = Tolerance.make(atol, rtol, fail_if)
+    if reference and not args.tolerance and _quantized_pair(model, ref):
+        tolerance = Tolerance.make(fail_if=["snr<20"])  # a quantized model against its float model: an SQNR rule
     metric = args.metric or (tolerance.fail_if[0].metric if tolerance.fail_if else "max_abs")
     if metric not in METRICS:
         raise UsageError(f"graph-dap scan: --metric: unknown metric '{metric}'; expected any of {', '.join(METRICS)}")
@@ -174,8 +176,32 @@ def scan_text(summary: Any) -> str:
         first = next((r for r in failing if (r.get("replay") or {}).get("command")), None)
         if first is not None:
             lines.append(f"debug one: {first['replay']['command']}")
+    groups = data.get("groups") or []
+    if groups:
+        lines.append(f"groups of the quantized model over {groups[0]['inputs']} inputs, by local SQNR (dB), worst first:")
+        for g in groups[:_SHOWN]:
+            lines.append(
+                f"  {g['group']}: local {_db(g['local_snr'])}, accumulated {_db(g['accumulated_snr'])} "
+                f"(worst input {g['worst_input']}: {_db(g['worst_input_snr'])})"
+            )
     for incident in data.get("incidents", [])[-5:]:
         lines.append(f"worker lost: {incident['message']}")
     lines.append(f"results: {summary.results_path}")
     lines.append(f"report:  {summary.report_path}")
     return "\n".join(lines)
+
+
+def _db(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, (int, float)) else str(v)
+
+
+def _quantized_pair(model: Path, ref: Any) -> bool:
+    """Whether the scan compares a quantized model with its float model (exactly one of the two quantized)."""
+    if ref.kind != "model":
+        return False
+    from graph_dap.runtime.loading import read_model
+    from graph_dap.runtime.tools.quant.view import QUANT_OPS
+
+    ops = set(QUANT_OPS) | {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+    flags = [any(n.op_type in ops for n in read_model(p, external_data=False).graph.node) for p in (model, Path(ref.target))]
+    return flags[0] != flags[1]

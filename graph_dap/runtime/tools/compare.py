@@ -14,7 +14,6 @@ difference, not its propagation.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from graph_dap.runtime.tools.metrics import (
     json_number,
     metric_number,
     shape_text,
+    worst_of,
 )
 from graph_dap.runtime.tools.references import (
     DumpSource,
@@ -90,7 +90,6 @@ __all__ = [
 
 _log_ = _log.get_logger(__name__)
 _ALLCLOSE = Tolerance()  # the default rule: numpy.allclose at DEFAULT_ATOL, DEFAULT_RTOL
-_HIGHER_IS_BETTER = frozenset({"cosine", "snr"})
 
 
 # -- the comparison ------------------------------------------------------------------
@@ -316,9 +315,9 @@ class Comparison:
         for module, rows in groups.items():
             worst: dict[str, float] = {}
             for m in self.metrics:
-                got = [r.metrics[m] for r in rows if m in r.metrics and not math.isnan(r.metrics[m])]
+                got = [r.metrics[m] for r in rows if m in r.metrics]
                 if got:
-                    worst[m] = min(got) if m in _HIGHER_IS_BETTER else max(got)
+                    worst[m] = worst_of(m, got)
             failing = next((r for r in rows if not r.passed), None)
             out.append(
                 {

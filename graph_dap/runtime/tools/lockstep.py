@@ -86,9 +86,13 @@ class Lockstep:
         self.session = session
         graph = session.graph
         providers = list(session.runner.providers)
+        self.quant = _quantized_reference(session, spec, providers)
+        self._born = _born_nodes(self.quant, graph) if self.quant is not None else {}
         source: Source = (
             dump
             if dump is not None
+            else _NoValues(self.quant.reference_label)
+            if self.quant is not None
             else make_source(graph, session.inputs, spec.reference, base_dir=spec.base_dir, providers=providers)
         )
         self.source = source
@@ -146,6 +150,24 @@ class Lockstep:
         verdict = self.observe(node)
         if stop_on_mismatch and verdict.origin and stop.reason not in _FAULTS:
             return divergence(verdict, self.source.label, self.comparison.tolerance.describe())
+        born = self._born.get(node.id)
+        if stop_on_mismatch and born is not None and stop.reason not in _FAULTS:
+            assert self.quant is not None
+            value, g = born
+            message = (
+                f"error born in group {g.group.name} ({g.group.ops}): local SQNR {g.local.snr:.2f} dB, "
+                f"accumulated {g.accumulated.snr:.2f} dB"
+            )
+            details = {
+                "reference": self.quant.reference_label,
+                "rule": self.quant.rule_text(),
+                "group": g.group.name,
+                "local SQNR dB": f"{g.local.snr:.2f}",
+                "accumulated SQNR dB": f"{g.accumulated.snr:.2f}",
+                "quantization-only SQNR dB": "-" if g.quant_only is None else f"{g.quant_only.snr:.2f}",
+                "quantization": "float" if g.params is None else g.params.describe(),
+            }
+            return Stop(StopReason.MISMATCH, node, message, value, details)
         return stop
 
     # -- moving ------------------------------------------------------------------------
@@ -201,10 +223,19 @@ class Lockstep:
 
     def to_dict(self) -> dict[str, Any]:
         """The table, as ``graph-dap compare --json`` prints it."""
+        if self.quant is not None:
+            return dict(self.quant.to_dict())
         return self.comparison.to_dict()
 
     def summary(self) -> list[str]:
         """A few lines for the end of a run."""
+        if self.quant is not None:
+            q = self.quant
+            first = q.first_divergence
+            lines = [f"compared {len(q.groups)} groups with {q.reference_label}: {q.failures} break the rule ({q.rule_text()})"]
+            if first is not None:
+                lines.append(f"first divergence: group {first.group.name}, local SQNR {first.local.snr:.2f} dB")
+            return lines + [f"note: {n}" for n in q.notes]
         c = self.comparison
         rows = c.rows
         lines = [
@@ -217,3 +248,57 @@ class Lockstep:
             lines.append("first divergence: none found among the compared values (every failing node reads a failing input)")
         lines += [f"note: {n}" for n in c.notes]
         return lines
+
+
+class _NoValues:
+    """The reference of a quantized model's lockstep: its groups were measured up front, no value is compared by name."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def outputs(self, node: Node) -> Mapping[str, Any]:
+        return {}
+
+    def value_names(self) -> set[str]:
+        return set()
+
+    def input_values(self) -> Mapping[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def _quantized_reference(session: DebugSession, spec: ReferenceSpec, providers: list[str]) -> Any:
+    """A model reference where one of the two models is quantized: its groups measured on the session's inputs
+    (a QuantComparison), else None (the values are then compared by name)."""
+    if spec.reference.kind != "model":
+        return None
+    from graph_dap.runtime.loading import load_graph
+    from graph_dap.runtime.tools.quant.analysis import DEFAULT_RULE, compare_quantized
+    from graph_dap.runtime.tools.quant.view import quant_format
+
+    other = load_graph(spec.base_dir / spec.reference.target)
+    if bool(quant_format(session.graph)) == bool(quant_format(other)):
+        return None
+    rule = spec.tolerance.fail_if or DEFAULT_RULE
+    return compare_quantized(session.graph, other, dict(session.inputs), providers=providers, rule=rule)
+
+
+def _born_nodes(quant: Any, graph: Graph) -> dict[str, tuple[str, Any]]:
+    """For each group whose local error breaks the rule: the node of ``graph`` that finishes it, and the value to show."""
+    out: dict[str, tuple[str, Any]] = {}
+    is_quant = graph is quant.pairing.quant_view.graph or graph.path == quant.pairing.quant_view.graph.path
+    for g in quant.groups:
+        if not quant.born(g):
+            continue
+        pair = g.group.outputs[0]
+        if is_quant:
+            node = graph.producer(pair.quant_name)
+            value = pair.quant_name
+        else:
+            node = graph.producer(pair.float_name)
+            value = pair.float_name
+        if node is not None:
+            out.setdefault(node.id, (value, g))
+    return out

@@ -30,11 +30,13 @@ __all__ = [
     "Tolerance",
     "compare_arrays",
     "json_number",
+    "worst_of",
     "metric_number",
     "shape_text",
 ]
 
 METRICS = ("max_abs", "max_rel", "mse", "cosine", "snr")
+HIGHER_IS_BETTER = frozenset({"cosine", "snr"})
 _CHUNK = 1 << 20
 DEFAULT_ATOL, DEFAULT_RTOL = 1e-5, 1e-4
 
@@ -164,10 +166,8 @@ def _compare_sequences(a: Any, b: Any, tolerance: Tolerance) -> ArrayComparison:
         lb = len(b) if isinstance(b, list) else "a tensor"
         return ArrayComparison(False, {}, 1, 0, f"sequence of {la} vs reference {lb}")
     parts = [compare_arrays(x, y, tolerance) for x, y in zip(a, b)]
-    worst: dict[str, float] = {}
-    for p in parts:
-        for k, v in p.metrics.items():
-            worst[k] = v if k not in worst else (min(worst[k], v) if k in ("cosine", "snr") else max(worst[k], v))
+    names = dict.fromkeys(k for p in parts for k in p.metrics)
+    worst = {k: worst_of(k, [p.metrics[k] for p in parts if k in p.metrics]) for k in names}
     return ArrayComparison(
         all(p.passed for p in parts),
         worst,
@@ -199,6 +199,7 @@ class _Acc:
         self.bb = 0.0
         self.noise = 0.0
         self.mismatches = 0
+        self.one_sided = 0  # elements non-finite on one side only (or infinities of opposite signs)
 
     def add(self, a: np.ndarray, b: np.ndarray, tol: Tolerance) -> None:
         cplx = a.dtype.kind == "c" or b.dtype.kind == "c"
@@ -213,6 +214,7 @@ class _Acc:
             ref = np.abs(y)
             bad = np.where(finite, diff > tol.atol + tol.rtol * ref, ~special)
             self.mismatches += int(np.count_nonzero(bad))
+            self.one_sided += int(np.count_nonzero(~finite & ~special))
             if diff.size:
                 self.max_abs = max(self.max_abs, float(diff.max()))
                 rel = np.where(diff == 0, 0.0, diff / ref)
@@ -227,6 +229,9 @@ class _Acc:
                 self.noise += float(np.sum(df * df))
 
     def metrics(self, size: int) -> dict[str, float]:
+        """The five metrics. A NaN or infinity on one side only fails every metric: cosine is then NaN (it
+        cannot be computed, and a condition on a NaN metric fails) and SNR -inf, not the values of the
+        finite elements alone, which could look perfect."""
         if size == 0:
             return _perfect()
         if self.aa == 0 and self.bb == 0:
@@ -241,7 +246,19 @@ class _Acc:
             snr = -math.inf
         else:
             snr = 10 * math.log10(self.bb / self.noise)
+        if self.one_sided:
+            cosine, snr = math.nan, -math.inf
         return {"max_abs": self.max_abs, "max_rel": self.max_rel, "mse": self.sum_sq / size, "cosine": cosine, "snr": snr}
+
+
+def worst_of(metric: str, values: Iterable[float]) -> float:
+    """The worst of several values of ``metric``: the largest error, the lowest cosine or SNR; NaN (not computable) is worst."""
+    got = list(values)
+    if any(math.isnan(v) for v in got):
+        return math.nan
+    if not got:
+        return math.nan
+    return min(got) if metric in HIGHER_IS_BETTER else max(got)
 
 
 # -- writing them down ---------------------------------------------------------------

@@ -178,7 +178,7 @@ def worst(results: Sequence[InputResult], metric: str, k: int = 10) -> list[dict
             continue
         v = metric_value(r.comparison["worst_metrics"][metric])
         key = -v if metric in HIGHER_IS_WORSE else v
-        scored.append((math.inf if math.isnan(key) else key, r))  # a NaN metric sorts last
+        scored.append((-math.inf if math.isnan(key) else key, r))  # NaN (non-finite on one side only) sorts first
     scored.sort(key=lambda t: t[0])
     return [
         {"id": r.id, "metric": metric, "value": json_safe(metric_value(r.comparison["worst_metrics"][metric])), "output": r.comparison.get("worst_output"), "status": r.status}

@@ -100,6 +100,17 @@ class InputScanner:
             else None
         )
         self.name = worker_name()
+        self.tolerance = config.tolerance
+        self.quant: Any = None  # a quantized model against its float model: each group's errors per input
+        if config.reference and check_reference(config.reference).kind == "model":
+            from graph_dap.runtime.tools.quant.analysis import DEFAULT_RULE
+            from graph_dap.runtime.tools.quant.dataset import GroupsPerInput, applies
+
+            path = self.base_dir / check_reference(config.reference).target
+            if applies(self.graph, path):
+                self.quant = GroupsPerInput(self.graph, path, config.providers or None)
+                if not config.tolerance.fail_if and config.tolerance == Tolerance():
+                    self.tolerance = Tolerance(fail_if=DEFAULT_RULE)  # an SQNR rule fits a quantized model
 
     def scan(self, item: WorkItem) -> tuple[InputResult, dict[str, Any] | None]:
         """How ``item`` ran, and its feeds when it failed (to keep it for debugging)."""
@@ -151,14 +162,23 @@ class InputScanner:
             theirs = self.reference.outputs(feeds)
         except GraphDapError as e:
             return result.replace(status="error", message=str(e)), feeds
-        comparison = compare_outputs(outputs, theirs, self.config.tolerance, self.config.metric)
+        comparison = compare_outputs(outputs, theirs, self.tolerance, self.config.metric)
         comparison["reference"] = self.reference.label
+        born = None
+        if self.quant is not None:
+            try:
+                comparison["groups"], born = self.quant.measure(feeds)
+            except GraphDapError as e:
+                return result.replace(status="error", message=str(e)), feeds
         comparison["seconds"] = round(time.perf_counter() - began, 6)
         if comparison["passed"]:
             return result.replace(comparison=comparison), None
         worst = comparison["worst_output"]
         message = f"output '{worst}' differs from the reference ({self.reference.label})"
-        node, details = self._first_divergence(comparison)
+        if self.quant is not None:
+            node, details = self._born(born)
+        else:
+            node, details = self._first_divergence(comparison)
         if node is not None:
             message += f"; the difference starts at {node.id} ({node.op_type})"
         return result.replace(status="mismatch", message=message, node=node, details=details, comparison=comparison), feeds
@@ -182,6 +202,14 @@ class InputScanner:
         if stop.reason is StopReason.MISMATCH and stop.node is not None:
             return _bad_node(stop.node, stop.path), {"value": stop.tensor, **stop.details}
         return None, {"note": "no node breaks the tolerance while its inputs are within it (the outputs differ by accumulation)"}
+
+    def _born(self, born: Any) -> tuple[BadNode | None, dict[str, Any]]:
+        """A quantized model's mismatch: the first group whose own (local) error breaks the SQNR rule, at its op."""
+        if born is None:
+            return None, {"note": "no group's local error breaks the rule (the outputs differ by accumulation)"}
+        pair = born.group.outputs[0]
+        node = self.quant.quant_graph.producer(pair.logical) or born.group.quant_nodes[-1]
+        return _bad_node(node, ()), {"group": born.group.name, "value": pair.quant_name, "local_snr": born.local.snr}
 
     def close(self) -> None:
         self.loader.close()

@@ -108,6 +108,11 @@ class ScanFile:
             "incidents": self.incidents,
             "results": [self._entry(r) for r in results],
         }
+        per_input = [(r.id, r.comparison["groups"]) for r in results if r.comparison and r.comparison.get("groups")]
+        if per_input:
+            from graph_dap.runtime.tools.quant.dataset import aggregate
+
+            out["groups"] = aggregate(per_input)
         return out
 
     def _entry(self, r: InputResult) -> dict[str, Any]:

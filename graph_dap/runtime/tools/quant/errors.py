@@ -1,0 +1,310 @@
+"""The three errors of each group: accumulated, local and quantization-only.
+
+- *accumulated*: the quantized model's value against the float model's (everything before counts);
+- *local*: the group's quantized nodes run on the float model's own values at its inputs, quantized
+  as the model quantizes them, against the group's float nodes on those same (dequantized) inputs:
+  the error the group itself adds (its weights, its arithmetic, its output's quantization), not
+  its inputs' quantization, which is their producers';
+- *quantization-only*: the float tensor through its own Q/DQ round trip (rounding and clipping).
+
+Both models run once, node by node, in lockstep over the groups (:class:`~.stream.ValueStream`):
+a float value is kept only until the groups that read it are done, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from graph_dap.runtime.engine.nodes import NodeRunner
+from graph_dap.runtime.tools.metrics import compare_arrays
+from graph_dap.runtime.tools.quant.groups import Group
+from graph_dap.runtime.tools.quant.local import run_local
+from graph_dap.runtime.tools.quant.pairing import Pairing
+from graph_dap.runtime.tools.quant.params import QuantParams
+from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, demanded_bytes
+from graph_dap.runtime.tools.quant.view import Form, ModelView
+
+__all__ = ["Error", "GroupErrors", "evaluate_groups", "measure", "readable_value", "as_read"]
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """How far a value is from the float one: SQNR (dB), max_abs, mse, cosine, and max_abs in quantization steps."""
+
+    snr: float
+    max_abs: float
+    mse: float
+    cosine: float
+    signal: float  # sum of the float value squared (SQNRs over several values or inputs add these up)
+    noise: float  # sum of the differences squared
+    size: int
+    steps: float | None = None  # max_abs / scale (None: no scale)
+
+    def metrics(self) -> dict[str, float]:
+        """The metrics by name, as fail conditions read them (cosine only where it was computed)."""
+        d = {"snr": self.snr, "max_abs": self.max_abs, "mse": self.mse}
+        if not (math.isnan(self.cosine) and math.isfinite(self.noise)):
+            d["cosine"] = self.cosine
+        return d
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {k: _num(v) for k, v in self.metrics().items()}
+        if self.steps is not None:
+            d["steps"] = _num(self.steps)
+        return d
+
+    @staticmethod
+    def combine(errors: Sequence[Error]) -> Error:
+        """One error over several values (a group's outputs, a data set's inputs): energies added, maxima taken."""
+        signal = sum(e.signal for e in errors)
+        noise = sum(e.noise for e in errors)
+        size = sum(e.size for e in errors)
+        steps = [e.steps for e in errors if e.steps is not None]
+        return Error(
+            _snr(signal, noise),
+            max(e.max_abs for e in errors),
+            sum(e.mse * e.size for e in errors) / max(size, 1),
+            min(e.cosine for e in errors) if not any(math.isnan(e.cosine) for e in errors) else math.nan,  # NaN: not computed
+            signal,
+            noise,
+            size,
+            max(steps) if steps else None,
+        )
+
+
+def _num(v: float) -> float | str:
+    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+
+
+def _snr(signal: float, noise: float) -> float:
+    if noise == 0:
+        return math.inf
+    if signal == 0:
+        return -math.inf
+    return 10 * math.log10(signal / noise)
+
+
+def measure(
+    value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None
+) -> Error:
+    """``value`` against the float ``reference``: float32 BLAS dot products over one difference array; NaN or Inf on
+    one side fail (as :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says). ``cosine=False`` leaves the
+    cosine out (NaN: not computed) and ``signal`` (the reference's sum of squares, when known) saves passes."""
+    a = np.asarray(value, np.float32).reshape(-1)
+    b = np.asarray(reference, np.float32).reshape(-1)
+    if a.shape != b.shape:
+        return Error(-math.inf, math.inf, math.inf, math.nan, 0.0, math.inf, int(b.size))
+    if not a.size:
+        return Error(math.inf, 0.0, 0.0, 1.0, 0.0, 0.0, 0)
+    d = a - b
+    noise = float(np.dot(d, d))
+    if signal is None:
+        signal = float(np.dot(b, b))
+    if not (math.isfinite(noise) and math.isfinite(signal)):
+        m = compare_arrays(value, reference).metrics
+        return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], signal, math.inf, int(b.size))
+    cos = math.nan
+    if cosine:
+        aa, dot = float(np.dot(a, a)), float(np.dot(a, b))
+        if aa == 0 or signal == 0:
+            cos = 1.0 if aa == signal else 0.0
+        else:
+            cos = max(-1.0, min(1.0, dot / math.sqrt(aa * signal)))
+    max_abs = float(max(d.max(), -d.min()))
+    steps = None
+    if params is not None:
+        steps = max_abs / float(params.scale) if params.per_tensor else params.max_steps(d.reshape(np.shape(reference)))
+    return Error(_snr(signal, noise), max_abs, noise / d.size, cos, signal, noise, int(d.size), steps)
+
+
+def readable_value(view: ModelView, name: str, value: Any) -> np.ndarray:
+    """A quantized model's value as float: integers dequantized with their params."""
+    if view.form.get(name) is Form.INT:
+        return view.params[name].dequantize(value)
+    return np.asarray(value)
+
+
+def as_read(view: ModelView, name: str, float_value: np.ndarray) -> np.ndarray:
+    """A float tensor in the form the quantized model's value ``name`` has: quantized, round-tripped, or as it is."""
+    form = view.form.get(name)
+    if form is Form.INT:
+        return view.params[name].quantize(float_value)
+    if form is Form.DEQUANTIZED:
+        return view.params[name].round_trip(float_value)
+    return float_value
+
+
+@dataclass(frozen=True, slots=True)
+class GroupErrors:
+    """A group's three errors (over its outputs), the SQNR it starts from, and its output's quantization."""
+
+    group: Group
+    accumulated: Error
+    local: Error
+    quant_only: Error | None
+    params: QuantParams | None
+    clipped: float | None  # share of the float output outside the quantized range
+    input_snr: float  # the worst accumulated SQNR among the paired tensors it reads (inf: it reads only inputs)
+    per_output: dict[str, Error] = field(default_factory=dict)
+
+    @property
+    def snr_drop(self) -> float:
+        """How much SQNR the group loses: its inputs' worst accumulated SQNR minus its output's (inf inputs: not defined)."""
+        if math.isinf(self.input_snr):
+            return math.nan
+        return self.input_snr - self.accumulated.snr
+
+
+def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int) -> Any:
+    """A whole run when the demanded values fit the budget, else a node-by-node stream."""
+    feeds = {k: inputs[k] for k in graph.input_names}
+    size = demanded_bytes(graph, demand)
+    if size is not None and size <= budget:
+        return WholeRun(graph, feeds, runner.providers, demand)
+    return ValueStream(graph, feeds, runner, demand)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A group whose full-run values are in hand, waiting for its batch's local run."""
+
+    group: Group
+    quant_feeds: dict[str, Any]
+    float_feeds: dict[str, Any]
+    floats: dict[str, np.ndarray]
+    accumulated: list[Error]
+    quant_only: list[Error]
+    params: QuantParams | None
+    clipped: float | None
+    input_snr: float
+    nbytes: int
+
+
+def evaluate_groups(
+    pairing: Pairing,
+    groups: Sequence[Group],
+    inputs: Mapping[str, Any],
+    float_runner: NodeRunner,
+    quant_runner: NodeRunner,
+    on_group: Callable[[int, int], None] | None = None,
+    batch_bytes: int = 64 << 20,
+    budget_bytes: int = 1 << 30,
+) -> tuple[list[GroupErrors], dict[str, int]]:
+    """Run both models once in lockstep over ``groups`` and measure each group's three errors.
+
+    Each model runs whole when the values the groups need fit ``budget_bytes``, else node by node,
+    each value kept only until its groups are done. The local runs go in batches of groups (about
+    ``batch_bytes`` of values each): one model and one session per batch and side (see :mod:`.local`).
+    Returns the errors in group order and the peak bytes each side held.
+    """
+    fv, qv = pairing.float_view, pairing.quant_view
+    float_demand: dict[str, int] = {}
+    quant_demand: dict[str, int] = {}
+    for g in groups:
+        for p in g.outputs:
+            float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
+            quant_demand[p.quant_name] = quant_demand.get(p.quant_name, 0) + 1
+        for p in g.inputs:
+            float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
+    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes)
+    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes)
+    acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
+    read_later: dict[str, int] = {}  # groups still to read each paired tensor
+    for g in groups:
+        for p in g.inputs:
+            read_later[p.float_name] = read_later.get(p.float_name, 0) + 1
+    trips: dict[str, np.ndarray] = {}  # round trips of paired tensors, kept for the groups that read them
+    out: list[GroupErrors] = []
+    batch: list[_Pending] = []
+    held = 0
+    peak_batch = 0
+    for i, g in enumerate(groups):
+        fs.advance([p.float_name for p in g.outputs])
+        floats_in = {p.float_name: fs.take(p.float_name) for p in g.inputs}
+        quant_feeds: dict[str, Any] = {}
+        for raw, p in g.reads:
+            cached = trips.get(p.float_name) if raw == p.quant_name else None
+            quant_feeds[raw] = cached if cached is not None else as_read(qv, raw, floats_in[p.float_name])
+        for p in g.inputs:
+            read_later[p.float_name] -= 1
+            if read_later[p.float_name] <= 0:
+                trips.pop(p.float_name, None)
+        # the float nodes on the same inputs, dequantized: the reference of the local error
+        float_feeds: dict[str, Any] = {}
+        for raw, p in g.reads:
+            float_feeds.setdefault(p.float_name, readable_value(qv, raw, quant_feeds[raw]))
+        for n in g.float_nodes:
+            for r in n.all_inputs:
+                if r in fv.graph.input_names and r not in float_feeds:
+                    float_feeds[r] = inputs[r]
+        acc, qonly = [], []
+        floats: dict[str, np.ndarray] = {}
+        params: QuantParams | None = None
+        clipped = None
+        for p in g.outputs:
+            f = fs.take(p.float_name)
+            floats[p.float_name] = f
+            q = readable_value(qv, p.quant_name, qs.take(p.quant_name))
+            pp = qv.params.get(p.quant_name)
+            a = measure(q, f, pp)
+            acc.append(a)
+            acc_snr[p.float_name] = a.snr
+            if pp is not None:
+                trip, clips = pp.round_trip_clipped(f)
+                qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal))
+                if p.float_name in read_later and qv.form.get(p.quant_name) is Form.DEQUANTIZED:
+                    trips[p.float_name] = trip  # what the groups that read it are fed
+                if params is None:
+                    params, clipped = pp, clips / max(np.size(f), 1)
+        input_snr = min((acc_snr.get(p.float_name, math.inf) for p in g.inputs), default=math.inf)
+        size = sum(np.asarray(v).nbytes for d in (quant_feeds, float_feeds, floats) for v in d.values())
+        batch.append(_Pending(g, quant_feeds, float_feeds, floats, acc, qonly, params, clipped, input_snr, size))
+        held += size
+        peak_batch = max(peak_batch, held)
+        if held >= batch_bytes or i == len(groups) - 1:
+            out += _finish(pairing, batch, quant_runner.providers)
+            batch, held = [], 0
+        if on_group is not None:
+            on_group(i + 1, len(groups))
+    return out, {"float_peak_bytes": fs.peak_bytes, "quant_peak_bytes": qs.peak_bytes, "local_batch_peak_bytes": peak_batch}
+
+
+def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str]) -> list[GroupErrors]:
+    """The local runs of a batch of groups (one model per side), then each group's errors."""
+    qv = pairing.quant_view
+    quant_runs = [(b.group.index, b.group.quant_nodes, b.quant_feeds, [p.quant_name for p in b.group.outputs]) for b in batch]
+    float_runs = [
+        (b.group.index, b.group.float_nodes, b.float_feeds, [p.float_name for p in b.group.outputs])
+        for b in batch
+        if b.group.float_nodes
+    ]
+    local_q = run_local(qv.graph, [r for r in quant_runs if r[1]], providers)
+    local_f = run_local(pairing.float_view.graph, float_runs, providers) if float_runs else {}
+    out = []
+    for b in batch:
+        g = b.group
+        loc = []
+        for p in g.outputs:
+            f = b.floats[p.float_name]
+            ref = local_f.get((g.index, p.float_name), b.float_feeds.get(p.float_name, f))
+            value = local_q.get((g.index, p.quant_name), b.quant_feeds.get(p.quant_name))
+            loc.append(measure(readable_value(qv, p.quant_name, value), ref, qv.params.get(p.quant_name), cosine=False))
+        per = {p.float_name: a for p, a in zip(g.outputs, b.accumulated)}
+        out.append(
+            GroupErrors(
+                g,
+                Error.combine(b.accumulated),
+                Error.combine(loc),
+                Error.combine(b.quant_only) if b.quant_only else None,
+                b.params,
+                b.clipped,
+                b.input_snr,
+                per,
+            )
+        )
+    return out

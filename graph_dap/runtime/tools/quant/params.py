@@ -1,0 +1,157 @@
+"""A tensor's quantization: scale, zero point, axis or block, and the integer type; quantizing and dequantizing with it.
+
+The arithmetic is ONNX's QuantizeLinear/DequantizeLinear: ``q = saturate(round_half_even(x / scale) + zp)``
+and ``x' = (q - zp) * scale``, per tensor, per channel along ``axis``, or per block of ``block_size``
+elements along ``axis``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from graph_dap.runtime import dtypes
+
+__all__ = ["QuantParams"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class QuantParams:
+    """How one tensor is quantized. ``scale`` and ``zero_point`` are per tensor (size 1), per channel along
+    ``axis`` (1-D) or per block of ``block_size`` along ``axis`` (the tensor's rank)."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    dtype: str  # the integer type: uint8, int8, uint16, int16, int4, uint4, int32
+    axis: int | None = None
+    block_size: int = 0
+
+    @classmethod
+    def make(cls, scale: Any, zero_point: Any | None, axis: int | None = None, block_size: int = 0, dtype: str | None = None) -> QuantParams:
+        """From a DequantizeLinear's inputs: no zero point means uint8 with zero point 0 (ONNX's default)."""
+        s = np.asarray(scale, dtype=np.float32)
+        if zero_point is None:
+            kind = dtype or "uint8"
+            zp = np.zeros(s.shape, dtypes.dtype_of(kind))
+        else:
+            zp = np.asarray(zero_point)
+            kind = dtype or str(zp.dtype)
+        per_tensor = s.size == 1 and block_size == 0
+        return cls(s.reshape(()) if per_tensor else s, zp.reshape(()) if per_tensor else zp, kind, None if per_tensor else axis, block_size)
+
+    @property
+    def per_tensor(self) -> bool:
+        return self.axis is None
+
+    @property
+    def qrange(self) -> tuple[int, int]:
+        """The smallest and largest integer of the type."""
+        if self.dtype == "int4":
+            return -8, 7
+        if self.dtype == "uint4":
+            return 0, 15
+        info = np.iinfo(np.dtype(self.dtype))
+        return int(info.min), int(info.max)
+
+    def describe(self) -> str:
+        """``scale 0.0123 zp 128 (uint8)``, ``per channel (axis 0, 16): scale 0.001..0.02``, or per block."""
+        if self.per_tensor:
+            return f"scale {float(self.scale):.4g} zp {int(self.zero_point)} ({self.dtype})"
+        how = f"per block of {self.block_size} (axis {self.axis})" if self.block_size else f"per channel (axis {self.axis}, {self.scale.size})"
+        return f"{how}: scale {float(self.scale.min()):.3g}..{float(self.scale.max()):.3g} ({self.dtype})"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.per_tensor:
+            return {"scale": float(self.scale), "zero_point": int(self.zero_point), "dtype": self.dtype}
+        return {
+            "axis": self.axis,
+            "block_size": self.block_size,
+            "channels": int(self.scale.size),
+            "scale_min": float(self.scale.min()),
+            "scale_max": float(self.scale.max()),
+            "dtype": self.dtype,
+        }
+
+    # -- broadcasting ---------------------------------------------------------------
+
+    def _expand(self, v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """``v`` (per tensor, channel or block) shaped to broadcast against a tensor of ``shape``."""
+        if self.axis is None:
+            return v
+        axis = self.axis % len(shape)
+        if self.block_size:
+            v = np.repeat(v, self.block_size, axis=axis)
+            return np.take(v, np.arange(shape[axis]), axis=axis)
+        out = [1] * len(shape)
+        out[axis] = -1
+        return v.reshape(out)
+
+    def scale_for(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self._expand(self.scale, shape)
+
+    # -- the arithmetic ---------------------------------------------------------------
+
+    def _scaled(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``x / scale + zp`` (a new float32 array), and scale and zero point shaped to broadcast against it."""
+        shape = tuple(np.shape(x))
+        s = self._expand(self.scale, shape)
+        zp = self._expand(self.zero_point.astype(np.float32), shape)
+        with np.errstate(all="ignore"):
+            t = np.asarray(np.divide(np.asarray(x, np.float32), s, dtype=np.float32))  # a 0-d result stays an array
+            t += zp
+        return t, s, zp
+
+    def quantize(self, x: np.ndarray) -> np.ndarray:
+        """QuantizeLinear: round half to even, add the zero point, saturate; in the integer type."""
+        t, _, _ = self._scaled(x)
+        lo, hi = self.qrange
+        np.rint(t, out=t)
+        np.clip(t, lo, hi, out=t)
+        return t.astype(dtypes.dtype_of(self.dtype))
+
+    def dequantize(self, q: np.ndarray) -> np.ndarray:
+        """DequantizeLinear, in float32."""
+        shape = tuple(np.shape(q))
+        s = self._expand(self.scale, shape)
+        zp = self._expand(self.zero_point.astype(np.float32), shape)
+        out = dtypes.numeric(np.asarray(q)).astype(np.float32)
+        out -= zp
+        out *= s
+        return out
+
+    def round_trip(self, x: np.ndarray) -> np.ndarray:
+        """``dequantize(quantize(x))``: the value a consumer reads after this tensor's own Q/DQ pair."""
+        return self.round_trip_clipped(x)[0]
+
+    def round_trip_clipped(self, x: np.ndarray) -> tuple[np.ndarray, int]:
+        """The round trip, and how many elements were clipped (beyond the range by more than half a step), in one pass."""
+        t, s, zp = self._scaled(x)
+        lo, hi = self.qrange
+        clipped = int(np.count_nonzero(t < lo - 0.5)) + int(np.count_nonzero(t > hi + 0.5))
+        np.rint(t, out=t)
+        np.clip(t, lo, hi, out=t)
+        t -= zp
+        t *= s
+        return t, clipped
+
+    def clipped(self, x: np.ndarray) -> int:
+        """How many elements of ``x`` lie outside the representable range (by more than half a step): clipped, not rounded."""
+        return self.round_trip_clipped(x)[1]
+
+    def max_steps(self, diff: np.ndarray) -> float:
+        """The largest ``|diff|`` in quantization steps (each element divided by its own scale)."""
+        a = np.asarray(diff)
+        if a.size == 0:
+            return 0.0
+        if self.axis is None:
+            return float(max(a.max(), -a.min())) / float(self.scale)
+        axis = self.axis % a.ndim
+        moved = np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
+        per = np.maximum(moved.max(axis=1), -moved.min(axis=1))
+        if self.block_size:
+            per = np.moveaxis(np.abs(a) / self._expand(self.scale, a.shape), axis, 0).reshape(a.shape[axis], -1).max(axis=1)
+            return float(per.max())
+        with np.errstate(all="ignore"):
+            return float(np.max(per / self.scale.reshape(-1)))

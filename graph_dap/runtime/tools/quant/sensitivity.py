@@ -1,0 +1,385 @@
+"""What to keep in float: the output SQNR each group recovers when it alone runs in float.
+
+For each group, the quantized model with that group's nodes replaced by the float model's (float
+weights; its inputs dequantized where they are integers, its outputs quantized again where the next
+quantized op reads integers), run whole by onnxruntime: a session of a few milliseconds and one
+plain run per group, so N groups cost about N plain runs. Ranked by the output SQNR recovered; with
+a target, groups are kept in float in that order until the output reaches it, and their float
+nodes' names are the ``nodes_to_exclude`` to give ``quantize_static``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+from graph_dap.errors import CompareError
+from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
+from graph_dap.runtime.graph.order import outer_scope_reads
+from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
+from graph_dap.runtime.tools.quant.errors import Error, measure
+from graph_dap.runtime.tools.quant.groups import Group
+from graph_dap.runtime.tools.quant.pairing import Pairing
+from graph_dap.runtime.tools.quant.view import Form
+
+__all__ = ["GroupSensitivity", "Sensitivity", "in_float", "run_sensitivity"]
+
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSensitivity:
+    """The output SQNR with one group kept in float, and how much that recovers."""
+
+    index: int
+    name: str
+    output_snr: float
+    recovered: float
+    nodes: tuple[str, ...]  # its float nodes' names (for nodes_to_exclude)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "group": self.name, "output_snr": _num(self.output_snr), "recovered": _num(self.recovered), "nodes": list(self.nodes)}
+
+
+@dataclass(slots=True)
+class Sensitivity:
+    """Groups ranked by the output SQNR each recovers; the smallest prefix that reaches a target."""
+
+    baseline_snr: float  # the quantized model's output SQNR
+    all_float_snr: float  # with every group kept in float (the float model: very high)
+    ranked: list[GroupSensitivity]
+    skipped: list[str]
+    target: float | None = None
+    chosen: list[int] = field(default_factory=list)
+    chosen_snr: float | None = None
+    runs: int = 0
+    seconds: float = 0.0  # the one-group-in-float runs together (each: its model, its session, its run)
+    plain_seconds: float = 0.0  # a plain run of the quantized model, same options: the median of runs made among them
+
+    @property
+    def nodes_to_exclude(self) -> list[str]:
+        by_index = {g.index: g for g in self.ranked}
+        return [n for i in self.chosen for n in by_index[i].nodes]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "baseline_snr": _num(self.baseline_snr),
+            "all_float_snr": _num(self.all_float_snr),
+            "ranked": [g.to_dict() for g in self.ranked],
+            "skipped": list(self.skipped),
+            "target_snr": self.target,
+            "chosen": list(self.chosen),
+            "chosen_snr": None if self.chosen_snr is None else _num(self.chosen_snr),
+            "nodes_to_exclude": self.nodes_to_exclude,
+            "runs": self.runs,
+            "seconds": round(self.seconds, 4),
+            "plain_run_seconds": round(self.plain_seconds, 4),
+        }
+
+    def text(self, limit: int = 10) -> str:
+        lines = [
+            f"sensitivity: output SQNR {_db(self.baseline_snr)} dB quantized, {_db(self.all_float_snr)} dB with every group in float; "
+            f"{self.runs} runs; the {len(self.ranked)} one-group runs took {self.seconds:.2f}s, "
+            f"{self.seconds / max(len(self.ranked) * self.plain_seconds, 1e-9):.2f}x as many plain runs ({self.plain_seconds * 1000:.1f} ms each)",
+            "  rank  recovers dB  output dB  group",
+        ]
+        for i, g in enumerate(self.ranked[: limit or len(self.ranked)]):
+            lines.append(f"  {i + 1:>4}  {_db(g.recovered):>11}  {_db(g.output_snr):>9}  {g.name}")
+        if len(self.ranked) > limit > 0:
+            lines.append(f"  ... and {len(self.ranked) - limit} more (--json)")
+        lines += [f"  not run in float: {s}" for s in self.skipped]
+        if self.target is not None:
+            if self.chosen_snr is not None and self.chosen_snr >= self.target:
+                lines.append(f"target {self.target:g} dB reached ({_db(self.chosen_snr)} dB) with {len(self.chosen)} group(s) in float:")
+            else:
+                got = "-" if self.chosen_snr is None else _db(self.chosen_snr)
+                lines.append(f"target {self.target:g} dB not reached ({got} dB with every group in float that ran)")
+            lines.append(f"  quantize_static(..., nodes_to_exclude={self.nodes_to_exclude!r})")
+        return "\n".join(lines)
+
+
+def _num(v: float) -> float | str:
+    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+
+
+def _db(v: float) -> str:
+    return f"{v:.2f}" if math.isfinite(v) else str(_num(v))
+
+
+# -- the model with groups in float -------------------------------------------------------
+
+
+def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """The float model's nodes of ``g`` (renamed, float weights copied) computing ``escaping``, the quantized model's
+    values read outside the group: as float where consumers read float, quantized again where they read integers."""
+    fv, qv = pairing.float_view, pairing.quant_view
+    fnodes = list(g.float_nodes)
+    fname = {o: f"{prefix}f__{o}" for n in fnodes for o in n.outputs if o}
+    inits: list[onnx.TensorProto] = []
+    protos: list[onnx.NodeProto] = []
+    float_inits = {t.name: t for t in fv.graph.model.graph.initializer}
+    for n in fnodes:
+        for i in n.all_inputs:
+            if i in fname or i in fv.graph.input_names:
+                continue
+            if i in pairing.pairs:
+                read = pairing.pairs[i].quant_name
+                if qv.form.get(read) is Form.INT:  # an integer tensor: dequantized for the float node
+                    params = qv.params[read]
+                    s, z = f"{prefix}s__{read}", f"{prefix}z__{read}"
+                    inits += [numpy_helper.from_array(params.scale, s), numpy_helper.from_array(params.zero_point, z)]
+                    protos.append(
+                        helper.make_node("DequantizeLinear", [read, s, z], [f"{prefix}dq__{read}"], name=f"{prefix}dq__{read}", axis=params.axis or 1)
+                    )
+                    fname[i] = f"{prefix}dq__{read}"
+                else:
+                    fname[i] = read
+            elif i in float_inits:
+                t = numpy_helper.from_array(np.asarray(fv.graph.weights.array(float_inits[i])), f"{prefix}f__{i}")
+                inits.append(t)
+                fname[i] = t.name
+    for n in fnodes:
+        p = onnx.NodeProto()
+        p.CopyFrom(n.proto)
+        p.input[:] = [fname.get(i, i) for i in p.input]
+        p.output[:] = [fname.get(o, o) for o in p.output]
+        p.name = f"{prefix}f__{n.id}"
+        protos.append(p)
+    for v in escaping:
+        f = pairing.by_logical[qv.logical(v)]
+        src = fname.get(f, f)
+        if qv.form.get(v) is Form.INT:
+            params = qv.params[v]
+            s, z = f"{prefix}s__{v}", f"{prefix}z__{v}"
+            inits += [numpy_helper.from_array(params.scale, s), numpy_helper.from_array(params.zero_point, z)]
+            protos.append(helper.make_node("QuantizeLinear", [src, s, z], [v], name=f"{prefix}out__{v}", axis=params.axis or 1))
+        else:
+            protos.append(helper.make_node("Identity", [src], [v], name=f"{prefix}out__{v}"))
+    return protos, inits
+
+
+def _escaping(pairing: Pairing, g: Group) -> tuple[list[str], str | None]:
+    """The values of ``g``'s quantized nodes read outside it; why it cannot run in float (None: it can)."""
+    qv = pairing.quant_view
+    graph = qv.graph
+    qnodes = [n for n in g.quant_nodes if not n.is_constant]
+    inside = {n.order for n in qnodes}
+    outputs = set(graph.output_names)
+    made = [o for n in qnodes for o in n.outputs if o]
+    escaping = [v for v in made if v in outputs or any(c.order not in inside for c in graph.consumers(v))]
+    own = {p.logical for p in g.outputs}
+    bad = [v for v in escaping if qv.logical(v) not in own or qv.form.get(v) is Form.OPAQUE]
+    if not qnodes:
+        return escaping, "it has no quantized node"
+    if bad:
+        return escaping, f"its value '{bad[0]}' is read outside it and has no float counterpart"
+    return escaping, None
+
+
+def in_float(pairing: Pairing, groups: Sequence[Group]) -> onnx.ModelProto:
+    """The quantized model with ``groups`` computed by the float model's nodes and weights."""
+    graph = pairing.quant_view.graph
+    model = onnx.ModelProto()
+    model.CopyFrom(graph.model)
+    removed: set[int] = set()
+    added: list[onnx.NodeProto] = []
+    for g in groups:
+        escaping, _ = _escaping(pairing, g)
+        nodes, inits = _float_nodes(pairing, g, escaping, f"graph_dap_g{g.index}_")
+        added += nodes
+        model.graph.initializer.extend(inits)
+        removed |= {n.index for n in g.quant_nodes if not n.is_constant}
+    kept = [p for i, p in enumerate(model.graph.node) if i not in removed]
+    del model.graph.node[:]
+    model.graph.node.extend(_topological(kept + added, model))
+    return model
+
+
+def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    ready = {v.name for v in model.graph.input} | {t.name for t in model.graph.initializer} | {""}
+    producer = {o: i for i, n in enumerate(nodes) for o in n.output}
+    needs = [[x for x in list(n.input) + sorted(outer_scope_reads(n)) if x in producer] for n in nodes]
+    order: list[onnx.NodeProto] = []
+    done: set[int] = set()
+    while len(done) < len(nodes):
+        progressed = False
+        for i, n in enumerate(nodes):
+            if i not in done and all(x in ready for x in needs[i]):
+                order.append(n)
+                done.add(i)
+                ready.update(n.output)
+                progressed = True
+        if not progressed:
+            raise CompareError("the groups of the quantized model form a cycle; they cannot be kept in float one at a time")
+    return order
+
+
+# -- running it ---------------------------------------------------------------------------
+
+
+def _baseline(graph: Any, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
+    """Every value the quantized model computes (static ones aside), from one whole run; None over ``budget``."""
+    names = [o for n in graph.nodes if not n.is_constant for o in n.outputs if o]
+    sizes = [graph.value_info(n).nbytes for n in names]
+    if any(b is None for b in sizes) or sum(b or 0 for b in sizes) > budget:
+        return None
+    model = onnx.ModelProto()
+    model.CopyFrom(graph.model)
+    have = {o.name for o in model.graph.output}
+    model.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in have)
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), session_options(level), providers=providers)
+        return dict(zip(names, sess.run(names, dict(feeds))))
+    except ORT_ERRORS as e:
+        raise CompareError(f"onnxruntime cannot run the quantized model: {ort_message(e)}") from None
+
+
+def _cone(model: onnx.ModelProto, prefix: str, held: Mapping[str, Any], feeds: Mapping[str, Any]) -> tuple[onnx.ModelProto, dict[str, Any], list[str]]:
+    """The part of ``model`` that a group in float (its nodes named ``prefix``...) changes: those nodes and every node
+    downstream, with the constants they need; fed the plain run's values. The model, its feeds, the outputs it computes."""
+    inits = {t.name for t in model.graph.initializer}
+    static = set(inits)
+    producer: dict[str, onnx.NodeProto] = {}
+    for n in model.graph.node:
+        producer.update({o: n for o in n.output if o})
+        if all(i in static for i in n.input if i) and not outer_scope_reads(n):
+            static.update(o for o in n.output if o)
+    changed: set[str] = set()
+    cone: list[onnx.NodeProto] = []
+    for n in model.graph.node:
+        reads = [i for i in n.input if i] + sorted(outer_scope_reads(n))
+        if n.name.startswith(prefix) or any(i in changed for i in reads):
+            cone.append(n)
+            changed.update(o for o in n.output if o)
+    # the static nodes (a weight's DequantizeLinear) the cone reads, and theirs
+    need = [i for n in cone for i in list(n.input) + sorted(outer_scope_reads(n)) if i and i not in changed and i in static and i not in inits]
+    extra: dict[int, onnx.NodeProto] = {}
+    while need:
+        v = need.pop()
+        p = producer[v]
+        if id(p) not in extra:
+            extra[id(p)] = p
+            need += [i for i in p.input if i and i not in inits]
+    nodes = [n for n in model.graph.node if id(n) in extra] + cone
+    made = {o for n in nodes for o in n.output if o}
+    read = {i for n in nodes for i in list(n.input) + sorted(outer_scope_reads(n)) if i}
+    fed = sorted(r for r in read if r not in made and r not in inits)
+    values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
+    outputs = [o.name for o in model.graph.output if o.name in made]
+    sub = helper.make_model(
+        helper.make_graph(
+            nodes,
+            "graph_dap_cone",
+            [helper.make_tensor_value_info(r, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for r, v in values.items()],
+            [helper.make_empty_tensor_value_info(o) for o in outputs],
+            [t for t in model.graph.initializer if t.name in read],
+        ),
+        opset_imports=list(model.opset_import),
+    )
+    sub.ir_version = model.ir_version
+    sub.functions.extend(model.functions)
+    return sub, values, outputs
+
+
+
+def run_sensitivity(
+    result: Any,
+    inputs: InputsArg = None,
+    *,
+    dims: Dims | None = None,
+    providers: Sequence[str] | None = None,
+    target_snr: float | None = None,
+    opt_level: str = "none",
+    on_progress: Callable[[int, int], None] | None = None,
+    budget_bytes: int = 1 << 30,
+) -> Sensitivity:
+    """Rank ``result``'s groups (a QuantComparison) by the output SQNR each recovers when kept in float.
+
+    When the quantized model's values fit ``budget_bytes``, one plain run keeps them all and each group's run
+    computes only the nodes downstream of it; else each group's run is a whole run."""
+    pairing: Pairing = result.pairing
+    groups = [g.group for g in result.groups]
+    fg, qg = pairing.float_view.graph, pairing.quant_view.graph
+    feeds = resolve_inputs(fg, inputs, dims)
+    providers = check_providers(providers)
+    names = [o.name for o in fg.model.graph.output]
+    quant_names = [o.name for o in qg.model.graph.output]
+    qnames = [n if n in quant_names else quant_names[i] for i, n in enumerate(names)]
+    qfeeds = {k: feeds[k] for k in qg.input_names}
+
+    def session(model: onnx.ModelProto) -> ort.InferenceSession:
+        try:
+            return ort.InferenceSession(model.SerializeToString(), session_options(opt_level), providers=providers)
+        except ORT_ERRORS as e:
+            raise CompareError(f"onnxruntime cannot run the quantized model with groups kept in float: {ort_message(e)}") from None
+
+    reference = dict(zip(names, session(fg.model).run(names, {k: feeds[k] for k in fg.input_names})))
+
+    def output_snr(model: onnx.ModelProto) -> float:
+        outs = session(model).run(qnames, qfeeds)
+        return Error.combine([measure(o, reference[n]) for n, o in zip(names, outs)]).snr
+
+    plain = session(qg.model)
+    outs = plain.run(qnames, qfeeds)
+    plain_times: list[float] = []
+    held = _baseline(qg, qfeeds, providers, budget_bytes, opt_level)
+
+    def group_snr(g: Group) -> float:
+        """The output SQNR with ``g`` in float: only what it changes runs again, the rest is the plain run's, when it is held."""
+        model = in_float(pairing, [g])
+        if held is None:
+            return output_snr(model)
+        sub, sub_feeds, produced = _cone(model, f"graph_dap_g{g.index}_", held, qfeeds)
+        got = dict(zip(produced, session(sub).run(produced, sub_feeds))) if produced else {}
+        return Error.combine([measure(got[q] if q in got else held[q], reference[n]) for n, q in zip(names, qnames)]).snr
+
+    def time_plain() -> None:
+        """One plain run of the quantized model, timed: every few groups, so that the ratio is side by side."""
+        began = time.perf_counter()
+        plain.run(qnames, qfeeds)
+        plain_times.append(time.perf_counter() - began)
+
+    baseline = Error.combine([measure(o, reference[n]) for n, o in zip(names, outs)]).snr
+    eligible, skipped = [], []
+    for g in groups:
+        _, why = _escaping(pairing, g)
+        if why is None:
+            eligible.append(g)
+        elif g.float_nodes:
+            skipped.append(f"{g.name}: {why}")
+    spent = 0.0
+    rows = []
+    for k, g in enumerate(eligible):
+        if k % 8 == 0:
+            time_plain()
+        began = time.perf_counter()
+        snr = group_snr(g)
+        spent += time.perf_counter() - began
+        rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(g.node_names())))
+        if on_progress is not None:
+            on_progress(k + 1, len(eligible))
+    rows.sort(key=lambda r: (-r.recovered if not math.isnan(r.recovered) else math.inf, r.index))
+    time_plain()
+    all_float = output_snr(in_float(pairing, eligible))
+    out = Sensitivity(baseline, all_float, rows, skipped, target_snr)
+    if target_snr is not None:
+        by_index = {g.index: g for g in eligible}
+        chosen: list[int] = []
+        snr = baseline
+        for r in rows:
+            if snr >= target_snr:
+                break
+            chosen.append(r.index)
+            snr = output_snr(in_float(pairing, [by_index[i] for i in chosen]))
+        out.chosen, out.chosen_snr = chosen, snr
+    # the time of the one-group-in-float runs (session and run each), and a plain run's median measured among them
+    out.runs, out.seconds = len(eligible) + 1 + len(out.chosen), spent
+    out.plain_seconds = sorted(plain_times)[len(plain_times) // 2]
+    return out

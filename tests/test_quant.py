@@ -1,0 +1,279 @@
+"""Quantized models against their float model: pairing by structure, the three errors, weights, sensitivity, the CLI.
+
+Models are built here and quantized by onnxruntime's own tools (quantize_static in QDQ and
+QOperator, quantize_dynamic, the MatMulNBits quantizer); values are checked against
+onnxruntime's runs and against its qdq_loss_debug.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from quant_models import block_quantized, cnn, coarser, matmul, quantize, samples
+
+from graph_dap.cli import main
+from graph_dap.runtime.engine.options import session_options
+from graph_dap.runtime.tools.quant.analysis import compare_quantized
+from graph_dap.runtime.tools.quant.errors import measure
+from graph_dap.runtime.tools.quant.kernels import compare_kernels
+from graph_dap.runtime.tools.quant.pairing import How
+from graph_dap.runtime.tools.quant.sensitivity import run_sensitivity
+from graph_dap.runtime.tools.quant.weights import dequantized_weight
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("quant")
+    f = cnn(d / "float.onnx")
+    out = {"float": f, "dir": d}
+    for kind in ("qdq", "qoperator", "dynamic"):
+        out[kind] = quantize(f, d / f"{kind}.onnx", kind)
+    np.savez(d / "x.npz", **samples(1)[0])
+    out["x"] = d / "x.npz"
+    return out
+
+
+def _run(path, feeds, names=None):
+    """onnxruntime's whole run of the model (optimizations off), with ``names`` made outputs."""
+    m = onnx.load(str(path))
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names or () if n not in have)
+    sess = ort.InferenceSession(m.SerializeToString(), session_options("none"))
+    return dict(zip(names or [o.name for o in sess.get_outputs()], sess.run(names, feeds)))
+
+
+def test_every_format_pairs_by_structure_and_measures_against_onnxruntime(models):
+    """QDQ (Relu folded into conv1's range), QOperator (integer outputs dequantized) and dynamic (names kept):
+    every float tensor is paired or folded, every weight compared, and the accumulated error is the one between
+    onnxruntime's own values of the two models."""
+    feeds = samples(1)[0]
+    float_values = _run(models["float"], feeds, ["c2", "s", "y"])
+    for kind in ("qdq", "qoperator", "dynamic"):
+        result = compare_quantized(models[kind], models["float"], feeds)
+        pairing = result.pairing
+        counts = pairing.counts()
+        assert counts["float_unpaired"] == 0, (kind, pairing.unpaired_float)
+        assert counts["weights_paired"] == counts["float_weights"] == 6, kind
+        assert len(result.weights) == 6 and not result.weights_skipped
+        if kind == "dynamic":
+            assert pairing.pairs["r1"].how is How.NAME and "c1" in pairing.pairs
+        else:
+            assert pairing.pairs["r1"].how is How.FOLDED and "c1" in pairing.folded  # Relu folded into the quantized range
+            assert pairing.pairs["c2"].how is How.STRUCTURE
+        assert pairing.pairs["x"].how is How.INPUT
+        quant_values = _run(models[kind], feeds, [pairing.pairs[n].quant_name for n in ("c2", "s", "y")])
+        by_name = {g.group.outputs[0].float_name: g for g in result.groups}
+        view = pairing.quant_view
+        for name in ("c2", "s", "y"):
+            q = pairing.pairs[name].quant_name
+            value = view.params[q].dequantize(quant_values[q]) if view.form[q].value == "int" else quant_values[q]
+            want = measure(value, float_values[name])
+            assert by_name[name].accumulated.snr == pytest.approx(want.snr, abs=1e-6), (kind, name)
+            assert by_name[name].local.snr >= by_name[name].accumulated.snr - 3  # the group's own error, not the sum
+        if kind != "dynamic":
+            g = by_name["c2"]
+            assert g.params is not None and g.quant_only is not None and g.local.steps is not None
+            assert g.quant_only.steps <= 0.5 + 1e-3 or g.clipped > 0  # rounding is at most half a step; more is clipping
+
+
+def test_pairs_and_sqnr_agree_with_onnxruntime_qdq_loss_debug(models, tmp_path):
+    from onnxruntime.quantization import CalibrationDataReader
+    from onnxruntime.quantization import qdq_loss_debug as qld
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(samples(1))
+
+        def get_next(self):
+            return next(self.items, None)
+
+    acts = {}
+    for kind in ("float", "qdq"):
+        qld.modify_model_output_intermediate_tensors(str(models[kind]), str(tmp_path / f"{kind}_aug.onnx"))
+        acts[kind] = qld.collect_activations(str(tmp_path / f"{kind}_aug.onnx"), Reader(), session_options("none"))
+    theirs = qld.compute_activation_error(qld.create_activation_matching(acts["qdq"], acts["float"]))
+    their_weights = qld.compute_weight_error(qld.create_weight_matching(str(models["float"]), str(models["qdq"])))
+    result = compare_quantized(models["qdq"], models["float"], samples(1)[0])
+    ours = {p.float_name: g for g in result.groups for p in g.group.outputs}
+    compared = [n for n, e in theirs.items() if "xmodel_err" in e]
+    assert len(compared) >= 6
+    for name in compared:
+        assert name in ours, name  # graph-dap pairs every tensor qdq_loss_debug pairs
+        assert ours[name].per_output[name].snr == pytest.approx(theirs[name]["xmodel_err"], abs=0.01), name
+    weights = {w.float_name: w for w in result.weights}
+    assert set(their_weights) <= set(weights)
+    for name, snr in their_weights.items():
+        assert weights[name].error.snr == pytest.approx(snr, abs=0.01), name
+
+
+def test_block_quantized_weights_match_onnxruntimes_dequantization(tmp_path):
+    pytest.importorskip("onnx_ir")  # onnxruntime's MatMulNBits quantizer needs it
+    f = matmul(tmp_path / "mm.onnx")
+    eye = np.eye(64, dtype=np.float32)
+    feeds = {"a": np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32)}
+    want_float = _run(f, feeds)["y"]
+    for name, path in block_quantized(f, tmp_path).items():
+        result = compare_quantized(path, f, feeds)
+        (w,) = result.weights
+        assert w.granularity == "block" and w.params.block_size == 32, name
+        # onnxruntime's own dequantization: the model on an identity input is its weight
+        seen = np.concatenate([_run(path, {"a": eye[i : i + 4]})["y"] for i in range(0, 64, 4)])
+        mine, _, _ = dequantized_weight(result.pairing, result.pairing.weights[0])
+        np.testing.assert_allclose(mine, seen, atol=1e-6)
+        assert w.error.snr == pytest.approx(measure(seen, onnx.numpy_helper.to_array(onnx.load(str(f)).graph.initializer[0])).snr, abs=1e-3)
+        assert w.worst_part_snr <= w.error.snr and w.error.steps <= 1.0 + 1e-6
+        (g,) = result.groups
+        assert g.accumulated.snr == pytest.approx(measure(_run(path, feeds)["y"], want_float).snr, abs=1e-4)
+
+
+def test_a_planted_coarse_layer_is_first_by_local_error_and_by_sensitivity(models, tmp_path):
+    bad = coarser(models["qdq"], tmp_path / "bad.onnx", "c2_scale")  # conv2's output: 16x coarser steps
+    feeds = samples(1)[0]
+    result = compare_quantized(bad, models["float"], feeds)
+    worst = result.ranked[0]
+    assert worst.group.name == "conv2" and [p.float_name for p in worst.group.outputs] == ["c2"]
+    assert result.first_divergence is worst  # the earliest group whose own error breaks snr<20
+    assert result.ranked[0].accumulated.snr < 20 < min(g.accumulated.snr for g in result.groups[:2])
+    later = [g for g in result.groups if g.group.index > worst.group.index]
+    assert all(not result.born(g) for g in later)  # downstream groups inherit the error; they do not add it
+    sens = run_sensitivity(result, feeds, target_snr=30.0)
+    assert sens.ranked[0].name == "conv2" and sens.ranked[0].recovered > 10
+    assert sens.all_float_snr > 80  # every group in float is the float model
+    assert sens.nodes_to_exclude[:1] == ["conv2"] and sens.chosen_snr >= 30
+    assert sens.runs == len(sens.ranked) + 1 + len(sens.chosen)
+    whole = run_sensitivity(result, feeds, budget_bytes=0)  # each group's run a whole run, not only what it changes
+    assert [(g.index, g.output_snr) for g in whole.ranked] == [(g.index, g.output_snr) for g in sens.ranked]
+
+
+def test_the_command_line_ranks_groups_reports_and_says_what_is_wrong_in_one_line(models, tmp_path, capsys):
+    q, f, x = str(models["qoperator"]), str(models["float"]), str(models["x"])
+    assert main(["compare", q, "--against-model", f, "--inputs", x, "--json", "--sensitivity", "--report", str(tmp_path / "r")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rule"]["fail_if"] == ["snr<20"] and data["pairing"]["float_unpaired"] == 0
+    assert [g["index"] for g in data["groups"]] == sorted(g["index"] for g in data["groups"])
+    assert data["ranked"][0] == min(data["groups"], key=lambda g: g["local"]["snr"])["index"]
+    assert data["sensitivity"]["ranked"] and len(data["weights"]) == 6
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert 'id="snr-chart"' in page and page.count("<rect class=\"local\"") == len(data["groups"]) and 'id="sensitivity"' in page
+    assert main(["compare", q, "--against-model", f, "--inputs", x, "--show-pairs", "--fail-if", "snr<60"]) == 1
+    out = capsys.readouterr().out
+    assert "r1  <->  c1_quantized  (folded" in out and "first divergence (local error):" in out and "FAIL" in out
+    # bad input: one line each, exit 2
+    other = cnn(tmp_path / "other.onnx", input_name="image")
+    (tmp_path / "pairs.txt").write_text("c2 no_such_value\n")
+    cases = [
+        (["compare", q, "--against-model", str(other)], "do not share their inputs"),
+        (["compare", q, "--against-model", f, "--pairs", str(tmp_path / "pairs.txt")], "'no_such_value', which is no value of the quantized model"),
+        (["compare", q, "--against-opt-level", "all", "--sensitivity"], "--sensitivity compares a quantized model with its float model"),
+        (["compare", q, "--against-model", str(models["qdq"])], "both models are quantized"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_memory_holds_only_what_groups_still_need(models):
+    """Over the budget, both models run node by node and keep a value only until its groups are done; the same errors."""
+    feeds = samples(1)[0]
+    whole = compare_quantized(models["qdq"], models["float"], feeds)
+    streamed = compare_quantized(models["qdq"], models["float"], feeds, budget_bytes=0)
+    largest = 1 * 8 * 16 * 16 * 4  # one activation
+    # node by node, the float side holds at most the residual (r1) and the values of the group at hand
+    assert streamed.memory["float_peak_bytes"] <= 4 * largest + 16 * 16 * 3 * 4 < whole.memory["float_peak_bytes"]
+    for a, b in zip(whole.groups, streamed.groups):
+        assert (a.accumulated.snr, a.local.snr) == pytest.approx((b.accumulated.snr, b.local.snr), abs=1e-6)
+
+
+def test_the_kernels_at_level_all_are_read_at_fused_outputs_and_the_optimizer_named(models, tmp_path):
+    """Symmetric activations: onnxruntime's QLinearConv (NHWC) parts from the float simulation. Each group's kernel value is
+    the one onnxruntime's own optimized model (optimized_model_filepath) holds, dequantized and put back to NCHW; the
+    bisection names the optimizer whose disabling brings the outputs back to the simulation."""
+    q = quantize(models["float"], tmp_path / "sym.onnx", "qdq_symmetric")
+    feeds = samples(1)[0]
+    result = compare_quantized(q, models["float"], feeds)
+    kernels = compare_kernels(result, feeds)
+    assert len(kernels.rows) == len(result.groups) and not kernels.unread
+    fused = [r for r in kernels.rows if r.op == "QLinearConv"]
+    assert fused and any(r.layout == "NHWC" for r in fused)
+    assert kernels.parted and kernels.output_divergence > 0.05
+    # ground truth: onnxruntime's optimized model, saved and run with each value read made an output
+    so = session_options("all")
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(q), so)
+    theirs = _run(tmp_path / "optimized.onnx", feeds, [r.value for r in kernels.rows])
+    float_values = _run(models["float"], feeds, [r.group.outputs[0].float_name for r in kernels.rows])
+    for r in kernels.rows:
+        value = theirs[r.value] if r.params is None else r.params.dequantize(theirs[r.value])
+        value = np.moveaxis(value, -1, 1) if r.layout == "NHWC" else value
+        assert measure(value, float_values[r.group.outputs[0].float_name]).snr == pytest.approx(r.vs_float.snr, abs=1e-6), r.value
+    assert kernels.responsible == ["QDQSelectorActionTransformer"]
+    sess = ort.InferenceSession(str(q), session_options("all"), disabled_optimizers=kernels.responsible)
+    simulation = _run(q, feeds)["y"]
+    y_scale = result.groups[-1].params.scale
+    assert np.abs(sess.run(["y"], feeds)[0] - simulation).max() <= float(y_scale) * 1.0001
+
+
+def test_a_scan_against_the_float_model_ranks_groups_over_the_data_set(models, tmp_path):
+    """scan QUANT --reference model:FLOAT: an SQNR rule, each input's mismatch at the group where the error is born,
+    and each group's SQNR over every input (energies added: the SQNR of the inputs taken together)."""
+    from graph_dap.runtime.tools.quant.dataset import aggregate
+    from graph_dap.runtime.tools.scan.results import InputResult
+    from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig
+    from graph_dap.runtime.tools.scan.sources import WorkItem
+
+    bad = coarser(models["qdq"], tmp_path / "bad.onnx", "c2_scale")
+    config = ScanConfig(model=str(bad), break_on=("nan", "inf", "error", "mismatch"), reference=f"model:{models['float']}")
+    scanner = InputScanner(config)
+    results: list[InputResult] = []
+    for i, feeds in enumerate(samples(3)):
+        result, _ = scanner.scan(WorkItem(i, f"in{i}", "arrays", f"in{i}", feeds=feeds))
+        results.append(result)
+    scanner.close()
+    assert [r.status for r in results] == ["mismatch"] * 3 and {r.node.id for r in results} == {"conv2"}
+    assert results[0].comparison["groups"]["names"][2] == "conv2"
+    groups = aggregate((r.id, r.comparison["groups"]) for r in results)
+    assert groups[0]["group"] == "conv2" and groups[0]["inputs"] == 3
+    # the data set's SQNR of a group is that of its values taken together
+    one = [compare_quantized(bad, models["float"], feeds) for feeds in samples(3)]
+    signal = sum(c.groups[2].accumulated.signal for c in one)
+    noise = sum(c.groups[2].accumulated.noise for c in one)
+    assert groups[0]["accumulated_snr"] == pytest.approx(10 * np.log10(signal / noise), abs=1e-6)
+
+
+def test_a_re_export_with_other_names_pairs_by_structure(models, tmp_path):
+    """Neither model quantized (every computed tensor and node renamed, as a re-export does): --structure pairs them all."""
+    m = onnx.load(str(models["float"]))
+    renamed = {o: f"t{i}" for i, n in enumerate(m.graph.node) for o in n.output if o != "y"}
+    for n in m.graph.node:
+        n.name = "export/" + n.name
+        n.input[:] = [renamed.get(i, i) for i in n.input]
+        n.output[:] = [renamed.get(o, o) for o in n.output]
+    onnx.save(m, str(tmp_path / "re.onnx"))
+    result = compare_quantized(tmp_path / "re.onnx", models["float"], samples(1)[0])
+    assert {p.float_name: p.quant_name for p in result.pairing.pairs.values()} == {"x": "x", **renamed, "y": "y"}
+    assert all(g.accumulated.snr == math.inf for g in result.groups) and result.pairing.counts()["weights_paired"] == 6
+
+
+def test_a_debug_session_against_the_float_model_stops_where_the_error_is_born(models, tmp_path):
+    """The debugger's mismatch filter with reference model:FLOAT.onnx (a launch argument): the stop is at the node that
+    finishes the first group whose local error breaks the rule, not at the first value that differs by name."""
+    from graph_dap.runtime import DebugSession, StopReason
+    from graph_dap.runtime.tools.lockstep import Lockstep, ReferenceSpec
+
+    bad = coarser(models["qdq"], tmp_path / "bad.onnx", "c2_scale")
+    session = DebugSession(str(bad), samples(1)[0])
+    lockstep = Lockstep(session, ReferenceSpec.make(f"model:{models['float']}"))
+    try:
+        stop = lockstep.continue_()
+        assert stop.reason is StopReason.MISMATCH and stop.node.id == "c2_DequantizeLinear"
+        assert stop.tensor == "c2_DequantizeLinear_Output" and float(stop.details["local SQNR dB"]) < 20
+        assert "conv2" in stop.message and lockstep.to_dict()["first_divergence"]["group"] == "conv2"
+        assert lockstep.continue_().reason is StopReason.END
+    finally:
+        lockstep.close()
