@@ -48,7 +48,6 @@ def _layer_nodes(graph, layer: int, part: str = "") -> list[str]:
 
 def test_a_layer_is_chosen_by_its_module_everywhere(truth, tmp_path, capsys):
     from graph_dap import cli
-    from graph_dap.runtime.tools.compare import compare_model
     from graph_dap.runtime.tools.dump import dump_model, open_dump
 
     graph = load_graph(MODEL)
@@ -79,10 +78,14 @@ def test_a_layer_is_chosen_by_its_module_everywhere(truth, tmp_path, capsys):
                        "names need not say where a value is: choose by module, e.g. module:model.layers.1$"):
         dump_model(graph, tmp_path / "none.npz", FEEDS, values=["*layers.9*"])
     # (the optimized run against the dump: only the values its graph still names; a glob over modules)
-    rows = compare_model(graph, f"dump:{dump}", FEEDS, opt_level="all", values=["*layers.1.mlp*"]).to_dict()["rows"]
+    capsys.readouterr()
+    argv = ["compare", str(MODEL), "--inputs", str(tmp_path / "prompt.npz"), "--reference", str(dump), "--opt-level", "all"]
+    assert cli.main([*argv, "--values", "*layers.1.mlp*", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert rows and {r["value"] for r in rows} <= {o for n in graph.nodes if n.id in mlp1 for o in n.outputs}
     assert all(r["module"].startswith("model.layers.1.mlp") for r in rows)
-    capsys.readouterr()
+    assert cli.main([*argv, "--values", "module:model.layer.7"]) == 2
+    assert "graph-dap: --values module:model.layer.7: no node ran in a module matching 'model.layer.7'" in capsys.readouterr().err
     argv = ["profile", str(MODEL), "--inputs", str(tmp_path / "prompt.npz"), "--repeat", "1", "--by", "module", "--depth", "3"]
     assert cli.main([*argv, "--nodes", "module:model.layers.*.mlp", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -112,6 +112,8 @@ def _compare(args: argparse.Namespace) -> int:
 
     if cli_quant.wants_quant(args):
         return cli_quant.run(args)
+    from graph_dap.runtime import load_graph
+    from graph_dap.runtime.selection import Selection
     from graph_dap.runtime.tools.compare import METRICS, Reference, Tolerance, compare_model
 
     metrics = [m.strip() for m in args.metric.split(",") if m.strip()]
@@ -134,9 +136,11 @@ def _compare(args: argparse.Namespace) -> int:
             f"graph-dap: both sides would run at optimization level '{opt_level}'; give the run another --opt-level"
         )
     tolerance = Tolerance.make(args.atol, args.rtol, args.fail_if)
+    graph = load_graph(args.model)
+    chosen = Selection.checked(graph, args.values, "graph-dap: --values", UsageError) if args.values else None
     bar = _ProgressBar.on_terminal(args.json)
     result = compare_model(
-        args.model,
+        graph,
         ref,
         args.inputs,
         dims=parse_dims(args.dim, args.shape),
@@ -145,10 +149,11 @@ def _compare(args: argparse.Namespace) -> int:
         tolerance=tolerance,
         metrics=metrics,
         on_progress=bar.update if bar else None,
-        values=args.values,
     )
     if bar:
         bar.close()
+    if chosen is not None:  # (every value is compared: where a difference starts is found before the values chosen too)
+        result.comparison.chosen = chosen.value
     report = result.to_dict()
     if args.by == "module":
         report["by_module"] = result.comparison.by_module()
@@ -229,11 +234,7 @@ def _profile(args: argparse.Namespace) -> int:
     if args.nodes:
         from graph_dap.runtime.selection import Selection
 
-        selection = Selection.of(graph, args.nodes)
-        missed = selection.unmatched((n.id, n) for n in graph.nodes)
-        if missed:
-            raise UsageError(f"graph-dap: --nodes {missed[0]}: {selection.explain(missed[0])}")
-        prof = prof.restricted(selection, ", ".join(args.nodes))
+        prof = prof.restricted(Selection.checked(graph, args.nodes, "graph-dap: --nodes", UsageError), ", ".join(args.nodes))
     if args.chrome_trace:
         prof.write_chrome_trace(args.chrome_trace)
     if args.save_optimized:

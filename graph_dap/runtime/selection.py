@@ -123,6 +123,16 @@ class Selection:
                 kinds.append(("module", p) if not named and module_nodes(graph, p) else ("name", p))
         return cls(graph, given, tuple(kinds))
 
+    @classmethod
+    def checked(cls, graph: Graph, patterns: Iterable[str], flag: str, error: type[Exception]) -> Selection:
+        """:meth:`of`, and an ``error`` naming ``flag`` (``--values``) for a pattern that chooses none of the values
+        the graph's nodes make: a mistake that would otherwise choose nothing silently."""
+        selection = cls.of(graph, patterns)
+        missed = selection.unmatched((o, n) for n in graph.nodes for o in n.outputs if o)
+        if missed:
+            raise error(f"{flag} {missed[0]}: {selection.explain(missed[0])}")
+        return selection
+
     def _node_matches(self, node: Node, kind: str, text: str) -> bool:
         if kind == "module":
             return in_module(module_paths(self.graph, node), text)

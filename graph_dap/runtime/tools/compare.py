@@ -29,7 +29,6 @@ from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
-from graph_dap.runtime.selection import Selection
 from graph_dap.runtime.source import base_name, source_fields
 from graph_dap.runtime.stops import node_ref
 from graph_dap.runtime.tensor import element_type
@@ -188,9 +187,7 @@ class Comparison:
         self._rows: dict[str, Row] = {}
         self._status: dict[str, bool] = {}
         self._origins: dict[int, Node] = {}
-        # The values the table shows (``compare --values``); every node is still compared, so that where a
-        # difference starts is found before the selection too.
-        self.selection: Selection | None = None
+        self.chosen: Callable[[str, Node], bool] = lambda name, node: True  # the rows shown (all nodes compared)
 
     def reset(self) -> None:
         """Forget every observation (a restarted run)."""
@@ -249,7 +246,7 @@ class Comparison:
     def rows(self) -> list[Row]:
         """Every compared value, in run order."""
         pos = {n.order: {o: i for i, o in enumerate(n.outputs)} for n in self.graph.nodes}
-        chosen = [r for r in self._rows.values() if self.selection is None or self.selection.value(r.value, r.node)]
+        chosen = [r for r in self._rows.values() if self.chosen(r.value, r.node)]
         return sorted(chosen, key=lambda r: (r.node.order, pos[r.node.order].get(r.value, 0)))
 
     @property
@@ -458,14 +455,12 @@ def compare_model(
     metrics: Sequence[str] = METRICS,
     base_dir: str | os.PathLike[str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-    values: Sequence[str] = (),
 ) -> CompareResult:
     """Run ``model`` and ``reference`` in lockstep and compare every value they share.
 
     The run is node by node at ``opt_level`` "none" (the model's own values) or, at
     another level, the whole optimized model (only the names it keeps). With a dump
-    reference and no ``inputs``, the dump's inputs are used. ``values``: only these rows
-    (globs, ``op:TYPE``, ``module:PATH``: see :class:`~graph_dap.runtime.selection.Selection`).
+    reference and no ``inputs``, the dump's inputs are used.
     """
     graph = model if isinstance(model, Graph) else load_graph(model)
     ref = parse_reference(reference)
@@ -486,13 +481,6 @@ def compare_model(
     else:
         primary = OptimizedSource(graph, feeds, opt_level, providers)
     comparison = Comparison(graph, source, tolerance, metrics, run_label=primary.label)
-    if values:
-        comparison.selection = Selection.of(graph, values)
-        missed = comparison.selection.unmatched((o, n) for n in graph.nodes for o in n.outputs if o)
-        if missed:
-            primary.close()
-            source.close()
-            raise CompareError(f"--values {missed[0]}: {comparison.selection.explain(missed[0])}")
     comparison.check_inputs(feeds)
     notes += source_notes(source, primary)
     run_names = primary.value_names()

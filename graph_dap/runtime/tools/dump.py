@@ -148,10 +148,7 @@ def dump_model(
     if not target.parent.is_dir():
         raise DumpError(f"folder not found for the dump: {target.parent}")
     patterns = tuple(values)
-    selection = Selection.of(graph, patterns)
-    missed = selection.unmatched((o, n) for n in graph.nodes for o in n.outputs if o)
-    if missed:  # (a dump of the inputs alone, exit 0, would hide the mistake)
-        raise DumpError(f"--values {missed[0]}: {selection.explain(missed[0])}")
+    selection = Selection.checked(graph, patterns, "--values", DumpError)  # (a dump of the inputs alone would hide a mistake)
 
     def selected(node: Node, name: str) -> bool:
         return selection.value(name, node)
