@@ -188,6 +188,16 @@ def test_a_stops_summaries_are_made_once_and_the_weights_are_read_from_their_fil
 PROGRAM = Path(__file__).resolve().parent / "programs" / "generate.py"
 
 
+def _copy(folder: Path) -> Path:
+    """The fixture and its external data in ``folder``."""
+    import shutil
+
+    folder.mkdir()
+    for name in ("tiny_llama.onnx", "tiny_llama.onnx.data"):
+        shutil.copyfile(LLM / name, folder / name)
+    return folder / "tiny_llama.onnx"
+
+
 def plain_generation(steps: int) -> tuple[list[int], list[dict[str, np.ndarray]]]:
     """The program's tokens as onnxruntime alone makes them, and the feeds of each of its run calls."""
     import onnxruntime as ort
@@ -213,10 +223,11 @@ def test_a_generation_loop_stops_at_the_decode_step_a_graph_breakpoint_names(dap
     external data): a breakpoint on layer 1's MLP with ``call == 3`` stops in run #3 alone (calls 1 and 2 run as
     they are, with no graph session), with that step's feeds; the program then ends as it would alone."""
     tokens, calls = plain_generation(4)
+    model = _copy(tmp_path / "model")  # (its listing is written beside it: not into the repository)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     dap.initialize()
-    dap.request("launch", {"program": str(PROGRAM), "args": [str(MODEL), "4"], "cwd": str(elsewhere)}, timeout=90)
+    dap.request("launch", {"program": str(PROGRAM), "args": [str(model), "4"], "cwd": str(elsewhere)}, timeout=90)
     dap.wait_for_event("initialized", timeout=90)
     dap.request("setFunctionBreakpoints", breakpoints=[{"name": "module:model.layers.1.mlp", "condition": "call == 3"}])
     dap.request("setExceptionBreakpoints", filters=["nan", "inf"])
