@@ -190,8 +190,9 @@ def child_side(path: str, repeat: int, filters: str, expect: str = "") -> dict[s
     return {"plain": statistics.median(theirs), "graph_dap": statistics.median(mine), "ratio": statistics.median(pairs), "pairs": len(pairs)}
 
 
-def child_dap(path: str) -> dict[str, Any]:
-    """From spawning the adapter to the first stop (layer HALF entered, nan and inf on), then each scope opened."""
+def child_dap(path: str, pause: float = 0.0) -> dict[str, Any]:
+    """From spawning the adapter to the first stop (layer HALF entered, nan and inf on), then each scope opened
+    (``pause`` seconds after the scopes were shown: a person reading the stop first)."""
     sys.path.insert(0, str(ROOT / "tests"))
     os.environ.setdefault("DAP_TEST_TIMEOUT", "900")  # (the client's own wait for a response: a launch reads 2 GB)
     from dap_client import DapClient
@@ -215,6 +216,7 @@ def child_dap(path: str) -> dict[str, Any]:
         t0 = time.perf_counter()
         scopes = client.request("scopes", frameId=frames[0]["id"], timeout=600)["scopes"]
         out["scopes"] = time.perf_counter() - t0
+        time.sleep(pause)
         for scope in scopes:
             paged = scope.get("indexedVariables", 0) > 0
             t0 = time.perf_counter()
@@ -298,6 +300,7 @@ def main() -> int:
                 r[f"side_{filters or 'run'}"] = _in_child("side", path, 3 * a.repeat, filters)
         if "dap" in only:
             r["dap"] = _in_child("dap", path)
+            r["dap_read"] = _in_child("dap", path, 3.0)
         if "dump" in only:
             r["dump"] = _in_child("dump", path)
         results[name] = r

@@ -168,6 +168,9 @@ def test_a_stops_summaries_are_made_once_and_the_weights_are_read_from_their_fil
     graph = service.s.graph
     weights = [t.name for t in graph.model.graph.initializer if graph.weights.external.get(t.name) is not None]
     computed = [n for n in service.values.rpc_values(p.LevelArgs(0)).computed if n not in graph.initializer_names and n not in FEEDS]
+    (warming,) = service.values.warming.values()  # a client looks at the scopes: the weights are summarized meanwhile
+    warming.join(30)
+    assert set(graph.weights._summaries) == set(weights)
     page = tuple(computed[-40:])
     first = service.values.rpc_summaries(p.SummariesArgs(page))
     for s in first:

@@ -82,7 +82,7 @@ def locate(tensor: onnx.TensorProto, root: Path) -> External:
     return External(target, offset, length)
 
 
-_PIECE = 1 << 22  # bytes read at a time when summarizing external data
+_PIECE = 1 << 20  # bytes read at a time when summarizing external data (its float64 temporaries stay small)
 
 
 def _pieces(where: External, kind: np.dtype[Any]) -> Iterator[np.ndarray]:
@@ -152,6 +152,7 @@ class Weights:
         self._protos: dict[int, onnx.TensorProto] = {}  # id of an array handed out -> the proto it maps
         self._arrays: dict[tuple[str, str, int], np.ndarray] = {}  # (name, location, offset) -> its array
         self._summaries: dict[str, TensorSummary] = {}  # the model's own data: it never changes
+        self._summarizing: dict[str, threading.Event] = {}  # summaries being made, by name
         self.external: dict[str, External] = {}
         self._tensors = [t for g in _graphs(model.graph) for t in g.initializer]
         for tensor in external_data_helper._get_all_tensors(model):
@@ -199,10 +200,31 @@ class Weights:
         """The summary of an initializer's data, computed once. External data is read from its file a piece at a time
         into one small buffer, not through the mapping: the whole model's weights summarized (a debugger's
         Initializers scope) would otherwise all become pages of this process (its memory would double)."""
-        with self._lock:
-            done = self._summaries.get(tensor.name)
-        if done is not None:
-            return done
+        while True:
+            with self._lock:
+                done = self._summaries.get(tensor.name)
+                busy = self._summarizing.get(tensor.name)
+                if done is None and busy is None:
+                    self._summarizing[tensor.name] = threading.Event()  # (another thread asking waits for this one)
+            if done is not None:
+                return done
+            if busy is None:
+                break
+            busy.wait()
+        try:
+            found = self._summarize(tensor)
+        finally:
+            with self._lock:
+                self._summarizing.pop(tensor.name).set()
+        return found
+
+    def summarize_all(self) -> None:
+        """Summarize every external initializer (in their files' order) that is not yet: what a debugger does in the
+        background once a client looks at the scopes, so that opening the Initializers scope finds them done."""
+        for tensor in sorted((t for t in self._tensors if t.name in self.external), key=lambda t: (str(self.external[t.name].file), self.external[t.name].offset)):
+            self.summary(tensor)
+
+    def _summarize(self, tensor: onnx.TensorProto) -> TensorSummary:
         kind = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
         where = self.external.get(tensor.name) if uses_external_data(tensor) else None
         if where is None or kind.hasobject or dtypes.is_extra(kind) or str(kind) in dtypes.PACKED or where.length == 0:
