@@ -40,10 +40,12 @@ class UnknownNameError(ExpressionError):
     """An expression reads a name that is neither a value of the graph nor a constant of the language."""
 
     name: str = ""  # the name as written (empty when the error was rebuilt from its message)
+    known: bool = False  # the graph has the value, but it is not computed yet (the message says where it is made)
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown value {name!r}")
+    def __init__(self, name: str, not_computed: str = "") -> None:
+        super().__init__(not_computed or f"unknown value {name!r}")
         self.name = name
+        self.known = bool(not_computed)
 
 
 class BreakpointError(GraphDapError):

@@ -27,10 +27,45 @@ def path_problem(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+def _umask() -> int:
+    """The process's umask (Linux: read, not set; elsewhere set and restored once, at import)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
+def temporary_beside(target: Path) -> tuple[int, str]:
+    """A new file (descriptor, path) in ``target``'s folder, to be renamed over it once written.
+
+    It gets the mode a plain ``open`` would give a new file (0666 less the umask), or the mode of the file
+    it replaces: ``mkstemp``'s own 0600 would leave the user's dumps and listings readable by them alone.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_UMASK
+    try:
+        os.fchmod(fd, mode)
+    except OSError:  # a file system without modes keeps its own
+        pass
+    return fd, tmp
+
+
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` so that a reader sees the old file or the whole new one."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = temporary_beside(target)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -57,7 +92,7 @@ def save_npz_atomic(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> 
     import numpy as np
 
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = temporary_beside(target)
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]

@@ -6,12 +6,14 @@ The models here are small; the same path serves a model whose external data exce
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from models import assert_same, ort_values, run_values
+from models import as_shown, assert_same, ort_values, run_values
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap.errors import ModelError
@@ -202,20 +204,62 @@ def test_the_budget_lets_the_least_recently_used_sessions_go():
     assert budget.held_bytes == 3 * third
 
 
-def test_a_model_whose_weights_fill_the_budget_continues_in_one_session_it_can_show(saved, monkeypatch):
-    """Its continues run unoptimized and whole: reading a value needs no second session over the weights."""
+def test_a_model_whose_weights_fill_the_budget_still_runs_at_the_level_asked(saved, monkeypatch):
+    """The budget never changes the optimization level: the watched run gives what a plain run at that level gives,
+    and every value shown at the end is what the user's run at that level computes (or says how it was computed)."""
+    import onnxruntime as ort
+
     from graph_dap.runtime.engine import budget as weight_budget
+    from graph_dap.runtime.engine.options import session_options
 
     monkeypatch.setattr(weight_budget, "MIN_BUDGET_BYTES", 0)  # the budget is the model's weights: no room for two
     truth = ort_values(onnx.load(str(saved)), TOKENS)
+    plain = ort.InferenceSession(str(saved), session_options("all")).run(["logits"], TOKENS)[0]
     s = DebugSession(saved, TOKENS, break_on=["nan", "inf"], opt_level="all")
-    assert not s.executor.optimized
+    assert s.executor.optimized and s.executor.segments.opt_level == "all"
     s.start()
-    for _ in range(3):  # the first learns the types; then one segment, run again after each restart
-        assert s.continue_().reason == StopReason.END
-        s.restart()
-    built = s.executor.exact.sessions_built
-    s.continue_()
-    for name, value in truth.items():
-        assert_same(s.value(name), value, name)
-    assert s.executor.exact.sessions_built == built  # nothing recomputed to be shown
+    assert s.continue_().reason == StopReason.END
+    assert s.executor.level_report() == {"asked": "all", "kept": True, "unoptimized": []}
+    assert_same(s.outputs()["logits"], plain, "logits")  # the run's own: a plain run's at level 'all'
+    inner = [n for n in truth if n != "logits"]  # (the output is checked above: as an output beside the others, fusions differ)
+    shown = as_shown(s, onnx.load(str(saved)), TOKENS, inner)
+    for name in inner:
+        assert_same(s.value(name), shown[name], name)
+
+
+def test_every_command_reads_the_external_data_from_the_models_folder_run_from_another(saved, tmp_path, monkeypatch, capsys):
+    """onnxruntime looks external data up beside a model given by path, but relative to the current folder for a
+    model given as bytes: each session over the model must be told its folder."""
+    from graph_dap import cli
+    from graph_dap.runtime.tools.scan.reference import OutputsReference, check_reference
+
+    truth = ort_values(onnx.load(str(saved)), TOKENS)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    model = str(Path("..") / saved.name)
+    np.savez("in.npz", **TOKENS)
+    commands = [
+        ["run", model, "--inputs", "in.npz", "--break-on", "nan,inf", "--opt-level", "all"],
+        ["listing", model, "--out", "listing.txt"],
+        ["dump", model, "--inputs", "in.npz", "--out", "run.npz"],
+        ["compare", model, "--inputs", "in.npz", "--against-opt-level", "all"],
+        ["compare", model, "--inputs", "in.npz", "--opt-level", "all", "--against-opt-level", "none"],
+        ["compare", model, "--inputs", "in.npz", "--against-provider", "CPU"],
+        ["profile", model, "--inputs", "in.npz", "--repeat", "1", "--opt-level", "all", "--json"],
+        ["profile", model, "--fused"],
+    ]
+    for argv in commands:
+        capsys.readouterr()
+        assert cli.main(argv) == 0, (argv, capsys.readouterr().err)
+    with open_dump("run.npz") as d:
+        for name, value in truth.items():
+            assert_same(d.get(name), value, name)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for written in ("listing.txt", "run.npz", "run.npz.json"):  # created as open() creates a file, not mkstemp's 0600
+        assert stat.S_IMODE(os.stat(written).st_mode) == 0o666 & ~mask, written
+    # a scan's reference: the model at another level, and another model given by a relative path
+    for spec in ("opt_level:none", f"model:{model}"):
+        ref = OutputsReference(load_graph(model), check_reference(spec), Path.cwd())
+        np.testing.assert_allclose(ref.outputs(TOKENS)["logits"], truth["logits"], rtol=1e-5, atol=1e-6)

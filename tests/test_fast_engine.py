@@ -230,8 +230,7 @@ def test_inf_policy_excludes_attention_masks(fast):
     model = attention_model()
     s = DebugSession(model, break_on=["nan", "inf"], fast=fast)
     s.start()
-    stop = s.continue_()
-    assert stop.reason is StopReason.INF and stop.node.id == "attn/mask"
+    assert s.continue_().reason is StopReason.END  # the -inf put in place by a Where is recognized as a mask
     for exclude in (["op:Where"], ["*mask*"]):
         s = DebugSession(model, break_on=["nan", "inf"], inf_exclude=exclude, fast=fast)
         s.start()

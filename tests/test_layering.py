@@ -5,7 +5,7 @@
 - ``runtime/tools`` is built on the core and imports neither the worker nor the adapter.
 - ``worker`` (the process boundary) imports the runtime, never the adapter.
 - ``adapter`` (DAP) imports, of graph-dap, only the worker's client and protocol and the
-  shared leaves (``errors``, ``files``, ``kinds``, ``log``, ``names``, ``paths``, ``stdio``, ``tasks``); importing it loads no numpy.
+  shared leaves (``errors``, ``files``, ``kinds``, ``log``, ``module_paths``, ``names``, ``paths``, ``stdio``, ``tasks``); importing it loads no numpy.
 - ``host`` (inside the user's program) imports neither the adapter nor a worker's process side;
   its ``protocol`` (which the adapter imports) only the worker's codec.
 - ``lsp`` (the language server of listings) is built on the runtime and imports neither the
@@ -25,7 +25,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "graph_dap"
-LEAVES = {"graph_dap.errors", "graph_dap.files", "graph_dap.kinds", "graph_dap.log", "graph_dap.names", "graph_dap.paths", "graph_dap.stdio", "graph_dap.tasks"}
+LEAVES = {
+    "graph_dap.errors", "graph_dap.files", "graph_dap.kinds", "graph_dap.log", "graph_dap.module_paths", "graph_dap.names", "graph_dap.paths",
+    "graph_dap.stdio", "graph_dap.tasks",
+}  # fmt: skip
 
 
 def _module_name(path: Path) -> str:

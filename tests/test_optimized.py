@@ -409,3 +409,78 @@ def test_a_weight_made_once_and_then_set_is_fed_with_its_new_value():
     changed.graph.node.extend(nodes)
     changed.graph.input.append(tensor("k", list(k.shape)))  # fed, as the original graph computes it: not pre-packed
     assert_exact(s.outputs()["y"], ort_values(changed, {**feeds, "k": k}, ["y"])["y"], "y with the new k")
+
+
+def test_a_continue_that_leaves_the_level_asked_says_so_in_the_report(tmp_path, capsys):
+    """A com.microsoft op that onnx's shape inference does not type: the first watched continue learns the types node by
+    node, without optimizations; the run's report says so (text and JSON), and a restart that runs at the level says nothing."""
+    from graph_dap import cli
+    from graph_dap.cli.report import stop_report
+
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], domain="com.microsoft", name="gelu"), helper.make_node("Relu", ["g"], ["y"], name="relu")]
+    model = make_model(nodes, [tensor("x", [2, 3])], [tensor("y", [2, 3])], extra_opsets=[("com.microsoft", 1)])
+    path = tmp_path / "gelu.onnx"
+    onnx.save(model, str(path))
+    assert cli.main(["run", str(path), "--break-on", "nan"]) == 0
+    text = capsys.readouterr().out
+    assert "outputs (as the run computed them):" in text
+    note = "gelu .. relu (2 nodes) ran node by node without optimizations: the types of their values were not known yet"
+    assert f"note: not all of the run was at optimization level all:\n  {note}" in text
+    s = DebugSession(path, None, break_on=["nan"], opt_level="all")
+    s.start()
+    end = s.continue_()
+    assert stop_report(s, end)["opt_level"] == {"asked": "all", "kept": False, "unoptimized": [note]}
+    s.restart()
+    end = s.continue_()
+    assert stop_report(s, end)["opt_level"] == {"asked": "all", "kept": True, "unoptimized": []}
+    plain = ort.InferenceSession(str(path), session_options("all")).run(["y"], {"x": s.value("x")})[0]
+    np.testing.assert_array_equal(s.outputs()["y"], plain)
+
+
+def test_a_segment_over_large_weights_keeps_checkpoints_where_values_have_two_readers(monkeypatch):
+    """Over large weights (a language model's), an optimized segment keeps the values live at a few cuts where each
+    has two readers (materialized anyway): a NaN found deep in it is confirmed by the original nodes from the nearest
+    (benchmarks/bench_llm.py: 76 nodes recomputed instead of 1,162, no session let go). Below the threshold, none."""
+    from graph_dap.runtime import load_graph
+    from graph_dap.runtime.engine import planning
+    from graph_dap.runtime.engine.faults import FaultFilter
+
+    rng = np.random.default_rng(3)
+    nodes, inits, h = [], [], "x"
+    for i in range(10):  # residual blocks: h = h + Relu(h @ W_i); h has two readers between blocks
+        w = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
+        if i == 7:
+            w[2, 5] = np.nan
+        inits.append(init(f"w{i}", w))
+        nodes += [
+            helper.make_node("MatMul", [h, f"w{i}"], [f"m{i}"], name=f"mm{i}"),
+            helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}"),
+            helper.make_node("Add", [h, f"r{i}"], [f"h{i}"], name=f"res{i}"),
+        ]
+        h = f"h{i}"
+    model = make_model(nodes, [tensor("x", [4, 8])], [tensor(h, [4, 8])], inits)
+    graph = load_graph(model)
+    seq = list(graph.nodes)
+    last = {**{i: k for k, n in enumerate(seq) for i in n.inputs}, h: len(seq)}  # (the output: read after the run)
+    dtypes = {o: "float32" for n in seq for o in n.outputs}
+
+    def kept(heavy: int) -> list[str]:
+        monkeypatch.setattr(planning, "HEAVY_BYTES", heavy)
+        plan = planning.SegmentPlanner(graph.main, seq, last).plan(
+            0, len(seq), filt=FaultFilter(True, True), dtypes=dtypes, budget=1 << 30, conditions=lambda *_: [], constants=None,
+            version=0, optimized=True,
+        )  # fmt: skip
+        assert plan is not None
+        return plan.wanted
+
+    assert kept(planning.HEAVY_BYTES) == ["h9"]  # 2.5 KB of weights: only what the run returns
+    checkpoints = kept(0)[1:]
+    assert checkpoints and all(c.startswith("h") and len(graph.consumers(c)) == 2 for c in checkpoints)
+    monkeypatch.setattr(planning, "HEAVY_BYTES", 0)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    s = DebugSession(model, {"x": x}, break_on=["nan", "inf"], opt_level="all")
+    s.start()
+    stop = s.continue_()
+    assert (stop.reason, stop.node.id) == (StopReason.NAN, "mm7")
+    truth = ort_values(model, {"x": x}, ["h6"])["h6"]
+    np.testing.assert_allclose(s.value("h6"), truth, rtol=1e-6, atol=1e-6)  # (a checkpoint: the run's value)

@@ -10,6 +10,7 @@ import pytest
 from models import as_shown, assert_same, chain_feeds, chain_model, init, make_model, ort_values, tensor
 from onnx import TensorProto, helper
 
+from graph_dap.errors import ExpressionError
 from graph_dap.runtime import BreakpointSpec, DebugSession, GraphDapError, StopReason, ValueNotFoundError
 
 X = chain_feeds()["x"]
@@ -89,8 +90,10 @@ def test_step_step_back_goto_run_to_restart():
     assert s.pc.id == "add"
     back = s.step_back()
     assert back.node.id == "relu" and not s.has_value("r") and s.last_node.id == "conv"
-    with pytest.raises(ValueNotFoundError, match="not computed yet: node relu"):
+    with pytest.raises(ValueNotFoundError, match=r"not computed yet: node relu \(Relu\) makes it, the next node"):
         s.value("r")
+    with pytest.raises(ExpressionError, match=r"value 'm' is not computed yet: node mul \(Mul\) makes it, 2 nodes ahead"):
+        s.evaluate("m.max() + 1")  # an expression says where a value it reads is made, as a plain read does
     # goto forward: the target's inputs are computed, skipped nodes are not run as steps
     stop = s.goto("sigmoid")
     assert stop.reason is StopReason.GOTO and s.pc.id == "sigmoid" and s.has_value("m")

@@ -119,6 +119,7 @@ class BreakpointRequests(SourceRequests):
         options = items_of(request.arg("filterOptions", list, []), dict, "filterOptions")
         enabled: list[BreakFilter] = []
         exclude: list[str] = []
+        nan_exclude: list[str] = []
         results: list[dict[str, Any]] = []
         for f in filters:
             problem = self._filter_problem(f)
@@ -133,14 +134,17 @@ class BreakpointRequests(SourceRequests):
                 results.append({"verified": False, "message": problem})
                 continue
             enabled.append(BreakFilter(fid))
-            if condition and fid != BreakFilter.INF:
+            if condition and fid not in (BreakFilter.INF, BreakFilter.NAN):
                 results.append({"verified": False, "message": f"the {fid} filter takes no condition"})
                 continue
             if fid == BreakFilter.INF:
                 exclude += inf_exclusions(condition)
+            elif fid == BreakFilter.NAN:
+                nan_exclude += inf_exclusions(condition)  # (the same list of node patterns)
             results.append({"verified": True})
         self.filters.enabled = list(dict.fromkeys(enabled))
         self.filters.inf_exclude = exclude
+        self.filters.nan_exclude = nan_exclude
         await self._apply_filters()
         return {"breakpoints": results}
 

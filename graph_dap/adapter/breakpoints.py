@@ -121,13 +121,17 @@ def inf_exclusions(condition: str) -> list[str]:
 
 @dataclass(slots=True)
 class BreakFilters:
-    """The exception filters the client enabled, and the nodes whose Inf the inf filter ignores."""
+    """The exception filters the client enabled, and the nodes whose Inf (NaN) the inf (nan) filter ignores."""
 
     enabled: list[BreakFilter] = field(default_factory=lambda: [BreakFilter.ERROR])
     inf_exclude: list[str] = field(default_factory=list)
+    nan_exclude: list[str] = field(default_factory=list)
 
-    def worker_args(self, has_reference: bool, launch_on: Sequence[BreakFilter] = (), launch_exclude: Sequence[str] = ()) -> BreakOnArgs:
+    def worker_args(
+        self, has_reference: bool, launch_on: Sequence[BreakFilter] = (), launch_exclude: Sequence[str] = (), launch_nan: Sequence[str] = ()
+    ) -> BreakOnArgs:
         """The filters the worker can honour (``mismatch`` only with a reference): the client's and the launch's ``breakOn``."""
         enabled = dict.fromkeys([*self.enabled, *launch_on])
         exclude = dict.fromkeys([*self.inf_exclude, *launch_exclude])
-        return BreakOnArgs(tuple(f for f in enabled if f is not BreakFilter.MISMATCH or has_reference), tuple(exclude))
+        nan = dict.fromkeys([*self.nan_exclude, *launch_nan])
+        return BreakOnArgs(tuple(f for f in enabled if f is not BreakFilter.MISMATCH or has_reference), tuple(exclude), tuple(nan))

@@ -34,7 +34,14 @@ FRAME_ID = 1
 #: Frame ids of the Python (or module) frames under the node: SOURCE_FRAME_ID + k, k = 0 the innermost.
 SOURCE_FRAME_ID = 1 << 20
 EXCEPTION_FILTERS: list[dict[str, Any]] = [
-    {"filter": BreakFilter.NAN, "label": "NaN", "description": "Break when a node's output holds NaN.", "default": False},
+    {
+        "filter": BreakFilter.NAN,
+        "label": "NaN",
+        "description": "Break when a node's output holds NaN.",
+        "default": False,
+        "supportsCondition": True,
+        "conditionDescription": "Nodes whose NaN is expected, comma-separated: op:Softmax, *guarded*",
+    },
     {
         "filter": BreakFilter.INF,
         "label": "Inf",
@@ -276,6 +283,8 @@ class AdapterCore:
         await self._configure(lambda: worker.set_break_on(args))
 
     def break_on_args(self) -> BreakOnArgs:
-        """What the worker's filters are: the client's (setExceptionBreakpoints) and the launch's (``breakOn``, ``infExclude``)."""
+        """What the worker's filters are: the client's (setExceptionBreakpoints) and the launch's (``breakOn``, ``infExclude``, ``nanExclude``)."""
         launch = self.launch
-        return self.filters.worker_args(self.has_reference, launch.break_on if launch else (), launch.inf_exclude if launch else ())
+        return self.filters.worker_args(
+            self.has_reference, launch.break_on if launch else (), launch.inf_exclude if launch else (), launch.nan_exclude if launch else ()
+        )

@@ -86,10 +86,14 @@ class InspectionRequests(SourceRequests):
     # -- scopes and variables ---------------------------------------------------------
 
     async def _computed(self, level: int = 0) -> list[str]:
+        """The level's values at this stop: inputs and computed ones in run order, then the initializers (so that a
+        client's first page of a model with hundreds of weights shows what the run computed)."""
         cache = self.variables.computed_at
         if level not in cache:
             worker = self._need_stopped()
-            cache[level] = list((await worker.values(level)).computed)
+            computed = list((await worker.values(level)).computed)
+            weights = set(self.graph.initializers) if self.graph is not None else set()
+            cache[level] = [n for n in computed if n not in weights] + [n for n in computed if n in weights]
         return cache[level]
 
     async def scopes_request(self, request: Request) -> dict[str, Any]:

@@ -47,6 +47,8 @@ class LaunchArgs:
     break_on: tuple[BreakFilter, ...] = ()  # exception filters the launch turns on, besides the client's
     inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected, besides the inf filter's condition
     fault_stops: FaultStops = FaultStops.NEW  # after a NaN/Inf stop: new faults only (made from finite inputs), or every node holding one
+    nan_exclude: tuple[str, ...] = ()  # nodes whose NaN is expected, besides the nan filter's condition
+    call_number: int | None = None  # a program launch's run call (its graph session): ``call`` in conditions
 
     @classmethod
     def parse(cls, request: Request) -> LaunchArgs:
@@ -68,6 +70,7 @@ class LaunchArgs:
             "listing_path": request.arg("listingPath", str, None) or None,
             "iterations": request.arg("iterations", int, None),
             "fault_stops": fault_stops(request.arg("faultStops", str, FaultStops.NEW)),
+            "call_number": request.arg("callNumber", int, None),
         }
         inputs = given.get("inputs")
         if inputs is not None and not isinstance(inputs, str | dict):
@@ -79,6 +82,7 @@ class LaunchArgs:
             )
         typed["break_on"] = tuple(_filter(f) for f in items_of(request.arg("breakOn", list, []), str, "breakOn"))
         typed["inf_exclude"] = tuple(items_of(request.arg("infExclude", list, []), str, "infExclude"))
+        typed["nan_exclude"] = tuple(items_of(request.arg("nanExclude", list, []), str, "nanExclude"))
         args = cls(
             **typed,
             inputs=inputs,
@@ -142,6 +146,7 @@ class LaunchArgs:
             tolerance=self.tolerance if self.reference is not None else None,
             write_listing=not self.listing_file,
             fault_stops=self.fault_stops,
+            call_number=self.call_number,
         )
 
     def restarted_with(self, new: LaunchArgs) -> tuple[LaunchArgs, bool]:
@@ -153,7 +158,7 @@ class LaunchArgs:
 #: What a restart must load the model again for, when it changes.
 _RELOAD_FIELDS = (
     "model", "inputs", "dims", "providers", "skip_constants", "opt_level", "cwd", "reference", "tolerance", "listing_path",
-    "break_on", "inf_exclude", "fault_stops",
+    "break_on", "inf_exclude", "fault_stops", "nan_exclude",
 )
 
 

@@ -111,8 +111,11 @@ class RunControl(AdapterCore):
             self._output(f"graph-dap: {stop.message}\n", "stderr")
         elif self.worker is not None:
             # As the run left them (the user's own run's values, at the launch's optimization level).
-            level = self.launch.opt_level if self.launch is not None else OptLevel.NONE
-            how = "" if level is OptLevel.NONE else f" (as the run computed them, at optimization level {level})"
+            level = stop.details.get("opt_level") or {"asked": self.launch.opt_level if self.launch is not None else OptLevel.NONE}
+            how = "" if level["asked"] == OptLevel.NONE else f" (as the run computed them, at optimization level {level['asked']})"
+            notes = level.get("unoptimized") or []
+            if notes:  # a stretch ran without the level asked: said where the user reads the outputs
+                how = f" (as the run computed them; not all at optimization level {level['asked']}: {'; '.join(notes)})"
             try:
                 outputs = await self.worker.outputs()
                 lines = "".join(f"  {o.name}: {o.text}\n" for o in outputs)

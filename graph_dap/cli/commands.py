@@ -42,6 +42,7 @@ def _run(args: argparse.Namespace) -> int:
         providers=args.provider or None,
         break_on=parse_filters(args.break_on),
         inf_exclude=args.inf_exclude,
+        nan_exclude=args.nan_exclude,
         opt_level=args.opt_level,
         on_log=(lambda line: print(line, file=sys.stderr)) if args.json else print,
         on_progress=bar.update if bar else None,
@@ -111,6 +112,8 @@ def _compare(args: argparse.Namespace) -> int:
 
     if cli_quant.wants_quant(args):
         return cli_quant.run(args)
+    from graph_dap.runtime import load_graph
+    from graph_dap.runtime.selection import Selection
     from graph_dap.runtime.tools.compare import METRICS, Reference, Tolerance, compare_model
 
     metrics = [m.strip() for m in args.metric.split(",") if m.strip()]
@@ -133,9 +136,11 @@ def _compare(args: argparse.Namespace) -> int:
             f"graph-dap: both sides would run at optimization level '{opt_level}'; give the run another --opt-level"
         )
     tolerance = Tolerance.make(args.atol, args.rtol, args.fail_if)
+    graph = load_graph(args.model)
+    chosen = Selection.checked(graph, args.values, "graph-dap: --values", UsageError) if args.values else None
     bar = _ProgressBar.on_terminal(args.json)
     result = compare_model(
-        args.model,
+        graph,
         ref,
         args.inputs,
         dims=parse_dims(args.dim, args.shape),
@@ -147,6 +152,8 @@ def _compare(args: argparse.Namespace) -> int:
     )
     if bar:
         bar.close()
+    if chosen is not None:  # (every value is compared: where a difference starts is found before the values chosen too)
+        result.comparison.chosen = chosen.value
     report = result.to_dict()
     if args.by == "module":
         report["by_module"] = result.comparison.by_module()
@@ -207,6 +214,9 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from graph_dap.runtime import load_graph
     from graph_dap.runtime.tools.profile import fused_graph, profile_model
 
     opt_level = args.opt_level or (OptLevel.ALL if args.fused else OptLevel.NONE)
@@ -214,14 +224,23 @@ def _profile(args: argparse.Namespace) -> int:
         raise UsageError(
             f"graph-dap: {'--fused' if args.fused else '--save-optimized'} needs --opt-level basic, extended or all"
         )
+    graph = load_graph(args.model)
     prof = profile_model(
-        args.model,
+        graph,
         args.inputs,
         dims=parse_dims(args.dim, args.shape),
         providers=args.provider or None,
         opt_level=opt_level,
         repeat=args.repeat,
     )
+    if args.depth is not None:
+        if args.by != "module":
+            raise UsageError("graph-dap: --depth cuts module paths: it goes with --by module")
+        prof = replace(prof, depth=args.depth)
+    if args.nodes:
+        from graph_dap.runtime.selection import Selection
+
+        prof = prof.restricted(Selection.checked(graph, args.nodes, "graph-dap: --nodes", UsageError), ", ".join(args.nodes))
     if args.chrome_trace:
         prof.write_chrome_trace(args.chrome_trace)
     if args.save_optimized:

@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SPEC",
-        help="node id, value name, op:TYPE, a glob on node ids, or FILE.py:LINE (a line of the model's Python source)",
+        help="node id, value name, op:TYPE, a glob on node ids, FILE.py:LINE (a line of the model's Python source) "
+        "or module:PATH (where the run enters a module of it, e.g. module:model.layers.8)",
     )
     run.add_argument("--break-on", default="error", metavar="FILTERS", help="comma list of nan, inf, error (default: error)")
     run.add_argument(
@@ -71,7 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATTERN",
-        help="node glob or op:TYPE whose Inf the inf filter ignores (e.g. attention masks)",
+        help="node glob or op:TYPE whose Inf the inf filter ignores (attention masks built from a constant are recognized without it)",
+    )
+    run.add_argument(
+        "--nan-exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="node glob or op:TYPE whose NaN the nan filter ignores (the Softmax of a row a -inf mask covers is recognized without it)",
     )
     run.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
     run.add_argument(
@@ -137,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="GLOB",
-        help="only values whose name (or producing node id) matches; repeatable",
+        help="only values whose name (or producing node id) matches the glob, op:TYPE, or module:PATH "
+        "(the values made in a module of the model's source, e.g. module:model.layers.8); repeatable",
     )
     dump.add_argument("--out", required=True, metavar="OUT.npz", help="the archive to write")
     dump.add_argument("--json", action="store_true", help="print what was written as one JSON object")
@@ -188,6 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="metrics to show: any of max_abs, max_rel, mse, cosine, snr (default: all)",
     )
     cmp_.add_argument("--failed", action="store_true", help="list only the values out of tolerance")
+    cmp_.add_argument(
+        "--values",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="list only these values: a glob over value names or node ids, op:TYPE, or module:PATH (module:model.layers.8); repeatable",
+    )
     cmp_.add_argument(
         "--by",
         choices=("value", "module"),
@@ -254,6 +270,20 @@ def build_parser() -> argparse.ArgumentParser:
         default="node",
         help="node (default), or the times per line of the model's Python source or per module scope "
         "(a fused node's time split over its original nodes')",
+    )
+    prof.add_argument(
+        "--depth",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="with --by module: module paths cut to N components (--depth 3: model.layers.8, a total per layer)",
+    )
+    prof.add_argument(
+        "--nodes",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="list only these nodes: a glob over node ids, op:TYPE, or module:PATH (module:model.layers.8); repeatable",
     )
     prof.add_argument("--chrome-trace", metavar="OUT.json", help="also write the runs as a Chrome/Perfetto trace")
     prof.add_argument("--save-optimized", metavar="OUT.onnx", help="also write onnxruntime's optimized model (with --opt-level)")

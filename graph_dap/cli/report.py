@@ -20,7 +20,7 @@ def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
         for name in list(node.all_inputs) + [o for o in node.outputs if o]:
             if session.has_value(name):
                 summaries[name] = summarize(session.value(name)).to_dict()
-    else:
+    else:  # as the run computed them (at its optimization level, as a plain run does)
         for name, v in session.outputs().items():
             summaries[name] = summarize(v).to_dict()
     d = stop.to_dict()
@@ -31,6 +31,7 @@ def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
         "reason": reason,
         **{k: d[k] for k in ("node", "tensor", "message", "details")},
         "summaries": summaries,
+        "opt_level": session.executor.level_report(),
     }
     if node is not None:
         fields = source_fields(session.graph.sources, [node.id])
@@ -44,12 +45,14 @@ def stop_text(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
     from graph_dap.runtime.stops import path_text
     node = stop.node
     lines: list[str] = []
+    level = report["opt_level"]
     if report["status"] == "completed":
         lines.append(f"completed: {len(session.sequence)} nodes ran")
-        lines.append("outputs:")
+        how = "" if level["asked"] == "none" else " (as the run computed them" + (f", at optimization level {level['asked']})" if level["kept"] else ")")
+        lines.append(f"outputs{how}:")
         for name, v in session.outputs().items():
             lines.append(f"  {name}: {summarize(v).text()}")
-        return "\n".join(lines)
+        return "\n".join(lines + level_lines(level))
     assert node is not None
     why = {"nan": "NaN", "inf": "Inf", "error": "node error", "breakpoint": "breakpoint"}.get(
         str(report["reason"]), str(report["reason"])
@@ -78,7 +81,14 @@ def stop_text(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
         for name in node.outputs:
             if name and session.has_value(name):
                 lines.append(f"    {name}: {summarize(session.value(name)).text()}")
-    return "\n".join(lines)
+    return "\n".join(lines + level_lines(level))
+
+
+def level_lines(level: dict[str, Any]) -> list[str]:
+    """What the report says when a continue did not run at the optimization level asked (see ``Executor.level_report``)."""
+    if level["kept"]:
+        return []
+    return [f"note: not all of the run was at optimization level {level['asked']}:"] + [f"  {line}" for line in level["unoptimized"]]
 
 
 def json_default(o: Any) -> Any:

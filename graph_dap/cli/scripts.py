@@ -9,7 +9,7 @@ from collections.abc import Callable
 from graph_dap.cli.options import EXIT_COMPLETED, Parser, UsageError, parse_filters
 from graph_dap.kinds import FAULT_FILTERS, BreakFilter
 
-_RUN_SCRIPT_USAGE = """usage: graph-dap run-script [--break-on FILTERS] [--break SPEC]... [--inf-exclude PATTERN]...
+_RUN_SCRIPT_USAGE = """usage: graph-dap run-script [--break-on FILTERS] [--break SPEC]... [--inf-exclude PATTERN]... [--nan-exclude PATTERN]...
                             [--provider NAME]... [--json] (SCRIPT | -m MODULE) [ARGS...] [-- ARGS...]
 
 Run a Python program with onnxruntime's InferenceSession wrapped. At the first run call that meets a break
@@ -32,7 +32,7 @@ def _run_script(argv: list[str]) -> int:
     """``graph-dap run-script``: graph-dap's options wherever they are (before ``--``), the rest is the program."""
     from graph_dap.host.script import ScriptOptions, run_script
 
-    valued = {"--break-on": "filters", "--break": "breaks", "--inf-exclude": "inf_exclude", "--provider": "providers"}
+    valued = {"--break-on": "filters", "--break": "breaks", "--inf-exclude": "inf_exclude", "--nan-exclude": "nan_exclude", "--provider": "providers"}
     found: dict[str, list[str]] = {k: [] for k in valued.values()}
     program: list[str] = []
     as_json = False
@@ -66,7 +66,9 @@ def _run_script(argv: list[str]) -> int:
         raise UsageError(f"graph-dap run-script: unknown filter '{bad[0]}' in --break-on; expected {', '.join(FAULT_FILTERS)}")
     if program[0] != "-m" and not os.path.isfile(program[0]):
         raise UsageError(f"graph-dap run-script: no such program: {program[0]}")
-    options = ScriptOptions(tuple(filters), tuple(found["breaks"]), tuple(found["inf_exclude"]), tuple(found["providers"]), as_json)
+    options = ScriptOptions(
+        tuple(filters), tuple(found["breaks"]), tuple(found["inf_exclude"]), tuple(found["providers"]), as_json, tuple(found["nan_exclude"])
+    )
     return run_script(program, options)
 
 

@@ -41,6 +41,7 @@ class ScriptOptions:
     inf_exclude: tuple[str, ...] = ()
     providers: tuple[str, ...] = ()  # override of each session's own
     json: bool = False
+    nan_exclude: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -54,6 +55,7 @@ class ScriptOptions:
             tuple(data.get("inf_exclude", ())),
             tuple(data.get("providers", ())),
             bool(data.get("json", False)),
+            tuple(data.get("nan_exclude", ())),
         )
 
 
@@ -111,7 +113,7 @@ class ScriptHandler(hook.Handler):
             key = "script-watcher"
             if key not in call.bound.state:
                 try:
-                    call.bound.state[key] = Watcher(call.session, model, watching, self.options.inf_exclude)
+                    call.bound.state[key] = Watcher(call.session, model, watching, self.options.inf_exclude, self.options.nan_exclude)
                 except Exception as error:  # noqa: BLE001 - a model the watch cannot rewrite runs unwatched
                     call.bound.state[key] = None
                     self.note(f"{model.name}: runs are not watched: {error}")
@@ -151,6 +153,8 @@ class ScriptHandler(hook.Handler):
             command += ["--break", spec]
         for pattern in self.options.inf_exclude:
             command += ["--inf-exclude", pattern]
+        for pattern in self.options.nan_exclude:
+            command += ["--nan-exclude", pattern]
         for provider in self.options.providers or providers_of(call.session):
             command += ["--provider", provider]
         if self.options.json:

@@ -58,21 +58,33 @@ def providers_like(session: Any) -> list[Any]:
 
 
 class Watcher:
-    """The watch of one session's runs for the filters ``nan``/``inf`` (``inf_exclude``: nodes whose Inf is expected)."""
+    """The watch of one session's runs for the filters ``nan``/``inf`` (``inf_exclude``, ``nan_exclude``: nodes whose
+    Inf, NaN is expected; what the model makes on purpose, its attention masks, is left alone without them)."""
 
-    def __init__(self, session: Any, model: ModelIdentity, filters: Sequence[str], inf_exclude: Sequence[str]) -> None:
+    def __init__(
+        self, session: Any, model: ModelIdentity, filters: Sequence[str], inf_exclude: Sequence[str], nan_exclude: Sequence[str] = ()
+    ) -> None:
         import onnx
 
         from graph_dap.runtime.engine.faults import FaultFilter
+        from graph_dap.runtime.engine.masks import intended
         from graph_dap.runtime.loading import load_graph
         from graph_dap.runtime.tools.watched import watched_model
 
         graph = load_graph(model.path) if model.path is not None else load_graph(onnx.load_from_string(model.data or b""))
-        self.watch = watched_model(graph, FaultFilter(BreakFilter.NAN in filters, BreakFilter.INF in filters, tuple(inf_exclude)))
+        intent = intended(graph)
+        filt = FaultFilter(BreakFilter.NAN in filters, BreakFilter.INF in filters, tuple(inf_exclude), tuple(nan_exclude), intent)
+        self.watch = watched_model(graph, filt)
         self.session: Any = None
         if self.watch.sentinel is not None:
+            from graph_dap.runtime.weights import FOLDER_OPTION
+
             data = self.watch.model.SerializeToString()
-            self.session = hook.internal_session(data, options_like(session), providers_like(session))
+            options = options_like(session)
+            folder = graph.weights.data_folder  # the watched model references the program's external data
+            if folder is not None:
+                options.add_session_config_entry(FOLDER_OPTION, str(folder))
+            self.session = hook.internal_session(data, options, providers_like(session))
 
     def run(self, call: hook.Call) -> tuple[Any, bool]:
         """The call's results from the watched model, and whether its sums flag a NaN or Inf."""

@@ -1,8 +1,9 @@
 """Breakpoints: specifications, how they resolve to nodes, and the table a session keeps.
 
 A spec names a node id, a value (it stops at the value's producer), an op type
-(``op:Conv``), a glob over node ids (``*attn*``) or a line of the model's Python
-source (``model.py:25``, for models exported with stack traces). Where a name is
+(``op:Conv``), a glob over node ids (``*attn*``), a line of the model's Python
+source (``model.py:25``, for models exported with stack traces) or a module
+(``module:model.layers.8``, see :mod:`.selection`: where the run enters it). Where a name is
 both a node id and a value, the node id wins. The :class:`BreakpointTable` counts hits and
 evaluates conditions and logpoints where the run reaches a node.
 """
@@ -22,6 +23,7 @@ import numpy as np
 from graph_dap.errors import BreakpointError, ExpressionError, GraphDapError
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.selection import LAYER_NAME, MODULE, MODULE_NAME, module_nodes, no_module_message, where_names
 from graph_dap.runtime.source import LineSpec, base_name, parse_line_spec
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -87,9 +89,11 @@ def resolve_spec(graph: Graph, spec: str, stoppable: set[str]) -> tuple[tuple[st
     """
     text = spec.strip()
     if not text:
-        raise BreakpointError("empty breakpoint; expected a node id, a value name, op:TYPE or a glob like *attn*")
+        raise BreakpointError("empty breakpoint; expected a node id, a value name, op:TYPE, module:PATH or a glob like *attn*")
     if graph.has_node(text):
         return _only_stoppable([graph.node(text)], stoppable, text)
+    if text.startswith(MODULE):
+        return _resolve_module(graph, text[len(MODULE) :].strip(), stoppable)
     if text.startswith("op:"):
         op = text[3:].strip()
         nodes = [n for n in graph.all_nodes() if n.op_type == op or f"{n.domain}.{n.op_type}" == op]
@@ -105,12 +109,17 @@ def resolve_spec(graph: Graph, spec: str, stoppable: set[str]) -> tuple[tuple[st
     line = parse_line_spec(text)
     if line is not None and (line.file.endswith(".py") or graph.sources.match_files(line.file)):
         return _resolve_line(graph, line, stoppable)
+    in_module = module_nodes(graph, text)  # a module path given without module: (what else it could name came first)
     if _GLOB_CHARS.search(text):
         nodes = [n for n in graph.all_nodes() if fnmatch.fnmatchcase(n.id, text)]
+        if not nodes and in_module:
+            return _resolve_module(graph, text, stoppable)
         if not nodes:
             return (), f"no node id matches '{text}'"
         return _only_stoppable(nodes, stoppable, text)
-    return (), f"no node, value or op type matches '{text}' (expected a node id, a value name, op:TYPE, a glob or FILE.py:LINE)"
+    if in_module:
+        return _resolve_module(graph, text, stoppable)
+    return (), f"no node, value or op type matches '{text}' (expected a node id, a value name, op:TYPE, module:PATH, a glob or FILE.py:LINE)"
 
 
 def _resolve_line(graph: Graph, spec: LineSpec, stoppable: set[str]) -> tuple[tuple[str, ...], str]:
@@ -148,6 +157,30 @@ def _resolve_line(graph: Graph, spec: LineSpec, stoppable: set[str]) -> tuple[tu
     return tuple(entries), f"{count} from {base_name(path)}:{spec.line} (first: {entries[0]}){times}"
 
 
+def _resolve_module(graph: Graph, pattern: str, stoppable: set[str]) -> tuple[tuple[str, ...], str]:
+    """A breakpoint on a module (``module:model.layers.8``): it stops where the run enters the module, at the first
+    node of each stretch of the module's nodes (``module:model.layers.*.mlp`` once per layer), as a line does."""
+    if not pattern:
+        return (), "module: names no module; expected a module path like module:model.layers.8 or a glob like module:model.layers.*.mlp"
+    nodes = module_nodes(graph, pattern)
+    if not nodes:
+        return (), no_module_message(graph, pattern)
+    chosen = {n.id for n in nodes}
+    entries: list[str] = []
+    for scope in graph.scopes.values():
+        inside = False
+        for n in scope.nodes:
+            if n.id not in stoppable:
+                continue  # (a constant: computed at load, neither in nor out of a stretch)
+            if n.id in chosen and not inside:
+                entries.append(n.id)
+            inside = n.id in chosen
+    if not entries:
+        return _only_stoppable(nodes, stoppable, f"module:{pattern}")
+    times = f", entered {len(entries)} times" if len(entries) > 1 else ""
+    return tuple(entries), f"{len(nodes)} nodes in module {pattern} (first: {entries[0]}){times}"
+
+
 def _only_stoppable(nodes: list[Node], stoppable: set[str], text: str) -> tuple[tuple[str, ...], str]:
     ids = tuple(n.id for n in nodes if n.id in stoppable)
     if ids:
@@ -182,6 +215,9 @@ class BreakpointTable:
         self._hits: Counter[int] = Counter()
         self._next_id = 1
         self.version = 0  # changes with every set: segment plans depend on where breakpoints are
+        # Names a condition reads besides the graph's values: ``call``, the run call's number for its model in a
+        # program launch (a decode step of a generation loop: ``call == 12``).
+        self.names: dict[str, Any] = {}
         self.holders: frozenset[str] = frozenset()  # control-flow nodes with a breakpoint somewhere inside
 
     def replace(self, specs: Iterable[BreakpointSpec | str], stoppable: set[str]) -> list[Breakpoint]:
@@ -271,6 +307,15 @@ class BreakpointTable:
                     return i  # the check there stops with the failure
         return limit
 
+    def _where(self, node: Node, names: Iterable[str]) -> dict[str, Any]:
+        """``module`` and ``layer`` for a condition at ``node`` that reads them (see :func:`.selection.where_names`),
+        and the table's own :attr:`names` it reads."""
+        wanted = set(names)
+        out = {k: v for k, v in self.names.items() if k in wanted}
+        if {MODULE_NAME, LAYER_NAME} & wanted:
+            out.update(where_names(self.graph, node))
+        return out
+
     def check(self, node: Node, ctx: BreakpointContext) -> tuple[list[int], str]:
         """Breakpoints that stop before ``node`` (logpoints log here and never stop); a note on failed conditions."""
         stopping: list[int] = []
@@ -287,7 +332,8 @@ class BreakpointTable:
                     # A condition over values this node cannot see yet (not computed) does not hold here.
                     if any(not ctx.is_available(n) and not (trial and n in trial) for n in names):
                         continue
-                    if not _expr.is_truthy(_expr.evaluate(cond, ctx.resolver(trial), base_dir=ctx.base_dir)):
+                    extra = {**self._where(node, cond.names - names), **(trial or {})}
+                    if not _expr.is_truthy(_expr.evaluate(cond, ctx.resolver(extra or None), base_dir=ctx.base_dir)):
                         continue
                 except GraphDapError as e:
                     notes.append(f"condition '{spec.condition}' failed: {e}")

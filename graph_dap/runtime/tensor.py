@@ -172,21 +172,26 @@ def summarize(value: Any) -> TensorSummary:
     if not dtypes.is_numeric(a.dtype):
         return TensorSummary(str(a.dtype), tuple(a.shape), int(a.size), kind="tensor")
     flat = a.reshape(-1)
-    n = flat.size
+    return summarize_chunks(str(a.dtype), tuple(a.shape), (flat[start : start + _CHUNK] for start in range(0, flat.size, _CHUNK)))
+
+
+def summarize_chunks(dtype: str, shape: tuple[int, ...], chunks: Iterable[np.ndarray]) -> TensorSummary:
+    """The summary of a numeric array given as consecutive flat pieces (of its own dtype), in one pass: a tensor
+    read from a file a piece at a time (:meth:`.weights.Weights.summary`) is never held whole."""
+    n = numel(shape)
     if n == 0:
-        return TensorSummary(str(a.dtype), tuple(a.shape), 0)
-    if a.dtype.kind == "c":
-        flat = np.abs(flat)
-    is_float = dtypes.is_float(flat.dtype)
+        return TensorSummary(dtype, shape, 0)
     nan = posinf = neginf = zeros = 0
     count = 0
     total = 0.0
     m2 = 0.0
     lo, hi = math.inf, -math.inf
-    for start in range(0, n, _CHUNK):
-        chunk = dtypes.numeric(flat[start : start + _CHUNK])  # bfloat16, float8, int4: as float32 or int8 (exact)
+    for piece in chunks:
+        if piece.dtype.kind == "c":
+            piece = np.abs(piece)
+        chunk = dtypes.numeric(piece)  # bfloat16, float8, int4: as float32 or int8 (exact)
         zeros += int(chunk.size - np.count_nonzero(chunk))
-        if is_float:
+        if dtypes.is_float(chunk.dtype):
             cmin, cmax = chunk.min(), chunk.max()
             if not (np.isfinite(cmin) and np.isfinite(cmax)):
                 isnan = np.isnan(chunk)
@@ -214,10 +219,10 @@ def summarize(value: Any) -> TensorSummary:
         count += k
         lo, hi = min(lo, float(cmin)), max(hi, float(cmax))
     if count == 0:
-        return TensorSummary(str(a.dtype), tuple(a.shape), n, None, None, None, None, nan, posinf, neginf, zeros)
+        return TensorSummary(dtype, shape, n, None, None, None, None, nan, posinf, neginf, zeros)
     mean = total / count
     std = math.sqrt(max(m2 / count, 0.0))
-    return TensorSummary(str(a.dtype), tuple(a.shape), n, lo, hi, mean, std, nan, posinf, neginf, zeros)
+    return TensorSummary(dtype, shape, n, lo, hi, mean, std, nan, posinf, neginf, zeros)
 
 
 def first_nonfinite(a: np.ndarray, want: str = "any") -> tuple[int, ...] | None:

@@ -159,9 +159,21 @@ class Values:
             raise ValueNotFoundError(f"no value '{name}' in the graph")
         if self.available(name):
             return self.compute([name])[name]
+        raise ValueNotFoundError(f"value '{name}' is not computed yet{self._where_made(name)}")
+
+    def _where_made(self, name: str) -> str:
+        """Which node makes ``name`` and how far the counter is from it, for the "not computed yet" message."""
         producer = self.scope.producer(name)
-        where = f": node {producer.id} ({producer.op_type}) has not run yet" if producer else ""
-        raise ValueNotFoundError(f"value '{name}' is not computed yet{where}")
+        if producer is None:
+            return ""
+        made = f": node {producer.id} ({producer.op_type}) makes it"
+        position = self.timeline.positions.get(producer.id)
+        if position is None:
+            return made
+        ahead = position - self.timeline.pc
+        if ahead < 0:
+            return f"{made}, {-ahead} node{'s' if ahead != -1 else ''} back, not run in this run (a goto passed it)"
+        return f"{made}, the next node" if ahead == 0 else f"{made}, {ahead} nodes ahead"
 
     def get(self, name: str) -> Any:
         """The value of ``name`` as a step or a recomputation reads it: kept and fresh (the run's own, or the user's),

@@ -14,8 +14,10 @@ symlinks leading out are refused), and a tensor whose bytes the file does not ho
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from onnx import external_data_helper, numpy_helper
 from graph_dap.errors import ModelError
 from graph_dap.files import path_problem
 from graph_dap.runtime import dtypes
-from graph_dap.runtime.tensor import numel
+from graph_dap.runtime.tensor import TensorSummary, numel, summarize, summarize_chunks
 
 #: The session option naming the folder that external data locations are relative to, for a model given as bytes.
 FOLDER_OPTION = "session.model_external_initializers_file_folder_path"
@@ -80,6 +82,28 @@ def locate(tensor: onnx.TensorProto, root: Path) -> External:
     return External(target, offset, length)
 
 
+_PIECE = 1 << 20  # bytes read at a time when summarizing external data (its float64 temporaries stay small)
+
+
+def _pieces(where: External, kind: np.dtype[Any]) -> Iterator[np.ndarray]:
+    """The tensor's bytes at ``where`` as consecutive flat arrays of ``kind``, read into one reused buffer."""
+    step = max(kind.itemsize, _PIECE - _PIECE % kind.itemsize)
+    buffer = bytearray(step)
+    with open(where.file, "rb") as f:
+        f.seek(where.offset)
+        left = where.length
+        while left > 0:
+            view = memoryview(buffer)[: min(step, left)]
+            filled = 0
+            while filled < len(view):
+                got = f.readinto(view[filled:])
+                if not got:
+                    raise ModelError(f"external data {where.file} ended early (a file changed while it was read?)")
+                filled += got
+            left -= filled
+            yield np.frombuffer(view, kind)
+
+
 def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
     """``graph`` and every subgraph in it."""
     out = [graph]
@@ -104,6 +128,21 @@ def _nbytes(tensor: onnx.TensorProto) -> int | None:
     return n * kind.itemsize
 
 
+def release_pages(value: Any) -> None:
+    """Let the kernel take back the pages of a mapped weight that this process has read (they stay in the page cache,
+    and are read again if something looks again): a weight read once to derive something from it (a bound of the
+    watch) need not stay in the process's memory. A no-op for an array that is not mapped."""
+    base = value
+    while base is not None and not isinstance(base, np.memmap):
+        base = getattr(base, "base", None)
+    mapping = getattr(base, "_mmap", None)
+    if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            mapping.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):  # (a closed or foreign mapping: it keeps its pages)
+            pass
+
+
 class Weights:
     """The initializers' data of one model, external data mapped from files inside ``folder``."""
 
@@ -112,6 +151,8 @@ class Weights:
         self._lock = threading.Lock()
         self._protos: dict[int, onnx.TensorProto] = {}  # id of an array handed out -> the proto it maps
         self._arrays: dict[tuple[str, str, int], np.ndarray] = {}  # (name, location, offset) -> its array
+        self._summaries: dict[str, TensorSummary] = {}  # the model's own data: it never changes
+        self._summarizing: dict[str, threading.Event] = {}  # summaries being made, by name
         self.external: dict[str, External] = {}
         self._tensors = [t for g in _graphs(model.graph) for t in g.initializer]
         for tensor in external_data_helper._get_all_tensors(model):
@@ -137,6 +178,11 @@ class Weights:
         """Whether any tensor's data is in an external file (sessions then need :data:`FOLDER_OPTION`)."""
         return bool(self.external)
 
+    @property
+    def data_folder(self) -> Path | None:
+        """The folder a session over this model given as bytes must read its external data from (None: none needed)."""
+        return self.folder if self.external else None
+
     def array(self, tensor: onnx.TensorProto) -> np.ndarray:
         """The data of ``tensor`` as an array: mapped read-only from its file when external (once), else from the proto."""
         if not uses_external_data(tensor):
@@ -149,6 +195,45 @@ class Weights:
                 a = self._arrays[key] = self._map(tensor)
                 self._protos[id(a)] = tensor
             return a
+
+    def summary(self, tensor: onnx.TensorProto) -> TensorSummary:
+        """The summary of an initializer's data, computed once. External data is read from its file a piece at a time
+        into one small buffer, not through the mapping: the whole model's weights summarized (a debugger's
+        Initializers scope) would otherwise all become pages of this process (its memory would double)."""
+        while True:
+            with self._lock:
+                done = self._summaries.get(tensor.name)
+                busy = self._summarizing.get(tensor.name)
+                if done is None and busy is None:
+                    self._summarizing[tensor.name] = threading.Event()  # (another thread asking waits for this one)
+            if done is not None:
+                return done
+            if busy is None:
+                break
+            busy.wait()
+        try:
+            found = self._summarize(tensor)
+        finally:
+            with self._lock:
+                self._summarizing.pop(tensor.name).set()
+        return found
+
+    def summarize_all(self) -> None:
+        """Summarize every external initializer (in their files' order) that is not yet: what a debugger does in the
+        background once a client looks at the scopes, so that opening the Initializers scope finds them done."""
+        for tensor in sorted((t for t in self._tensors if t.name in self.external), key=lambda t: (str(self.external[t.name].file), self.external[t.name].offset)):
+            self.summary(tensor)
+
+    def _summarize(self, tensor: onnx.TensorProto) -> TensorSummary:
+        kind = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        where = self.external.get(tensor.name) if uses_external_data(tensor) else None
+        if where is None or kind.hasobject or dtypes.is_extra(kind) or str(kind) in dtypes.PACKED or where.length == 0:
+            found = summarize(self.array(tensor))
+        else:
+            found = summarize_chunks(str(kind), tuple(int(d) for d in tensor.dims), _pieces(where, kind.newbyteorder("<")))
+        with self._lock:
+            self._summaries[tensor.name] = found
+        return found
 
     def reference(self, value: Any) -> onnx.TensorProto | None:
         """The original external-data tensor when ``value`` is the array :meth:`array` mapped for it (else None)."""

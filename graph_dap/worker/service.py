@@ -248,6 +248,8 @@ class WorkerService:
             from graph_dap.runtime.tools.lockstep import Lockstep
 
             driver = LockstepDriver(session, Lockstep(session, spec, dump, notes), self._paused.is_set)  # closes its source if it fails
+        if a.call_number is not None:
+            session.breakpoint_table.names["call"] = np.int64(a.call_number)
         self.close()  # the previous model's reference
         self.session, self.driver = session, driver
         self.values.forget_temps()
@@ -331,6 +333,7 @@ class WorkerService:
         """The session's filters (nan, inf, error), and ``mismatch``: stop at a divergence from the reference."""
         self.d.set_filters(a.filters)
         self.s.inf_exclude = a.inf_exclude
+        self.s.nan_exclude = a.nan_exclude
 
     def rpc_data_targets(self, a: p.NameArgs) -> p.DataTargets:
         """Nodes to stop before for a data breakpoint: after the producer ran (write), before a reader (read)."""

@@ -8,7 +8,10 @@ so that the adapter can page through them like any value.
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -35,6 +38,8 @@ class ValueCalls:
         self._session = session
         self._temps: dict[int, Any] = {}
         self._next_temp = 0
+        self._summaries = SummaryCache()
+        self.warming: dict[int, threading.Thread] = {}  # the model's weights being summarized in the background
 
     @property
     def s(self) -> DebugSession:
@@ -62,17 +67,26 @@ class ValueCalls:
 
     def rpc_values(self, a: p.LevelArgs) -> p.ValueNames:
         s = self.s
+        weights = s.graph.weights
+        if weights.has_external and self.warming.get(id(weights)) is None:
+            # A client looks at the scopes: the model's weights are summarized in the background, so that its
+            # Initializers scope (a page of 100 reads about 1 GB of a 0.5 B model) finds them done when opened.
+            self.warming = {id(weights): threading.Thread(target=weights.summarize_all, name="graph-dap-weights", daemon=True)}
+            self.warming[id(weights)].start()
         computed = s.computed_values(a.level)
         return p.ValueNames(tuple(computed), tuple(n for n in computed if s.is_stale(n, a.level)))
 
     def rpc_summaries(self, a: p.SummariesArgs) -> tuple[p.Summary, ...]:
+        """A page of a scope: what a value the run left must be recomputed with is recomputed for the page at once
+        (one by one, each would run again what comes before it), and a value's summary is made once (see SummaryCache)."""
         s = self.s
         out: list[p.Summary] = []
-        scope = s.frame(a.level).scope
+        values = s.frame(a.level).values
+        scope = values.scope
+        values.prefetch([n for n in a.names if values.own(n) and values.available(n) and n not in values.stale])  # (a stale one is shown as it is)
         for name in a.names:
             if s.has_value(name, a.level):
-                value = s.value(name, a.level)
-                out.append(wire.summary(name, value, s.is_stale(name, a.level), a.hex, s.note(name, a.level)))
+                out.append(self._summaries.summary(s, name, s.value(name, a.level), s.is_stale(name, a.level), a.hex, a.level))
                 continue
             producer = scope.producer(name) or s.graph.producer(name)
             info = s.graph.info_at(scope.path, name)
@@ -217,9 +231,35 @@ class ValueCalls:
             try:
                 value = s.evaluate(text, level=a.level)
             except UnknownNameError as e:
-                raise ValueNotFoundError(f"no value named '{e.name}' (not computed yet?)") from None
+                raise ValueNotFoundError(str(e) if e.known else f"no value named '{e.name}' (not computed yet?)") from None
             except ExpressionError:
                 if _NAME_LIKE.match(text):
                     raise ValueNotFoundError(f"no value named '{plain}' (not computed yet?)") from None
                 raise
         return wire.tensor_view(tensor_view(a.name, value, a.index, a.max_size))
+
+
+class SummaryCache:
+    """The summaries of values already shown, by the array they describe: a value a stop keeps (or that a step left
+    as it was) is summarized once, whatever the requests that show it again (a step, then stackTrace, scopes and
+    variables on a model of large tensors); a value recomputed or set is a new array, and gets a new summary. The
+    model's own initializers are summarized by :meth:`~graph_dap.runtime.weights.Weights.summary` (external data
+    read a piece at a time, not through the mapping)."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[tuple[str, bool, int], tuple[weakref.ref[Any], p.Summary]] = {}
+
+    def summary(self, s: DebugSession, name: str, value: Any, stale: bool, hex_: bool, level: int = 0) -> p.Summary:
+        """``name``'s summary at ``level``: as made before while ``value`` is the same array, else made now (with its
+        note: how it was computed, see ``DebugSession.note``)."""
+        if not isinstance(value, np.ndarray):
+            return wire.summary(name, value, stale, hex_, s.note(name, level))
+        held = self._by_name.get((name, hex_, level))
+        if held is not None and held[0]() is value:
+            return replace(held[1], stale=stale)
+        tensor = s.graph.weights.reference(value)
+        known = s.graph.weights.summary(tensor) if tensor is not None else None
+        made = wire.summary(name, value, stale, hex_, s.note(name, level), known)
+        self._by_name[(name, hex_, level)] = (weakref.ref(value), made)
+        return made
+

@@ -16,8 +16,9 @@ import numpy as np
 from graph_dap.kinds import SourceKind
 from graph_dap.runtime import expr
 from graph_dap.runtime.dtypes import EXTRA, is_extra, is_integer
+from graph_dap.runtime.selection import layer_of, module_paths
 from graph_dap.runtime.session import DebugSession, Stop
-from graph_dap.runtime.tensor import summarize
+from graph_dap.runtime.tensor import TensorSummary, summarize
 from graph_dap.worker import protocol as p
 
 if TYPE_CHECKING:
@@ -85,9 +86,9 @@ def _stat(v: float | None) -> str:
     return "?" if v is None else f"{v:.7g}"
 
 
-def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, note: str = "") -> p.Summary:
-    """What the adapter shows of one value: its line, type and statistics."""
-    s = summarize(value)
+def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, note: str = "", known: TensorSummary | None = None) -> p.Summary:
+    """What the adapter shows of one value: its line, type and statistics (``known``: its summary, made already)."""
+    s = known if known is not None else summarize(value)
     stats: tuple[tuple[str, str], ...] = ()
     scalar = None
     if s.kind == "tensor":
@@ -150,6 +151,7 @@ def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: st
             name=n.name,
             path=tuple(p.PathStep(s.node, s.attribute) for s in n.path),
             enterable=n.enterable,
+            modules=module_paths(graph, n),
         )
         for n in graph.all_nodes()
     )
@@ -168,6 +170,12 @@ def graph_info(graph: Graph, model_path: str, listing: Listing, listing_path: st
     )
 
 
+def frame_name(qualname: str, module: str | None) -> str:
+    """A Python frame's name, with its module when that is one of repeated blocks (``LlamaMLP.forward  [model.layers.8.mlp]``):
+    a line that runs once per layer shows which layer it runs in."""
+    return f"{qualname}  [{module}]" if module and layer_of([module]) is not None else qualname
+
+
 def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
     """A node's Python frames (innermost first) with the nodes each line made; without them, its module scopes."""
     sources = graph.sources
@@ -177,7 +185,7 @@ def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
     if source.frames:
         frames = tuple(
             p.SourceFrameInfo(
-                name=f.qualname,
+                name=frame_name(f.qualname, f.module),
                 path=f.path,
                 line=f.line,
                 function=f.function,
@@ -199,12 +207,14 @@ def node_source(graph: Graph, node: Node) -> p.NodeSourceInfo:
 
 
 def stop_info(session: DebugSession, stop: Stop, repeat: p.Repeat | None = None, comparison: tuple[str, ...] = ()) -> p.StopInfo:
-    """A stop with the position and the levels of the program counter; at the end, the iterations' timings and the comparison.
+    """A stop with the position and the levels of the program counter; at the end, the iterations' timings, the comparison,
+    and whether every continue ran at the optimization level asked (``details.opt_level``).
 
     Its fields are ``Stop.to_dict``'s (the CLI's ``run --json``), ``node`` as ``node_ref`` names it.
     """
     path = tuple(p.PathStep(s.node, s.attribute, s.iteration) for s in stop.path) if stop.node is not None else ()
     node = stop.node
+    details = {**stop.details, "opt_level": session.executor.level_report()} if stop.completed else stop.details
     return p.StopInfo(
         reason=stop.reason,
         node=None if node is None else p.NodeRef(node.id, node.name, node.op_type, node.index, path),
@@ -212,7 +222,7 @@ def stop_info(session: DebugSession, stop: Stop, repeat: p.Repeat | None = None,
         last_node=session.last_node.id if session.last_node else None,
         tensor=stop.tensor,
         message=stop.message,
-        details=stop.details,
+        details=details,
         breakpoint_ids=tuple(stop.breakpoint_ids),
         repeat=repeat,
         comparison=comparison,

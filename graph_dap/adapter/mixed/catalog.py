@@ -19,6 +19,7 @@ from typing import Any
 
 from graph_dap.adapter.listing import ListingSource, ensure_listing
 from graph_dap.host import protocol as hp
+from graph_dap.module_paths import MODULE, in_module
 from graph_dap.worker import protocol as wp
 from graph_dap.worker.client import WorkerClient
 
@@ -88,12 +89,16 @@ def spec_nodes(graph: wp.GraphInfo, spec: str) -> list[wp.NodeInfo]:
     if text.startswith("op:"):
         op = text[3:].strip()
         return [n for n in nodes if n.op_type == op or f"{n.domain}.{n.op_type}" == op]
+    if text.startswith(MODULE):
+        return [n for n in nodes if in_module(n.modules, text[len(MODULE) :])]
     producers = [n for n in nodes if text in n.outputs]
     if producers:
         return producers
     if _GLOB & set(text):
-        return [n for n in nodes if fnmatch.fnmatchcase(n.id, text)]
-    return []
+        by_glob = [n for n in nodes if fnmatch.fnmatchcase(n.id, text)]
+        if by_glob:
+            return by_glob
+    return [n for n in nodes if in_module(n.modules, text)]  # a module path given without module:
 
 
 class Catalog:
@@ -177,6 +182,11 @@ class Catalog:
         keys = {k for bps in self.lines.values() for bp in bps for k in bp.nodes}
         keys |= {k for bp in self.functions for k in bp.models}
         return tuple(sorted(keys))
+
+    def conditions(self, key: str) -> list[str | None]:
+        """The conditions of the graph breakpoints (logpoints too) that land in model ``key`` (None: unconditional)."""
+        out: list[str | None] = [bp.condition for bps in self.lines.values() for bp in bps if key in bp.nodes]
+        return out + [bp.condition for bp in self.functions if key in bp.models]
 
     def line_specs(self, key: str) -> tuple[str | None, list[tuple[LineBreakpoint, dict[str, Any]]]]:
         """The listing path of model ``key`` and the line breakpoints on it, each with its graph-session spec."""

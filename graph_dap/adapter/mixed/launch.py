@@ -150,11 +150,12 @@ class ProgramLaunch:
             armed=armed,
         )
 
-    def graph_launch(self, loaded: hp.ModelLoaded, feeds: str, listing_path: str | None) -> dict[str, Any]:
-        """The launch of one run's graph session: the call's model and feeds, the program's providers and level."""
+    def graph_launch(self, loaded: hp.ModelLoaded, feeds: str, listing_path: str | None, call: int) -> dict[str, Any]:
+        """The launch of one run's graph session: the call's model, number and feeds, the program's providers and level."""
         launch: dict[str, Any] = {
             "model": loaded.path,
             "inputs": feeds,
+            "callNumber": call,
             "providers": list(self.providers or loaded.providers),
             "optLevel": self.opt_level or loaded.opt_level,
             "stopOnEntry": self.stop_on_session_run,

@@ -19,6 +19,7 @@ from typing import Any
 
 from graph_dap.adapter.core import EXCEPTION_FILTERS, WorkerFactory
 from graph_dap.adapter.mixed import schema
+from graph_dap.adapter.mixed.calls import can_skip
 from graph_dap.adapter.mixed.catalog import Catalog
 from graph_dap.adapter.mixed.graph_run import GraphRun, outputs_path
 from graph_dap.adapter.mixed.host_link import HostLink
@@ -186,7 +187,8 @@ class MixedSession:
 
     def _run_call(self, request: int, call: hp.RunCall) -> None:
         entry = self.catalog.models.get(call.key)
-        if entry is None or not entry.debuggable or self.terminated:
+        skip = call.why == "breakpoint" and can_skip(self.catalog.conditions(call.key), call.call)  # (a decode step not asked for)
+        if entry is None or not entry.debuggable or self.terminated or skip:
             self.link.answer(request, hp.RunResult(RunAction.PLAIN))
             return
         number = next(self._numbers)
@@ -201,7 +203,7 @@ class MixedSession:
         try:
             await run.request("initialize", init)
             listing_path, _ = self.catalog.line_specs(run.call.key)
-            await run.request("launch", self.launch.graph_launch(entry.loaded, run.call.feeds, listing_path))
+            await run.request("launch", self.launch.graph_launch(entry.loaded, run.call.feeds, listing_path, run.call.call))
             await self.configure_run(run)
             await run.request("configurationDone")
         except Exception as error:  # noqa: BLE001 - the call then runs as it is, and the user hears why

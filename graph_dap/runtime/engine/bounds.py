@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from graph_dap.runtime.graph import Lookup, Node
+from graph_dap.runtime.weights import release_pages
 
 MARGIN = 16.0  # on A and B: rounding in the sums, and a pool's mean times its size
 # The largest A and B a check can take: A is multiplied by a pool's pixel count (up to 2**24) and both
@@ -159,6 +160,7 @@ class Bounds:
         key = (name, axis)
         if key not in self._norms:
             self._norms[key] = _row_l1_max(value, axis)
+            release_pages(value)  # (a model's weights, read for their norms, would all stay in the process's memory)
         norm = self._norms[key]
         return norm if np.isfinite(norm) else None
 

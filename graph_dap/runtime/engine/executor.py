@@ -29,6 +29,7 @@ from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
 from graph_dap.runtime.engine.fusion import Fusions, whole_model_fusions
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, ort_message, session_options
+from graph_dap.runtime.engine.planning import CUTS
 from graph_dap.runtime.engine.segments import SegmentError, SegmentResult, SegmentRunner
 from graph_dap.runtime.engine.store import nbytes
 from graph_dap.runtime.engine.watch import WatchPlan
@@ -36,6 +37,7 @@ from graph_dap.runtime.graph import Graph, Node
 
 Getter = Callable[[str], Any]
 _logger = _log.get_logger(__name__)
+_NOTES = 8  # stretches that ran without the asked optimizations, noted for the report
 
 
 def split_reads(
@@ -69,18 +71,18 @@ class Executor:
     def __init__(self, graph: Graph, providers: Sequence[str] | None, opt_level: str, embedded: Collection[str]) -> None:
         self.graph = graph
         self.opt_level = check_opt_level(opt_level)
-        # One budget for every session of the model: together they hold its weights about once (see :mod:`.budget`).
-        self.budget = WeightBudget(graph.weights.total_bytes)
+        # One budget for every session of the model: together they hold its weights about once (see :mod:`.budget`),
+        # and a recomputation between two of a segment's checkpoints beside it (a fault confirmed by the original
+        # nodes does not let the run's session go, to be built again at the next continue).
+        total = graph.weights.total_bytes
+        self.budget = WeightBudget(total + total // CUTS)
         self.runner = NodeRunner(graph, providers, OptLevel.NONE, self.budget)
         self.exact = SegmentRunner(graph, self.runner.providers, OptLevel.NONE, self.budget)  # recomputations: the original graph's values
-        # A model whose weights fill the budget runs its continues without optimizations: an optimized
-        # segment's values are shown only once recomputed by the original nodes, which for such a model
-        # means a second session over all of its weights (and the budget would let the first go).
+        # Whether sessions of a segment's parts fit beside the segment's own. A model whose weights fill the
+        # budget still runs its continues at ``opt_level``: the level is the user's, never the budget's.
         self.roomy = 2 * graph.weights.total_bytes <= self.budget.limit
-        level = self.opt_level if self.roomy else OptLevel.NONE
-        if level != opt_level:
-            _logger.info("weights of %d MB fill the session budget: continues run without graph optimizations", graph.weights.total_bytes >> 20)
-        self.segments = SegmentRunner(graph, self.runner.providers, level, self.budget) if level != OptLevel.NONE else self.exact
+        self.segments = SegmentRunner(graph, self.runner.providers, self.opt_level, self.budget) if self.opt_level != OptLevel.NONE else self.exact
+        self.unoptimized: list[str] = []  # what a continue ran node by node without the asked optimizations, and why
         self._whole: ort.InferenceSession | None = None
         self._fusions: list[Fusions | None] = []  # (computed once, when first asked for)
         self._fusions_lock = threading.Lock()
@@ -201,8 +203,7 @@ class Executor:
             graph = self.graph
             source: Any = str(graph.path) if graph.path is not None and graph.path.is_file() else graph.model.SerializeToString()
             try:
-                folder = graph.weights.folder if graph.weights.has_external else None
-                self._whole = ort.InferenceSession(source, session_options(self.opt_level, folder), providers=self.providers)
+                self._whole = ort.InferenceSession(source, session_options(self.opt_level, graph.weights.data_folder), providers=self.providers)
             except ORT_ERRORS as e:
                 raise SegmentError(ort_message(e)) from None
         names = list(self.graph.output_names)
@@ -223,6 +224,18 @@ class Executor:
                 level = self.segments.opt_level
                 self._fusions.append(whole_model_fusions(self.graph, level, self.providers) if self.optimized else None)
             return self._fusions[0]
+
+    def ran_unoptimized(self, nodes: Sequence[Node], why: str) -> None:
+        """A continue ran ``nodes`` one by one without optimizations instead of in one call at ``opt_level``: noted,
+        so that the run's report and the debugger's end-of-run message say so (:meth:`level_report`)."""
+        if not self.optimized or not nodes or len(self.unoptimized) >= _NOTES:
+            return
+        what = f"{nodes[0].id}" if len(nodes) == 1 else f"{nodes[0].id} .. {nodes[-1].id} ({len(nodes)} nodes)"
+        self.unoptimized.append(f"{what} ran node by node without optimizations: {why}")
+
+    def level_report(self) -> dict[str, Any]:
+        """The optimization level asked and whether every continue ran at it: ``{asked, kept, unoptimized}``."""
+        return {"asked": str(self.opt_level), "kept": not self.unoptimized, "unoptimized": list(self.unoptimized)}
 
     @property
     def optimized(self) -> bool:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import enum
 import fnmatch
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from graph_dap.runtime.dtypes import can_fault, numeric
+from graph_dap.runtime.engine.masks import NO_INTENT, Intent, summary
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Lookup, Node
 from graph_dap.runtime.tensor import first_nonfinite
@@ -32,28 +33,47 @@ class Fault(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class FaultFilter:
-    """Which faults stop a run: NaN, Inf (minus excluded nodes)."""
+    """Which faults stop a run: NaN, Inf, minus the nodes whose Inf (``inf_exclude``) or NaN (``nan_exclude``) is
+    expected (globs over node ids, ``op:TYPE``), and what the model makes on purpose (``intent``, see :mod:`.masks`)."""
 
     nan: bool
     inf: bool
     inf_exclude: tuple[str, ...] = ()
+    nan_exclude: tuple[str, ...] = ()
+    intent: Intent = NO_INTENT
 
     @property
     def active(self) -> bool:
         return self.nan or self.inf
 
     def inf_excluded(self, node: Node) -> bool:
-        for pat in self.inf_exclude:
-            if pat.startswith("op:"):
-                if node.op_type == pat[3:]:
-                    return True
-            elif fnmatch.fnmatchcase(node.id, pat):
-                return True
-        return False
+        return node.id in self.intent.inf or _matches(node, self.inf_exclude)
+
+    def nan_excluded(self, node: Node) -> bool:
+        return node.id in self.intent.nan or _matches(node, self.nan_exclude)
 
     def never_prune(self, node: Node) -> bool:
-        """Excluded nodes keep their own sum, so their Inf is never blamed on a consumer."""
-        return self.inf and self.inf_excluded(node)
+        """Excluded nodes keep their own sum, so their Inf (NaN) is never blamed on a consumer."""
+        return (self.inf and self.inf_excluded(node)) or (self.nan and self.nan_excluded(node))
+
+    def exclusions(self) -> list[dict[str, str]]:
+        """What this filter leaves alone, and why: ``{node, kind, why}`` for what the model makes on purpose,
+        ``{pattern, kind, why}`` for the user's exclusions (only the kinds watched)."""
+        out: list[dict[str, str]] = []
+        for kind, on, patterns in (("inf", self.inf, self.inf_exclude), ("nan", self.nan, self.nan_exclude)):
+            if on:
+                out += [{"node": n, "kind": kind, "why": why} for n, k, why in self.intent.why if k == kind]
+                out += [{"pattern": p, "kind": kind, "why": f"--{kind}-exclude"} for p in patterns]
+        return out
+
+    def exclusions_text(self) -> str:
+        """:meth:`exclusions` in a line (empty when none)."""
+        kinds = [k for k, on in (("inf", self.inf), ("nan", self.nan)) if on]
+        parts = [summary(self.intent, kinds)] if any(k in kinds for _, k, _ in self.intent.why) else []
+        for kind, patterns in (("inf", self.inf_exclude), ("nan", self.nan_exclude)):
+            if kind in kinds and patterns:
+                parts.append(f"the {'Inf' if kind == 'inf' else 'NaN'} of {', '.join(patterns)} (--{kind}-exclude)")
+        return "; ".join(p for p in parts if p)
 
     def kind_of(self, node: Node, value: Any) -> Fault | None:
         """NaN or Inf when ``value`` holds what this filter stops on, else None."""
@@ -68,7 +88,7 @@ class FaultFilter:
             total = np.add.reduce(a, axis=None)  # one pass: any NaN or Inf makes it non-finite (an overflow too: checked below)
         if np.isfinite(total):
             return None
-        if self.nan and np.isnan(a).any():
+        if self.nan and not self.nan_excluded(node) and np.isnan(a).any():
             return Fault.NAN
         if self.inf and not self.inf_excluded(node) and np.isinf(a).any():
             return Fault.INF
@@ -102,15 +122,15 @@ class FaultFilter:
         return True
 
     def _flagged(self, node: Node, s: float) -> bool:
-        if np.isnan(s):
-            return True
+        if np.isnan(s):  # a NaN, or +Inf with -Inf (where NaN is expected, neither stops the run)
+            return not self.nan_excluded(node)
         if np.isinf(s):
             return self.inf and not self.inf_excluded(node)
         return False
 
     def fired(self, plan: WatchPlan, sums: np.ndarray, order: Sequence[str] | None = None) -> list[str]:
         """The watched tensors whose sum is NaN (the sure sign of a NaN or of +Inf with -Inf), in the sums' order."""
-        return [name for name, s in zip(plan.watched if order is None else order, sums.tolist()) if np.isnan(s)]
+        return [name for name, s in zip(plan.watched if order is None else order, sums.tolist()) if np.isnan(s) and name not in plan.quiet_nan]
 
     def first_fault(
         self,
@@ -178,11 +198,25 @@ class FaultFilter:
         where = f" at index {list(index)}" if index is not None else ""
         origin = f"; input {', '.join(held)} already held {label}" if held else "; none of its inputs held any"
         message = f"{node.label} produced {count} {label} in '{name}'{where}{origin}"
-        details = {"count": count, "first_index": list(index) if index else None, "input_had_it": bool(held), "inputs_with_it": held}
+        details: dict[str, Any] = {"count": count, "first_index": list(index) if index else None, "input_had_it": bool(held), "inputs_with_it": held}
+        left = self.exclusions_text()
+        if left:  # what the watch left alone on purpose, so that a stop past it is understood
+            message += f"; not watched: {left}"
+            details["excluded"] = self.exclusions()
         if kind == Fault.INF:
             details["posinf"] = int(np.isposinf(a).sum())
             details["neginf"] = int(np.isneginf(a).sum())
         return stop_cls(reasons.NAN if kind == Fault.NAN else reasons.INF, node, message, name, details)
+
+
+def _matches(node: Node, patterns: Iterable[str]) -> bool:
+    for pat in patterns:
+        if pat.startswith("op:"):
+            if node.op_type == pat[3:]:
+                return True
+        elif fnmatch.fnmatchcase(node.id, pat):
+            return True
+    return False
 
 
 def _position(graph: Lookup, value: str, plan: WatchPlan) -> tuple[int, int]:

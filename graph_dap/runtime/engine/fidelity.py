@@ -91,7 +91,10 @@ def regard(graph: Lookup, nodes: Sequence[Node], plan: WatchPlan, present: set[s
     watched = [w for w in plan.watched if w in kept]
     if watched == plan.watched:
         return plan
-    return WatchPlan(watched, guards, plan.inner, plan.rewrites, plan.to_float & frozenset(watched), plan.bounded, plan.scales)
+    kept_set = frozenset(watched)
+    return WatchPlan(
+        watched, guards, plan.inner, plan.rewrites, plan.to_float & kept_set, plan.bounded, plan.scales, plan.scaled & kept_set, plan.quiet_nan & kept_set
+    )
 
 
 def _downstream(graph: Lookup, name: str, watched: set[str], in_segment: set[str], order: dict[str, int]) -> str | None:

@@ -21,7 +21,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap.runtime.engine.faults import FaultFilter
-from graph_dap.runtime.engine.watch import watch_plan
+from graph_dap.runtime.engine.watch import keeps, summed, watch_plan
 from graph_dap.runtime.graph import Graph, Node, Scope
 
 _counter = itertools.count()
@@ -99,7 +99,7 @@ def _flagged_graph(graph: Graph, scope: Scope, g: onnx.GraphProto, filt: FaultFi
     tail.clear()
     by_index = {n.index: n for n in scope.nodes}
     dtypes = {o: scope.value_info(o).dtype or "" for n in scope.nodes for o in n.outputs if o}
-    plan = watch_plan(scope, scope.nodes, dtypes, filt.never_prune, filt.nan, filt.inf)
+    plan = watch_plan(scope, scope.nodes, dtypes, filt.never_prune, filt.nan, filt.inf, large=filt.intent.large, nan_expected=filt.nan_excluded)
     watched = set(plan.watched)
     for index, original in enumerate(g.node):
         node = by_index[index]
@@ -114,20 +114,11 @@ def _flagged_graph(graph: Graph, scope: Scope, g: onnx.GraphProto, filt: FaultFi
         for o in node.outputs:
             if o not in watched:
                 continue
-            source = o
-            if o in plan.to_float:  # no ReduceSum, IsNaN or Where for it on the CPU: watch it as float32
-                source = f"{tag}_f32_{len(parts)}"
-                tail.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
-            if filt.inf and filt.inf_excluded(node):
-                if not filt.nan:
-                    continue
-                # an Inf it makes on purpose is not a fault: keep its NaNs only
-                nan, zero = f"{tag}_nan{len(parts)}", f"{tag}_zero{len(parts)}"
-                kind = "float32" if o in plan.to_float else dtypes[o]
-                tail.append(helper.make_node("IsNaN", [source], [nan]))
-                tail.append(helper.make_node("Constant", [], [zero], value=numpy_helper.from_array(np.zeros((), _np(kind)), zero + "_t")))
-                tail.append(helper.make_node("Where", [nan, source, zero], [kept := f"{tag}_kept{len(parts)}"]))
-                source = kept
+            keep = keeps(filt, node)
+            if keep == "none":
+                continue
+            made, source = summed(o, plan, dtypes[o], keep, f"{tag}_w{len(parts)}")
+            tail.extend(made)
             k = len(parts)
             s, c = f"{tag}_s{k}", f"{tag}_c{k}"
             tail.append(helper.make_node("ReduceSum", [source], [s], keepdims=0))
@@ -146,10 +137,6 @@ def _flagged_graph(graph: Graph, scope: Scope, g: onnx.GraphProto, filt: FaultFi
     out.node.extend(tail)
     out.output.append(helper.make_tensor_value_info(output, TensorProto.FLOAT, [1]))
     return out
-
-
-def _np(dtype: str) -> np.dtype[np.floating]:
-    return np.dtype(dtype if dtype in ("float16", "float64") else "float32")
 
 
 class Instruments:

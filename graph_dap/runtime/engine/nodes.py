@@ -38,7 +38,7 @@ class NodeRunner:
         self.opt_level = opt_level
         self._sessions: dict[tuple[Any, ...], ort.InferenceSession] = {}
         self.sessions_built = 0
-        self._folder = graph.weights.folder if graph.weights.has_external else None
+        self._folder = graph.weights.data_folder
 
     def one_node_model(self, node: Node, feeds: Mapping[str, Any], constants: Mapping[str, Any]) -> onnx.ModelProto:
         """A model holding only ``node``: inputs typed from ``feeds``, ``constants`` embedded.

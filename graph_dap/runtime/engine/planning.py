@@ -20,7 +20,8 @@ from graph_dap.runtime.engine.watch import WatchPlan, never_faults, watch_plan
 from graph_dap.runtime.graph import Lookup, Node
 
 CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
-INLINE_CONSTANT_BYTES = 64 << 10  # constants up to this size are recomputed in segments, not fed
+INLINE_CONSTANT_BYTES = 64 << 10
+HEAVY_BYTES = 256 << 20  # weights over which an optimized segment keeps checkpoints (see plan)  # constants up to this size are recomputed in segments, not fed
 _ELEMENTWISE = frozenset({"Add", "Sum", "Sub", "Mul", "Div", "Max", "Min"})  # (see SegmentPlanner.parts)
 
 
@@ -89,9 +90,26 @@ class SegmentPlanner:
                 if cost <= room:
                     wanted += live
                     room -= cost
+        elif end - start >= 2 * CUTS and self._heavy(nodes):
+            # Over large weights (a language model's), an optimized segment keeps the values live at a few cuts where
+            # each has two readers or more (materialized anyway: no fusion undone): a fault it finds is then confirmed
+            # by the original nodes from the nearest of them, not from its start (half a 0.5 B model's weights in a
+            # session of their own, at every run that finds one).
+            room = budget // 4
+            for cut in self.parts(start, end, CUTS)[1:-1]:
+                live = [o for o in self._live(start, cut) if o not in wanted]
+                # (of symbolic size, as a prompt's activations are: small beside the weights; the store evicts them)
+                cost = sum(size for size in (self.graph.value_info(o).nbytes for o in live) if size is not None)
+                if cost <= room:
+                    wanted += live
+                    room -= cost
         bounds = self._bounds_over(constants) if optimized and filt.nan and filt.inf else None
         faultless = (lambda n: never_faults(n, constants, dtypes)) if constants is not None else None
-        watch = watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf, bounds, faultless) if filt.active else None
+        watch = (
+            watch_plan(self.graph, nodes, dtypes, filt.never_prune, filt.nan, filt.inf, bounds, faultless, filt.intent.large, filt.nan_excluded)
+            if filt.active
+            else None
+        )
         if watch is not None and instruments is not None:
             for n in nodes:
                 if n.enterable and instruments.can(n):
@@ -136,6 +154,12 @@ class SegmentPlanner:
                 bounds.append(cut)
         self._parts[start, end, count] = bounds + [end]
         return bounds + [end]
+
+    def _heavy(self, nodes: Sequence[Node]) -> bool:
+        """Whether ``nodes`` read weights of :data:`HEAVY_BYTES` or more (declared sizes)."""
+        weights = set(self.graph.initializer_names)
+        read = {i for n in nodes for i in n.inputs if i in weights}
+        return sum(self.estimated_bytes(i) for i in read) >= HEAVY_BYTES
 
     def _live(self, start: int, pos: int) -> list[str]:
         """The values made by ``start..pos-1`` that are read at ``pos`` or after."""

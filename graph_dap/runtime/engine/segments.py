@@ -39,7 +39,7 @@ from graph_dap.runtime.engine.budget import COUNTED_BYTES, WeightBudget, weight_
 from graph_dap.runtime.engine.fidelity import may_fuse
 from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message, session_options
 from graph_dap.runtime.engine.sentinel import Readout
-from graph_dap.runtime.engine.watch import WatchPlan, pooled_first
+from graph_dap.runtime.engine.watch import WatchPlan, pooled_first, summed
 from graph_dap.runtime.graph import Graph, Node
 
 SENTINEL = "__graph_dap_sentinel"
@@ -385,7 +385,7 @@ class SegmentRunner:
 
     def _options(self, level: str | None = None) -> ort.SessionOptions:
         weights = self.graph.weights
-        so = session_options(self.opt_level if level is None else level, weights.folder if weights.has_external else None)
+        so = session_options(self.opt_level if level is None else level, weights.data_folder)
         so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
         return so
 
@@ -425,10 +425,9 @@ class SegmentRunner:
                 if o in watch_set:
                     i = len(sums)
                     s, c, r = f"__gd_sum{i}", f"__gd_cast{i}", f"__gd_r{i}"
-                    source = o
-                    if watch is not None and o in watch.to_float:  # no ReduceSum for it on the CPU: sum it as float32
-                        source = f"__gd_f32_{i}"
-                        node_protos.append(helper.make_node("Cast", [o], [source], to=TensorProto.FLOAT))
+                    assert watch is not None
+                    made, source = summed(o, watch, "", None, f"__gd_w{i}")  # (a check's source is never large: not scaled)
+                    node_protos.extend(made)
                     info = self.graph.info_at(scope.path, o)
                     pixels = math.prod(d for d in (info.shape or ())[2:] if isinstance(d, int))
                     if self.opt_level != OptLevel.NONE and pooled_first(info) and not (o in checked and pixels > 2**24):  # (see bounds.LIMIT)

@@ -10,14 +10,17 @@ watched tensor: it can never hold the first fault.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap.runtime.dtypes import EXTRA_FLOATS
 from graph_dap.runtime.engine.bounds import LIMIT, MARGIN, Bound, Bounds, Check, Within
+from graph_dap.runtime.engine.masks import SCALE
 from graph_dap.runtime.graph import Lookup, Node, ValueInfo
 
 #: Element types the watch sums in-graph. onnxruntime's CPU provider sums neither bfloat16
@@ -204,6 +207,8 @@ class WatchPlan:
     to_float: frozenset[str] = frozenset()
     bounded: dict[str, str] = field(default_factory=dict)
     scales: dict[str, Check] = field(default_factory=dict)
+    scaled: frozenset[str] = frozenset()  # large by construction (see .masks): summed times masks.SCALE, not to overflow
+    quiet_nan: frozenset[str] = frozenset()  # watched tensors whose NaN is expected (their NaN sums fire nothing)
 
     @property
     def checked(self) -> set[str]:
@@ -220,6 +225,8 @@ def watch_plan(
     inf: bool = True,
     bounds: Bounds | None = None,
     faultless: Callable[[Node], bool] | None = None,
+    large: Collection[str] = (),
+    nan_expected: Callable[[Node], bool] | None = None,
 ) -> WatchPlan:
     """Tensors to watch among ``nodes``' outputs, pruned where a watched consumer shows the fault.
 
@@ -228,6 +235,8 @@ def watch_plan(
     ``bounds`` (watching both, for an optimized segment): the input of an activation that keeps NaN but
     may hide an Inf (a Relu's, a Sigmoid's) is left to its output and to a bound (see :mod:`.bounds`),
     so that onnxruntime can fuse the activation (or need not reorder the input to sum it).
+    ``large``: values that hold numbers near the end of the float range by construction (an attention mask's
+    ``finfo.min``, see :mod:`.masks`), summed scaled down; ``nan_expected``: nodes whose NaN is no fault.
     """
     candidates: list[str] = []
     for n in nodes:
@@ -329,5 +338,61 @@ def watch_plan(
                 watched.discard(name)
                 implied.add(name)
     kept = [c for c in candidates if c in watched]
-    to_float = frozenset(c for c in kept if dtypes.get(c) in EXTRA_FLOATS)
-    return WatchPlan(kept, guards, to_float=to_float, bounded=bounded, scales=scales)
+    big = set(large)
+    # (float16: summed as float32, where its range cannot overflow; float32: scaled, as a Cast would cost as much)
+    to_float = frozenset(c for c in kept if dtypes.get(c) in EXTRA_FLOATS or (c in big and dtypes.get(c) == "float16"))
+    scaled = frozenset(c for c in kept if c in big and dtypes.get(c) == "float32" and c not in sources and c not in scales)
+    quiet = frozenset(c for c in kept if nan_expected is not None and nan_expected(graph.producer(c)))  # type: ignore[arg-type]
+    return WatchPlan(kept, guards, to_float=to_float, bounded=bounded, scales=scales, scaled=scaled, quiet_nan=quiet)
+
+
+def summed(value: str, plan: WatchPlan, dtype: str, keep: str | None, tag: str) -> tuple[list[onnx.NodeProto], str]:
+    """The nodes that make what the watch sums of ``value`` (named from ``tag``), and its name: as float32 where the CPU
+    cannot sum it (``plan.to_float``), only its NaNs (``keep="nan"``: its Inf is expected) or only its infinities
+    (``keep="inf"``: its NaN is expected), and scaled down where it is large by construction (``plan.scaled``)."""
+    nodes: list[onnx.NodeProto] = []
+    source = value
+    kind = dtype
+    if value in plan.to_float:
+        nodes.append(helper.make_node("Cast", [source], [f"{tag}_f32"], to=TensorProto.FLOAT))
+        source, kind = f"{tag}_f32", "float32"
+    if keep is not None:
+        zero = numpy_helper.from_array(np.zeros((), _NUMPY.get(kind, np.float32)), f"{tag}_zero_t")
+        nodes.append(helper.make_node("IsNaN", [source], [f"{tag}_isnan"]))
+        nodes.append(helper.make_node("Constant", [], [f"{tag}_zero"], value=zero))
+        pair = [source, f"{tag}_zero"] if keep == "nan" else [f"{tag}_zero", source]
+        nodes.append(helper.make_node("Where", [f"{tag}_isnan", *pair], [f"{tag}_kept"]))
+        source = f"{tag}_kept"
+    if value in plan.scaled:
+        scale = numpy_helper.from_array(np.asarray(SCALE, np.float32), f"{tag}_scale_t")
+        nodes.append(helper.make_node("Constant", [], [f"{tag}_scale"], value=scale))
+        nodes.append(helper.make_node("Mul", [source, f"{tag}_scale"], [f"{tag}_scaled"]))
+        source = f"{tag}_scaled"
+    return nodes, source
+
+
+_NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
+
+
+class Exclusions(Protocol):
+    """What :func:`keeps` reads of a fault filter (:class:`.faults.FaultFilter`)."""
+
+    @property
+    def nan(self) -> bool: ...
+
+    @property
+    def inf(self) -> bool: ...
+
+    def inf_excluded(self, node: Node) -> bool: ...
+
+    def nan_excluded(self, node: Node) -> bool: ...
+
+
+def keeps(filt: Exclusions, node: Node) -> str | None:
+    """What the sum of a tensor ``node`` makes keeps for :func:`summed`: ``"nan"`` (its Inf is expected), ``"inf"`` (its
+    NaN is), ``"none"`` (neither counts: it is not summed), None (both)."""
+    no_inf = not filt.inf or filt.inf_excluded(node)
+    no_nan = not filt.nan or filt.nan_excluded(node)
+    if no_inf and no_nan:
+        return "none"
+    return "nan" if no_inf and filt.inf else "inf" if no_nan and filt.nan else None

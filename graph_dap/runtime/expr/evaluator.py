@@ -38,6 +38,7 @@ from graph_dap.runtime.expr.functions import (
     count_elements,
 )
 from graph_dap.runtime.expr.validate import callee, is_np, parse, skip_string
+from graph_dap.runtime.selection import ModuleValue
 from graph_dap.runtime.tensor import numel, type_text
 
 __all__ = [
@@ -226,9 +227,10 @@ class _Evaluator:
         if name not in self.values:
             try:
                 value = self.resolve(name)
-            except (ValueNotFoundError, KeyError):
+            except (ValueNotFoundError, KeyError) as e:
                 if not constant:
-                    raise UnknownNameError(name) from None
+                    computed_later = isinstance(e, ValueNotFoundError) and "not computed yet" in str(e)
+                    raise UnknownNameError(name, str(e) if computed_later else "") from None
                 value = CONSTANTS[name]
             items = value if isinstance(value, (list, tuple)) else [value]
             self.sources.extend(v for v in items if isinstance(v, np.ndarray))
@@ -241,11 +243,18 @@ class _Evaluator:
         for op, node in zip(ops, comparators, strict=True):
             b = self.eval(node)
             symbol, ufunc = COMPARE[type(op)]
-            if isinstance(a, (str, np.dtype)) or isinstance(b, (str, np.dtype)):
+            if isinstance(a, ModuleValue) or isinstance(b, ModuleValue):  # a condition's ``module == "model.layers.8"``
+                if symbol not in ("==", "!="):
+                    raise ExpressionError(f"module can only be compared with == or != (to a module path or glob in quotes), not {symbol}")
+                modules, other = (a, b) if isinstance(a, ModuleValue) else (b, a)
+                if not isinstance(other, str):
+                    raise ExpressionError('module is compared with a module path in quotes: module == "model.layers.8"')
+                r: Any = modules.matches(other) == (symbol == "==")
+            elif isinstance(a, (str, np.dtype)) or isinstance(b, (str, np.dtype)):
                 if symbol not in ("==", "!="):
                     raise ExpressionError(f"dtypes can only be compared with == or !=, not {symbol}")
                 same = all(isinstance(v, (str, np.dtype)) for v in (a, b)) and as_dtype(a) == as_dtype(b)
-                r: Any = same if symbol == "==" else not same
+                r = same if symbol == "==" else not same
             elif symbol in ("==", "!=") and all(_is_int_tuple(v) for v in (a, b)):
                 r = (tuple(a) == tuple(b)) == (symbol == "==")
             else:

@@ -43,6 +43,9 @@ def is_np(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in _NP_MODULES
 
 
+MODULE_NAME = "module"  # (what a breakpoint's condition reads as the modules of its node: see runtime/selection.py)
+
+
 def _is_dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
@@ -161,6 +164,8 @@ class Validator:
             case ast.BinOp(left=left, op=op, right=right) | ast.Compare(left=left, ops=[op], comparators=[right]):
                 self._check_op(op)
                 strings = "dtype" if isinstance(op, (ast.Eq, ast.NotEq)) else None
+                if strings and any(isinstance(x, ast.Name) and x.id == MODULE_NAME for x in (left, right)):
+                    strings = "module"  # a breakpoint condition's ``module == "model.layers.8"``: a module path, or a glob
                 self.check(left, d, strings)
                 self.check(right, d, strings)
             case ast.Compare(left=left, ops=ops, comparators=rest):

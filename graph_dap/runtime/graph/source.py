@@ -35,6 +35,7 @@ CLASSES_KEY = "pkg.torch.onnx.class_hierarchy"
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<function>.+?))?\s*$')
 _LINE_SPEC = re.compile(r"^(?P<file>.+):(?P<line>\d+)$")
+_NO_MODULE = "_empty_nn_module_stack"  # torch.export's module for the nodes it makes itself
 
 
 def base_name(path: str) -> str:
@@ -168,8 +169,9 @@ def metadata_modules(metadata: dict[str, str]) -> list[ModuleScope]:
         if len(classes) != len(names):
             classes = [""] * len(names)
         entries = list(zip(names, classes))
-    # the last entry is the node's own op (``softmax: aten.softmax.int``)
-    return [ModuleScope(name, cls) for name, cls in entries[:-1]]
+    # the last entry is the node's own op; torch.export's placeholder for nodes it made itself (runtime asserts on
+    # symbolic sizes) is no module of the model
+    return [ModuleScope(name, cls) for name, cls in entries[:-1] if not name.startswith(_NO_MODULE)]
 
 
 def name_modules(name: str) -> list[ModuleScope]:
@@ -279,6 +281,7 @@ class SourceMap:
         self.graph = graph
         self._of: dict[str, NodeSource] = {}
         self._lines: dict[tuple[str, int], list[Node]] = {}
+        self._runs: dict[tuple[Any, str, int], dict[str, list[Node]]] = {}  # (scope, file, line) -> node id -> its execution
         files: dict[str, None] = {}
         for node in graph.all_nodes():
             source = node_source(node)
@@ -353,15 +356,16 @@ class SourceMap:
         source = self._of.get(node.id)
         if source is None:
             return [node]
-        sequence = self.graph.scope_of(node).nodes
+        scope = self.graph.scope_of(node)
+        sequence = scope.nodes
         if source.frames:
             if not 0 <= depth < len(source.frames):
                 return [node]
             f = source.frames[depth]
-            for run in self.executions(f.path, f.line, sequence, user_only=False):
-                if any(n.id == node.id for n in run):
-                    return run
-            return [node]
+            key = (scope.path, f.path, f.line)
+            if key not in self._runs:  # (a stop shows every frame's: each a pass over the scope, 0.3 s for a 2,166-node model)
+                self._runs[key] = {n.id: run for run in self.executions(f.path, f.line, sequence, user_only=False) for n in run}
+            return self._runs[key].get(node.id, [node])
         modules = source.modules
         if not 0 <= depth < len(modules):
             return [node]

@@ -1,4 +1,4 @@
-"""The break filters a session stops on (``nan``, ``inf``, ``error``) and the infinities it leaves alone."""
+"""The break filters a session stops on (``nan``, ``inf``, ``error``) and the infinities and NaNs it leaves alone."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from graph_dap.errors import GraphDapError
 from graph_dap.kinds import FAULT_FILTERS, BreakFilter, FaultStops
 from graph_dap.runtime.engine.faults import FaultFilter
+from graph_dap.runtime.engine.masks import NO_INTENT, Intent
 
 BREAK_FILTERS = tuple(f.value for f in FAULT_FILTERS)  # the filters a session honours (mismatch is the comparison's)
 
@@ -14,10 +15,19 @@ BREAK_FILTERS = tuple(f.value for f in FAULT_FILTERS)  # the filters a session h
 class BreakFilters:
     """Which break filters are on; :attr:`watch` is the NaN/Inf watch they ask of the engine."""
 
-    def __init__(self, enabled: Iterable[str] = (), inf_exclude: Iterable[str] = (), fault_stops: str = FaultStops.NEW) -> None:
+    def __init__(
+        self,
+        enabled: Iterable[str] = (),
+        inf_exclude: Iterable[str] = (),
+        fault_stops: str = FaultStops.NEW,
+        nan_exclude: Iterable[str] = (),
+        intent: Intent = NO_INTENT,
+    ) -> None:
         self.enabled: set[BreakFilter] = set()
         self.set(enabled)
         self.inf_exclude: tuple[str, ...] = tuple(inf_exclude)
+        self.nan_exclude: tuple[str, ...] = tuple(nan_exclude)
+        self.intent = intent  # what the model makes on purpose (attention masks: see engine/masks.py)
         self.fault_stops = fault_stops
         self.found = False  # a NaN/Inf stop was made in this run (since the start or the last restart)
 
@@ -49,7 +59,7 @@ class BreakFilters:
     @property
     def watch(self) -> FaultFilter:
         """The NaN/Inf watch: what a fault is, for the filters on now."""
-        return FaultFilter(BreakFilter.NAN in self.enabled, BreakFilter.INF in self.enabled, self.inf_exclude)
+        return FaultFilter(BreakFilter.NAN in self.enabled, BreakFilter.INF in self.enabled, self.inf_exclude, self.nan_exclude, self.intent)
 
     @property
     def on_error(self) -> bool:

@@ -218,6 +218,7 @@ class Runs:
         values = frame.values
         plan = self.plan(frame, start, end)
         if plan is None:
+            self.executor.ran_unoptimized(frame.timeline.sequence[start:end], "the types of their values were not known yet")
             return self._slow(frame, end)  # learn the types first: the watch plan needs them
         feeds, embedded = self.executor.split(plan.reads, values.get, values.fixed, self.segment_embedded(values))
         began = time.perf_counter()
@@ -229,6 +230,7 @@ class Runs:
             if self.interrupt.take():
                 return self.stops.at(StopReason.PAUSE, "paused")
             _logger.info("positions %d..%d in one call failed in onnxruntime (%s); running them node by node", start, end - 1, e)
+            self.executor.ran_unoptimized(frame.timeline.sequence[start:end], f"onnxruntime failed on them in one call ({e})")
             return self._slow(frame, end)
         frame.timeline.advance_segment(plan.nodes, end)
         values.keep(result.values, from_run=True)

@@ -18,6 +18,7 @@ from graph_dap.runtime.breakpoints import Breakpoint, BreakpointSpec, Breakpoint
 from graph_dap.runtime.checks import check_runnable
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.interrupt import Interrupt
+from graph_dap.runtime.engine.masks import intended
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.engine.planning import SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentRunner
@@ -53,6 +54,7 @@ class SessionState:
         break_on: Iterable[str] = (),
         inf_exclude: Iterable[str] = (),
         fault_stops: str = FaultStops.NEW,
+        nan_exclude: Iterable[str] = (),
         opt_level: str = OptLevel.ALL,
         memory_budget_mb: float | None = None,
         fast: bool = True,
@@ -69,7 +71,7 @@ class SessionState:
         self.base_dir = Path(base_dir) if base_dir else (self.graph.path.parent if self.graph.path else Path.cwd())
         self.on_log = on_log
         self.logs: list[str] = []
-        self.filters = BreakFilters(break_on, inf_exclude, fault_stops)
+        self.filters = BreakFilters(break_on, inf_exclude, fault_stops, nan_exclude, intended(self.graph))
         self.constants = Constants(self.graph, skip_constants)
         self.executor = Executor(self.graph, providers, opt_level, self.constants.embedded)
         self.store = ValueStore(None if memory_budget_mb is None else int(memory_budget_mb * (1 << 20)))
@@ -139,6 +141,7 @@ class SessionState:
         self.breakpoint_table.reset_hits()
         self.runs.statics_checked = False
         self.filters.found = False  # a new run: its first NaN/Inf stops it wherever it is first held
+        self.executor.unoptimized.clear()
 
     @property
     def frames(self) -> list[Frame]:
@@ -208,6 +211,15 @@ class SessionState:
     @inf_exclude.setter
     def inf_exclude(self, patterns: Iterable[str]) -> None:
         self.filters.inf_exclude = tuple(patterns)
+
+    @property
+    def nan_exclude(self) -> tuple[str, ...]:
+        """Node patterns whose NaNs do not stop the ``nan`` filter."""
+        return self.filters.nan_exclude
+
+    @nan_exclude.setter
+    def nan_exclude(self, patterns: Iterable[str]) -> None:
+        self.filters.nan_exclude = tuple(patterns)
 
     # -- values --------------------------------------------------------------------
 

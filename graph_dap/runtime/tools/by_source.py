@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph_dap.runtime.graph.source import SourceMap
+from graph_dap.runtime.selection import at_depth
 
 NO_SOURCE = "(no source)"
 NO_MODULE = "(no module)"
@@ -69,13 +70,14 @@ def by_line(sources: SourceMap, timed: Iterable[tuple[Sequence[str], float]]) ->
     return sorted(out, key=lambda t: (-t.time_ms, t.key))
 
 
-def by_module(sources: SourceMap, timed: Iterable[tuple[Sequence[str], float]]) -> list[SourceTime]:
-    """Times per innermost module scope, slowest first."""
+def by_module(sources: SourceMap, timed: Iterable[tuple[Sequence[str], float]], depth: int = 0) -> list[SourceTime]:
+    """Times per innermost module scope, slowest first; ``depth`` > 0: per module cut to that many components
+    (``model.layers.8.mlp`` at depth 3 counts for ``model.layers.8``: a total per layer)."""
     sums: dict[str, list[Any]] = {}
     for nid, ms in _shares(timed):
         s = sources.of(nid)
         path = s.module_path if s is not None else None
-        key = NO_MODULE if path is None else path or "(model)"
+        key = NO_MODULE if path is None else at_depth(path, depth) or "(model)"
         entry = sums.setdefault(key, [0.0, set()])
         entry[0] += ms
         entry[1].add(nid)

@@ -187,6 +187,7 @@ class Comparison:
         self._rows: dict[str, Row] = {}
         self._status: dict[str, bool] = {}
         self._origins: dict[int, Node] = {}
+        self.chosen: Callable[[str, Node], bool] = lambda name, node: True  # the rows shown (all nodes compared)
 
     def reset(self) -> None:
         """Forget every observation (a restarted run)."""
@@ -245,7 +246,8 @@ class Comparison:
     def rows(self) -> list[Row]:
         """Every compared value, in run order."""
         pos = {n.order: {o: i for i, o in enumerate(n.outputs)} for n in self.graph.nodes}
-        return sorted(self._rows.values(), key=lambda r: (r.node.order, pos[r.node.order].get(r.value, 0)))
+        chosen = [r for r in self._rows.values() if self.chosen(r.value, r.node)]
+        return sorted(chosen, key=lambda r: (r.node.order, pos[r.node.order].get(r.value, 0)))
 
     @property
     def first_divergence(self) -> Row | None:
@@ -257,7 +259,7 @@ class Comparison:
 
     @property
     def failed(self) -> int:
-        return sum(1 for r in self._rows.values() if not r.passed)
+        return sum(1 for r in self.rows if not r.passed)
 
     def matching(self, run_names: set[str]) -> dict[str, int]:
         """How many values the two sides share by name, and how many each has alone."""
@@ -284,7 +286,7 @@ class Comparison:
                 "note": first.note,
                 **source_fields(sources, [first.node.id]),
             },
-            "compared": len(self._rows),
+            "compared": len(self.rows),
             "failed": self.failed,
             **self.matching(names),
             "input_mismatches": list(self.input_mismatches),

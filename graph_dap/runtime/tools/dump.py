@@ -16,12 +16,10 @@ renamed at the end: an interrupted dump leaves no file under the final name.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import hashlib
 import json
 import os
 import secrets
-import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -34,12 +32,13 @@ import onnx
 
 from graph_dap import log as _log
 from graph_dap.errors import DumpError
-from graph_dap.files import ARCHIVE_ERRORS, write_text_atomic
+from graph_dap.files import ARCHIVE_ERRORS, temporary_beside, write_text_atomic
 from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.selection import Selection
 from graph_dap.runtime.stops import PathStep, node_ref
 from graph_dap.runtime.tools.archive import decode, encode, member_key, special
 from graph_dap.runtime.tools.stream import NodeStream
@@ -132,10 +131,11 @@ def dump_model(
     on_value: Callable[[Node, str, int], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> DumpResult:
-    """Run ``model`` node by node and write every computed value (or those ``values`` globs select) to ``out``.
+    """Run ``model`` node by node and write every computed value (or those ``values`` select) to ``out``.
 
     Graph inputs are always stored too (a compare against the dump reuses them).
-    ``values`` globs match value names or the id of the node producing them.
+    ``values``: globs over value names or the id of the node producing them, ``op:TYPE`` or ``module:PATH``
+    (see :class:`~graph_dap.runtime.selection.Selection`); one that selects nothing is a DumpError.
     ``on_value(node, name, bytes)`` is called after each value is written.
     """
     started = time.monotonic()
@@ -148,15 +148,16 @@ def dump_model(
     if not target.parent.is_dir():
         raise DumpError(f"folder not found for the dump: {target.parent}")
     patterns = tuple(values)
+    selection = Selection.checked(graph, patterns, "--values", DumpError)  # (a dump of the inputs alone would hide a mistake)
 
     def selected(node: Node, name: str) -> bool:
-        return not patterns or any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(node.id, p) for p in patterns)
+        return selection.value(name, node)
 
     dump_id = secrets.token_hex(8)
     entries: list[dict[str, Any]] = []
     skipped: list[str] = []
     total_bytes = 0
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp_name = temporary_beside(target)
     tmp = Path(tmp_name)
     meta_path = meta_path_of(target)
     wrote_meta = False

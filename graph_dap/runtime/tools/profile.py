@@ -15,7 +15,7 @@ import os
 import statistics
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_
 from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
+from graph_dap.runtime.selection import Selection
 from graph_dap.runtime.source import SourceMap, source_fields
 from graph_dap.runtime.tensor import format_bytes
 from graph_dap.runtime.tools.by_source import SourceTime, by_line, by_module
@@ -69,7 +70,7 @@ def _save_optimized(so: ort.SessionOptions, path: Path) -> None:
 
 def optimize_model(graph: Graph, opt_level: str, providers: Sequence[str] | None, folder: Path) -> Path:
     """Have onnxruntime optimize the model at ``opt_level`` and save it in ``folder``; its path."""
-    so = session_options(check_opt_level(opt_level))
+    so = session_options(check_opt_level(opt_level), graph.weights.data_folder)
     path = folder / "optimized.onnx"
     _save_optimized(so, path)
     _session(graph, so, check_providers(providers), folder)
@@ -91,7 +92,7 @@ def fused_graph(
     check_opt_level(opt_level)
     with tempfile.TemporaryDirectory(prefix="graph-dap-fused-") as tmp:
         path = Path(save_to) if save_to else Path(tmp) / "optimized.onnx"
-        so = session_options(opt_level)
+        so = session_options(opt_level, graph.weights.data_folder)
         _save_optimized(so, path)
         _session(graph, so, check_providers(providers), Path(tmp))
         optimized = onnx.load(str(path), load_external_data=False)
@@ -144,6 +145,8 @@ class Profile:
     events: tuple[dict[str, Any], ...] = field(default=(), repr=False)  # per run and node: {run, name, ts, dur}
     method: str = METHOD
     sources: SourceMap | None = field(default=None, repr=False, compare=False)  # the model's, for lines and modules
+    depth: int = 0  # by_module: module paths cut to this many components (0: the innermost module)
+    chosen: str = ""  # what `restricted` kept ("" : every node)
 
     def originals(self, n: NodeTime) -> tuple[str, ...]:
         """The model's nodes a timed node stands for: itself, or (optimized) those it came from."""
@@ -157,8 +160,15 @@ class Profile:
         return by_line(self.sources, self._timed()) if self.sources is not None else []
 
     def by_module(self) -> list[SourceTime]:
-        """Node times per module scope."""
-        return by_module(self.sources, self._timed()) if self.sources is not None else []
+        """Node times per module scope (cut to :attr:`depth` components)."""
+        return by_module(self.sources, self._timed(), self.depth) if self.sources is not None else []
+
+    def restricted(self, selection: Selection, label: str) -> Profile:
+        """Only the timed nodes ``selection`` chooses (a fused node when one of its originals is), shares still of the
+        whole run; ``label`` says which (``profile --nodes``)."""
+        graph = selection.graph
+        kept = tuple(n for n in self.nodes if any(graph.has_node(o) and selection.node(graph.node(o)) for o in self.originals(n)))
+        return replace(self, nodes=kept, chosen=label)
 
     def _source(self, n: NodeTime) -> dict[str, Any]:
         return source_fields(self.sources, self.originals(n)) if self.sources is not None else {"source": [], "module": None}
@@ -188,6 +198,9 @@ class Profile:
             f"median of {self.repeat} run(s) after {self.warmup} warm-up: a run takes {self.run_ms:.3f} ms; "
             f"nodes {self.total_ms:.3f} ms in all, {len(self.nodes)} timed",
         ]
+        if self.chosen:
+            chosen = sum(n.time_ms for n in self.nodes)
+            lines.append(f"chosen: {self.chosen}: {len(self.nodes)} nodes, {chosen:.3f} ms ({chosen / self.total_ms if self.total_ms else 0:.1%})")
         shown = self.nodes if top <= 0 else self.nodes[:top]
         head = f"{'rank':>4}  {'index':>5}  {'node':<32}  {'op':<18}  {'time_ms':>9}  {'share':>6}  {'bytes':>9}"
         if self.opt_level != OptLevel.NONE:
@@ -269,7 +282,7 @@ def profile_model(
     provs = check_providers(providers)
     with tempfile.TemporaryDirectory(prefix="graph-dap-profile-") as tmp:
         folder = Path(tmp)
-        so = session_options(opt_level)
+        so = session_options(opt_level, graph.weights.data_folder)
         so.enable_profiling = True
         so.profile_file_prefix = str(folder / "ort_profile")
         if opt_level != OptLevel.NONE:

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
-from graph_dap.runtime.engine.watch import pooled_first, watch_plan
+from graph_dap.runtime.engine.watch import keeps, pooled_first, summed, watch_plan
 from graph_dap.runtime.graph import Graph, Node
 
 SENTINEL = "__graph_dap_watch"
@@ -61,10 +61,11 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
     main = graph.main
     dtypes = {o: main.value_info(o).dtype or "" for n in main.nodes for o in n.outputs if o}
     running = [n for n in main.nodes if not n.is_constant]
-    plan = watch_plan(main, running, dtypes, filt.never_prune, filt.nan, filt.inf) if filt.active else None
-    # A node whose Inf is expected (inf_exclude) keeps only its NaNs in its sum (or none, for the inf filter alone):
-    # what it guards is then watched itself, or an Inf from upstream would go unseen.
-    excluded = {o for n in running if filt.inf and filt.inf_excluded(n) for o in n.outputs if o}
+    large, expected = filt.intent.large, filt.nan_excluded
+    plan = watch_plan(main, running, dtypes, filt.never_prune, filt.nan, filt.inf, large=large, nan_expected=expected) if filt.active else None
+    # A node whose Inf (NaN) is expected keeps only its NaNs (infinities) in its sum, or none when neither is watched:
+    # what it guards is then watched itself, or a fault from upstream would go unseen.
+    excluded = {o for n in running if filt.never_prune(n) for o in n.outputs if o}
     watched_set = set(plan.watched) | {t for t, g in plan.guards.items() if g in excluded} if plan is not None else set()
     instruments = Instruments(graph)
     protos: list[onnx.NodeProto] = []
@@ -83,15 +84,13 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
         else:
             protos.append(n.proto)
         for o in n.outputs:
-            if not o or o not in watched_set or (o in excluded and not filt.nan):
+            keep = keeps(filt, n)
+            if not o or o not in watched_set or keep == "none":
                 continue
             i = len(sums)
-            source = o
-            if o in excluded:  # its NaNs only: its infinities become 0 in the sum
-                nan, zero, source = f"{SENTINEL}_isnan{i}", f"{SENTINEL}_zero{i}", f"{SENTINEL}_kept{i}"
-                protos.append(helper.make_node("IsNaN", [o], [nan]))
-                protos.append(helper.make_node("Constant", [], [zero], value=numpy_helper.from_array(np.zeros((), dtypes[o]), zero)))
-                protos.append(helper.make_node("Where", [nan, o, zero], [source]))
+            assert plan is not None
+            made, source = summed(o, plan, dtypes[o], keep, f"{SENTINEL}_w{i}")
+            protos.extend(made)
             s, c, r = f"{SENTINEL}_sum{i}", f"{SENTINEL}_cast{i}", f"{SENTINEL}_r{i}"
             if pooled_first(main.value_info(o)):
                 protos.append(helper.make_node("GlobalAveragePool", [source], [f"{SENTINEL}_gap{i}"]))

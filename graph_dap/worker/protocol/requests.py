@@ -39,6 +39,7 @@ class LoadArgs:
     tolerance: Tolerance | None = None
     write_listing: bool = True
     fault_stops: FaultStops = FaultStops.NEW  # after a NaN/Inf stop: new faults only, or every node holding one
+    call_number: int | None = None  # in a program launch, the run call's number for its model (``call`` in conditions)
 
 
 class RunCommand(enum.Enum):
@@ -86,10 +87,11 @@ class BreakpointsArgs:
 
 @dataclass(frozen=True, slots=True)
 class BreakOnArgs:
-    """The break filters (nan, inf, error, mismatch), and the nodes whose Inf the inf filter ignores."""
+    """The break filters (nan, inf, error, mismatch), and the nodes whose Inf (NaN) the inf (nan) filter ignores."""
 
     filters: tuple[BreakFilter, ...]
     inf_exclude: tuple[str, ...] = ()
+    nan_exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ class NodeInfo:
     name: str = ""  # the node's own name in the model
     path: tuple[PathStep, ...] = ()  # the scopes it is in (no iterations); () in the main graph
     enterable: bool = False  # an If, Loop, Scan or function call: it has a body to step into
+    modules: tuple[str, ...] = ()  # the module paths of the model's source it ran in, outermost first
 
     @property
     def label(self) -> str:

@@ -54,22 +54,24 @@ class OutputsReference:
         self.reference = reference
         target = reference.target
         level: str = OptLevel.NONE
+        folder = None
         if reference.kind == "provider":
             chosen = check_providers([target])
         else:
             chosen = check_providers(providers)
         if reference.kind == "model":
             path = base_dir / target
-            proto = read_model(path)
-            model: Any = proto.SerializeToString()
+            read_model(path, external_data=False)  # checked here; onnxruntime reads it (and its external data) from its file
+            model: Any = str(path)
             self.label = f"{path.name} on {', '.join(chosen)}"
         else:
             if reference.kind == "opt_level":
                 level = check_opt_level(target.lower(), target)
             model = model_bytes if model_bytes is not None else graph.model.SerializeToString()
+            folder = graph.weights.data_folder if model_bytes is None else None
             self.label = f"the model on {', '.join(chosen)} at optimization level '{level}'"
         try:
-            self.session = ort.InferenceSession(model, session_options(level), providers=chosen)
+            self.session = ort.InferenceSession(model, session_options(level, folder), providers=chosen)
         except ORT_ERRORS as e:
             raise CompareError(f"onnxruntime cannot load the reference ({self.label}): {ort_message(e)}") from None
         self.input_names = [i.name for i in self.session.get_inputs()]
