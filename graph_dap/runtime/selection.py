@@ -126,9 +126,9 @@ class Selection:
     @classmethod
     def checked(cls, graph: Graph, patterns: Iterable[str], flag: str, error: type[Exception]) -> Selection:
         """:meth:`of`, and an ``error`` naming ``flag`` (``--values``) for a pattern that chooses none of the values
-        the graph's nodes make: a mistake that would otherwise choose nothing silently."""
+        the graph's nodes make, inside bodies too: a mistake that would otherwise choose nothing silently."""
         selection = cls.of(graph, patterns)
-        missed = selection.unmatched((o, n) for n in graph.nodes for o in n.outputs if o)
+        missed = selection.unmatched((o, n) for n in graph.all_nodes() for o in n.outputs if o)  # bodies' values too
         if missed:
             raise error(f"{flag} {missed[0]}: {selection.explain(missed[0])}")
         return selection

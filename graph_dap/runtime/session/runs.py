@@ -17,7 +17,7 @@ from graph_dap.errors import NodeExecutionError
 from graph_dap.runtime.breakpoints import BreakpointTable
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
-from graph_dap.runtime.engine.failures import failed_inside
+from graph_dap.runtime.engine.failures import failed_inside, names_in
 from graph_dap.runtime.engine.faults import Fault
 from graph_dap.runtime.engine.interrupt import Interrupt
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
@@ -230,7 +230,9 @@ class Runs:
             if self.interrupt.take():
                 return self.stops.at(StopReason.PAUSE, "paused")
             _logger.info("positions %d..%d in one call failed in onnxruntime (%s); running them node by node", start, end - 1, e)
-            self.executor.ran_unoptimized(frame.timeline.sequence[start:end], f"onnxruntime failed on them in one call ({e})")
+            named = names_in(str(e))  # (the failing node's message is the stop's, if node by node fails there too)
+            why = f"onnxruntime failed in node {named[-1]} when they ran in one call" if named else f"onnxruntime failed on them in one call ({e})"
+            self.executor.ran_unoptimized(frame.timeline.sequence[start:end], why)
             return self._slow(frame, end)
         frame.timeline.advance_segment(plan.nodes, end)
         values.keep(result.values, from_run=True)
