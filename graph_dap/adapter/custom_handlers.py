@@ -39,7 +39,7 @@ class CustomRequests(AdapterCore):
         worker = self._need_stopped()
         level = self._level(request.arg("frameId", int, FRAME_ID))
         view = await worker.tensor_view(p.TensorViewArgs(name, tuple(index), max_size, level))
-        return {
+        body = {
             "name": view.name,
             "dtype": view.dtype,
             "shape": list(view.shape),
@@ -55,6 +55,9 @@ class CustomRequests(AdapterCore):
             "neginf": view.neginf,
             "histogram": {"edges": list(view.histogram.edges), "counts": list(view.histogram.counts)},
         }
+        if view.colormap:
+            body["colorMap"] = view.colormap  # "diverging": a quantized tensor's error, drawn centred on 0
+        return body
 
     async def summaries_custom(self, request: Request) -> dict[str, Any]:
         """The one-line summaries of values (``names``) while stopped; ``available: false`` for those not computed."""

@@ -170,6 +170,8 @@ class InspectionRequests(SourceRequests):
         summary: Summary | None = self.variables.handles.extra(reference)
         variables: list[dict[str, Any]] = []
         if which in (None, "named") and summary is not None:
+            if summary.quantized and not container.index and container.temp is None:
+                variables += await self._quant_forms(container, hex_)
             variables += stat_variables(summary)
         if which in (None, "indexed"):
             chunk = count or MAX_UNPAGED
@@ -184,6 +186,19 @@ class InspectionRequests(SourceRequests):
                     variables.append(tensor_variable(item.summary, child, self.variables.handles, name=f"[{item.index}]"))
                 self.variables.remember(child)
         return {"variables": variables}
+
+    async def _quant_forms(self, ref: TensorRef, hex_: bool) -> list[dict[str, Any]]:
+        """A quantized tensor's forms (integer, dequantized, and with a reference its float tensor and the error), as
+        tensors the client expands, views and watches like any other."""
+        worker = self._need_stopped()
+        found = await worker.quant_forms(p.QuantFormsArgs(ref.name, hex_, ref.level))
+        out = []
+        for form in found.forms:
+            child = TensorRef(form.summary.name, (), form.temp, form.expression, ref.level)
+            var = tensor_variable(form.summary, child, self.variables.handles, self._memory(), name=form.part)
+            var["presentationHint"] = {"kind": "virtual", "attributes": ["readOnly"]}
+            out.append(var)
+        return out
 
     def _tensor_var(self, summary: Summary, level: int = 0) -> dict[str, Any]:
         ref = TensorRef(summary.name, (), None, quoted(summary.name), level)

@@ -20,6 +20,8 @@ T = TypeVar("T")
 PAGE = 100
 #: At most this many children in one unpaged answer.
 MAX_UNPAGED = 1000
+#: The children a quantized tensor adds before its statistics (those of the reference only with one): see quant_forms.
+QUANT_PARTS = ("integer", "dequantized", "reference", "error")
 #: VS Code's non-standard Variable property: its value becomes the ``debugProtocolVariableMenuContext`` context key.
 TENSOR_MENU_KEY = "__vscodeVariableMenuContext"
 
@@ -147,7 +149,7 @@ def tensor_variable(
     if not summary.available:
         var["presentationHint"] = {"kind": "data", "attributes": ["readOnly"]}
         return var
-    named = len(summary.stats)
+    named = len(summary.stats) + (len(QUANT_PARTS) if summary.quantized else 0)
     indexed = summary.shape[0] if summary.kind == "sequence" or summary.shape else 0
     if summary.kind == "sequence":
         indexed, named = summary.size, 0

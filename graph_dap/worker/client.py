@@ -278,6 +278,10 @@ class WorkerClient:
     async def tensor_view(self, args: p.TensorViewArgs) -> p.TensorView:
         return await self._call(p.TENSOR_VIEW, args)
 
+    async def quant_forms(self, args: p.QuantFormsArgs) -> p.QuantForms:
+        """A quantized value's forms: integer, dequantized, and with a reference its float tensor and the error."""
+        return await self._call(p.QUANT_FORMS, args)
+
     async def save_outputs(self, args: p.SaveOutputsArgs) -> p.SavedOutputs:
         return await self._call(p.SAVE_OUTPUTS, args)
 

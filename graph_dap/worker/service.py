@@ -46,6 +46,7 @@ from graph_dap.worker.values import ValueCalls
 
 if TYPE_CHECKING:
     from graph_dap.runtime.graph import Graph
+    from graph_dap.runtime.tools.quant.forms import QuantValues
 
 _PROGRESS_INTERVAL = 0.25  # seconds between progress events during a run
 
@@ -99,7 +100,8 @@ class WorkerService:
         self._send = send
         self.session: DebugSession | None = None
         self.driver: Driver | None = None  # what moves the run: the session, or its comparison with a reference
-        self.values = ValueCalls(lambda: self.s)
+        self.values = ValueCalls(lambda: self.s, self._quant_values)
+        self._quant: tuple[int, QuantValues | None] | None = None  # (the session's id, its quantized values)
         self.calls: dict[str, Callable[[Any], Any]] = {
             name[len("rpc_") :]: getattr(owner, name) for owner in (self, self.values) for name in dir(owner) if name.startswith("rpc_")
         }
@@ -256,6 +258,20 @@ class WorkerService:
         listing = render_listing(graph)
         listing_path = _write_listing(path, listing.text) if a.write_listing else None
         return wire.graph_info(graph, str(path), listing, listing_path, a.skip_constants)
+
+    def _quant_values(self) -> QuantValues | None:
+        """The loaded model's quantized values (and, with a float model as the reference, their float tensors); None for
+        a float model. Made once per model, when a client first looks."""
+        session = self.session
+        if session is None:
+            return None
+        if self._quant is None or self._quant[0] != id(session):
+            from graph_dap.runtime.tools.quant.forms import quant_values
+
+            lockstep = self.driver.lockstep if isinstance(self.driver, LockstepDriver) else None
+            comparison = lockstep.quant if lockstep is not None else None
+            self._quant = (id(session), quant_values(session.graph, comparison, list(session.runner.providers)))
+        return self._quant[1]
 
     @staticmethod
     def _input_array(graph: Graph, name: str, value: Any, base_dir: str | None) -> Any:

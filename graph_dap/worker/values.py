@@ -12,12 +12,12 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from graph_dap.errors import BadIndexError, ExpressionError, UnknownNameError, ValueKindError, ValueNotFoundError
-from graph_dap.names import unquoted
+from graph_dap.names import quoted, unquoted
 from graph_dap.runtime import expr
 from graph_dap.runtime.session import DebugSession
 from graph_dap.runtime.tensor import element_type
@@ -25,6 +25,9 @@ from graph_dap.runtime.tools.tensor_view import tensor_view
 from graph_dap.runtime.values import Values
 from graph_dap.worker import protocol as p
 from graph_dap.worker import wire
+
+if TYPE_CHECKING:
+    from graph_dap.runtime.tools.quant.forms import FormValues, QuantValues
 
 _MAX_CHILDREN = 10_000  # slices summarized per children call
 _MAX_READ = 1 << 24  # bytes per read_memory call
@@ -34,8 +37,9 @@ _NAME_LIKE = re.compile(r"^[^\s()\[\],]+$")  # no spaces, calls or subscripts: m
 class ValueCalls:
     """``rpc_<method>`` calls on the values of the session at its current stop; ``session``: the loaded one (NotLoadedError before)."""
 
-    def __init__(self, session: Callable[[], DebugSession]) -> None:
+    def __init__(self, session: Callable[[], DebugSession], quant: Callable[[], QuantValues | None] = lambda: None) -> None:
         self._session = session
+        self._quant = quant  # the loaded model's quantized values (None: a float model)
         self._temps: dict[int, Any] = {}
         self._next_temp = 0
         self._summaries = SummaryCache()
@@ -55,6 +59,55 @@ class ValueCalls:
                 raise ValueNotFoundError("that result is gone: evaluate the expression again")
             return self._temps[temp]
         return self.s.value(name, level)
+
+    def _keep(self, value: Any) -> int:
+        """Keep ``value`` as a temp until the next stop; its number."""
+        self._next_temp += 1
+        self._temps[self._next_temp] = value
+        return self._next_temp
+
+    def _forms(self, level: int) -> FormValues | None:
+        """The forms of a quantized model's values (``NAME@error``...) as extra names of expressions, at level 0."""
+        quant = self._quant()
+        if quant is None or level:
+            return None
+        from graph_dap.runtime.tools.quant.forms import FormValues
+
+        s = self.s
+        return FormValues(lambda name: quant.forms(name, s.value, s.has_value, s.inputs), quant)
+
+    def _quantized(self, summary: p.Summary, level: int) -> p.Summary:
+        quant = self._quant()
+        if quant is None or level or not summary.available or not quant.is_quantized(summary.name):
+            return summary
+        return replace(summary, quantized=True)
+
+    def rpc_quant_forms(self, a: p.QuantFormsArgs) -> p.QuantForms:
+        """A quantized value's forms, each kept as a temp (its children, memory and picture), with its summary; the
+        error's summary also with its SQNR against the reference and its largest size in quantization steps."""
+        from graph_dap.runtime.tools.quant.forms import Part, form_name
+
+        quant = self._quant()
+        if quant is None or a.level or not quant.is_quantized(a.name):
+            raise ValueKindError(f"'{a.name}' is no quantized value (integers with a scale, or a DequantizeLinear's output)")
+        s = self.s
+        forms = quant.forms(a.name, s.value, s.has_value, s.inputs)
+        out: list[p.QuantForm] = []
+        for part in forms.parts:
+            value = forms.array(part)
+            name = form_name(a.name, part)
+            summary = wire.summary(name, value, hex_=a.hex)
+            if part is Part.ERROR and forms.measured is not None:
+                m = forms.measured
+                extra = [("sqnr dB", wire.number_text(np.float32(m.snr))), ("max error", wire.number_text(np.float32(m.max_abs)))]
+                if m.steps is not None:
+                    extra.append(("max error (steps)", f"{m.steps:.3g}"))
+                words = f"SQNR {m.snr:.2f} dB" + (f", max {m.steps:.3g} steps" if m.steps is not None else "")
+                summary = replace(summary, text=f"{summary.text} ({words})", stats=(*extra, *summary.stats))
+            elif part is Part.REFERENCE and forms.reference_name:
+                summary = replace(summary, text=f"{summary.text} ({forms.reference_name})")
+            out.append(p.QuantForm(part.value, quoted(name), self._keep(value), summary))
+        return p.QuantForms(a.name, forms.params.describe(), tuple(out), forms.reference_name or "")
 
     def _knows(self, name: str, level: int) -> bool:
         """Whether ``name`` is a value the level sees (its own, or an enclosing level's), computed or not."""
@@ -86,7 +139,8 @@ class ValueCalls:
         values.prefetch([n for n in a.names if values.own(n) and values.available(n) and n not in values.stale])  # (a stale one is shown as it is)
         for name in a.names:
             if s.has_value(name, a.level):
-                out.append(self._summaries.summary(s, name, s.value(name, a.level), s.is_stale(name, a.level), a.hex, a.level))
+                made = self._summaries.summary(s, name, s.value(name, a.level), s.is_stale(name, a.level), a.hex, a.level)
+                out.append(self._quantized(made, a.level))
                 continue
             producer = scope.producer(name) or s.graph.producer(name)
             info = s.graph.info_at(scope.path, name)
@@ -165,17 +219,16 @@ class ValueCalls:
         name = unquoted(text)
         if self._knows(name, a.level):
             value = s.value(name, a.level)  # raises "not computed yet" with the producer's name
-            summary = wire.summary(name, value, s.is_stale(name, a.level), a.hex, s.note(name, a.level))
+            summary = self._quantized(wire.summary(name, value, s.is_stale(name, a.level), a.hex, s.note(name, a.level)), a.level)
             return p.Evaluated(value=name, summary=summary, text=self._full_text(value) if a.clipboard else "")
-        value = s.evaluate(text, level=a.level)
+        value = s.evaluate(text, self._forms(a.level), level=a.level)
         if isinstance(value, list) and not all(isinstance(v, np.ndarray) for v in value):
             # plain Python data (``.tolist()``), not a sequence of tensors: shown as text
             return p.Evaluated(text=expr.format_value(value, 100_000 if a.clipboard else 1_000), type="list")
         if isinstance(value, np.ndarray | list | dict) and not (isinstance(value, np.ndarray) and value.size == 1 and value.ndim == 0):
-            self._next_temp += 1
-            self._temps[self._next_temp] = value
+            temp = self._keep(value)
             summary = wire.summary(text, value, hex_=a.hex)
-            return p.Evaluated(temp=self._next_temp, summary=summary, text=self._full_text(value) if a.clipboard else "")
+            return p.Evaluated(temp=temp, summary=summary, text=self._full_text(value) if a.clipboard else "")
         if isinstance(value, np.generic | int | float | bool | complex) or (isinstance(value, np.ndarray) and value.ndim == 0):
             scalar = np.asarray(value).reshape(())[()]
             kind = type(scalar).__name__ if not isinstance(scalar, np.generic) else str(scalar.dtype)
@@ -229,14 +282,21 @@ class ValueCalls:
             value = s.value(plain, a.level)  # raises "not computed yet" with the producer's name
         else:
             try:
-                value = s.evaluate(text, level=a.level)
+                value = s.evaluate(text, self._forms(a.level), level=a.level)
             except UnknownNameError as e:
                 raise ValueNotFoundError(str(e) if e.known else f"no value named '{e.name}' (not computed yet?)") from None
             except ExpressionError:
                 if _NAME_LIKE.match(text):
                     raise ValueNotFoundError(f"no value named '{plain}' (not computed yet?)") from None
                 raise
-        return wire.tensor_view(tensor_view(a.name, value, a.index, a.max_size))
+        view = wire.tensor_view(tensor_view(a.name, value, a.index, a.max_size))
+        if self._quant() is not None and a.level == 0:
+            from graph_dap.runtime.tools.quant.forms import Part, parse_form_name
+
+            form = parse_form_name(plain)
+            if form is not None and form.part is Part.ERROR:
+                return replace(view, colormap="diverging")  # the error of a quantized tensor: centred on 0
+        return view
 
 
 class SummaryCache:

@@ -41,6 +41,7 @@ from graph_dap.worker.protocol.requests import (
     NameArgs,
     NoArgs,
     ProfileArgs,
+    QuantFormsArgs,
     ReadMemoryArgs,
     RunArgs,
     RunCommand,
@@ -66,6 +67,8 @@ from graph_dap.worker.protocol.results import (
     NodeSourceInfo,
     PathStep,
     Paused,
+    QuantForm,
+    QuantForms,
     Repeat,
     SourceFrameInfo,
     StopInfo,
@@ -119,6 +122,10 @@ __all__ = [
     "PathStep",
     "Paused",
     "ProfileArgs",
+    "QUANT_FORMS",
+    "QuantForm",
+    "QuantForms",
+    "QuantFormsArgs",
     "ProgressEvent",
     "READ_MEMORY",
     "RUN",
@@ -253,12 +260,14 @@ TENSOR_VIEW: Method[TensorViewArgs, TensorView] = Method("tensor_view", TensorVi
 SAVE_OUTPUTS: Method[SaveOutputsArgs, SavedOutputs] = Method("save_outputs", SaveOutputsArgs, SavedOutputs)
 SHUTDOWN: Method[NoArgs, None] = Method("shutdown", NoArgs, type(None))
 SOURCE: Method[NameArgs, NodeSourceInfo] = Method("source", NameArgs, NodeSourceInfo)
+QUANT_FORMS: Method[QuantFormsArgs, QuantForms] = Method("quant_forms", QuantFormsArgs, QuantForms)
 
 METHODS: dict[str, Method[Any, Any]] = {
     m.name: m
     for m in (
         LOAD, RUN, WHERE, PAUSE, SET_BREAKPOINTS, SET_BREAK_ON, DATA_TARGETS, COMPARE_TABLE, PROFILE,
         VALUES, SUMMARIES, CHILDREN, READ_MEMORY, EVALUATE, SET_VALUE, OUTPUTS, TENSOR_VIEW, SAVE_OUTPUTS, SHUTDOWN, SOURCE,
+        QUANT_FORMS,
     )
 }  # fmt: skip
 

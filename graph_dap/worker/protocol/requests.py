@@ -182,6 +182,15 @@ class TensorViewArgs:
 
 
 @dataclass(frozen=True, slots=True)
+class QuantFormsArgs:
+    """The forms of a quantized value (see :class:`~.results.QuantForms`), as the level ``level`` sees it."""
+
+    name: str
+    hex: bool = False
+    level: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SaveOutputsArgs:
     """Write the graph outputs computed so far to ``path`` (an ``.npz`` keyed by output name), atomically."""
 

@@ -102,6 +102,7 @@ class Summary:
     kind: str = "tensor"  # or "sequence"
     scalar: str | None = None  # the element itself when there is one
     note: str = ""  # how it was computed, when not by the user's run (see DebugSession.note)
+    quantized: bool = False  # integers with a scale, or a DequantizeLinear's output: it has forms (QUANT_FORMS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +276,28 @@ class TensorView:
     posinf: int
     neginf: int
     histogram: Histogram
+    colormap: str = ""  # "diverging": drawn centred on 0 (a quantized tensor's error); "": the plain scale
+
+
+@dataclass(frozen=True, slots=True)
+class QuantForm:
+    """One form of a quantized value (``part``: integer, dequantized, reference, error): an evaluate result ``temp``
+    until the run moves on, read by ``expression`` (``NAME@part``) in expressions and the tensor view."""
+
+    part: str
+    expression: str
+    temp: int
+    summary: Summary
+
+
+@dataclass(frozen=True, slots=True)
+class QuantForms:
+    """The forms of a quantized value: integer and dequantized, and with a reference its float tensor and the error."""
+
+    name: str
+    quantization: str  # its scale and zero point, in words
+    forms: tuple[QuantForm, ...]
+    reference: str = ""  # the float model's paired tensor ("" without a reference)
 
 
 @dataclass(frozen=True, slots=True)
