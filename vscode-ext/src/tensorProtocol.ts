@@ -36,6 +36,8 @@ export interface TensorViewBody {
 	posinf: number;
 	neginf: number;
 	histogram: { edges: number[]; counts: number[] };
+	/** "diverging": draw centred on 0, blue below and red above (a quantized tensor's error); absent: min to max. */
+	colorMap?: 'diverging';
 }
 
 /** Messages from the extension to the webview. */

@@ -14,6 +14,7 @@ import {
 	heatmapPixels,
 	histogramBars,
 	leadingAxes,
+	scaleRange,
 	sliceLabel,
 	toMatrix,
 } from '../webview/render';
@@ -72,6 +73,20 @@ describe('colours', () => {
 	test('the finite range and the counts of the slice', () => {
 		assert.deepEqual(finiteRange([[1, NaN], [-Infinity, -2], [Infinity, NaN]]), { lo: -2, hi: 1, nan: 2, posinf: 1, neginf: 1 });
 		assert.deepEqual(finiteRange([[NaN]]), { lo: 0, hi: 0, nan: 1, posinf: 0, neginf: 0 });
+	});
+});
+
+describe('the diverging scale of an error', () => {
+	test('is centred on 0: white there, blue below, red above, and its ends symmetric', () => {
+		assert.deepEqual(scaleRange(-0.5, 2, 'diverging'), { lo: -2, hi: 2 });
+		assert.deepEqual(scaleRange(-0.5, 2), { lo: -0.5, hi: 2 });
+		assert.deepEqual(cellColor(0, -2, 2, 'diverging'), [247, 247, 247]);
+		const [rb, , bb] = cellColor(-1.5, -2, 2, 'diverging');
+		const [ra, , ba] = cellColor(1.5, -2, 2, 'diverging');
+		assert.ok(bb > rb && ra > ba, 'negative errors blue, positive red');
+		assert.deepEqual(cellColor(NaN, -2, 2, 'diverging'), NAN_COLOR);
+		const { pixels } = heatmapPixels([[-2, 0, 2]], -2, 2, 'diverging');
+		assert.deepEqual(Array.from(pixels.slice(4, 7)), [247, 247, 247]);
 	});
 });
 

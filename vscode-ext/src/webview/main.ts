@@ -15,6 +15,7 @@ import {
 	heatmapPixels,
 	histogramBars,
 	leadingAxes,
+	scaleRange,
 	sliceLabel,
 	toMatrix,
 } from './render';
@@ -108,7 +109,9 @@ function sendIndex(): void {
 
 function drawHeatmap(body: TensorViewBody, matrix: number[][]): void {
 	const range = finiteRange(matrix);
-	const { width, height, pixels } = heatmapPixels(matrix, range.lo, range.hi);
+	const map = body.colorMap === 'diverging' ? 'diverging' : 'sequential';
+	const ends = scaleRange(range.lo, range.hi, map);
+	const { width, height, pixels } = heatmapPixels(matrix, ends.lo, ends.hi, map);
 	const canvas = $<HTMLCanvasElement>('heatmap');
 	const avail = Math.max(120, Math.min(document.body.clientWidth - 260, 480));
 	const scale = Math.max(1, Math.floor(avail / Math.max(width, height, 1)));
@@ -133,25 +136,33 @@ function drawHeatmap(body: TensorViewBody, matrix: number[][]): void {
 	bar.height = canvas.height;
 	const bctx = bar.getContext('2d')!;
 	for (let y = 0; y < bar.height; y++) {
-		bctx.fillStyle = css(colormap(1 - y / Math.max(1, bar.height - 1)));
+		bctx.fillStyle = css(colormap(1 - y / Math.max(1, bar.height - 1), map));
 		bctx.fillRect(0, y, bar.width, 1);
 	}
 	$('scale').style.height = `${canvas.height}px`;
-	$('scale-max').textContent = formatNumber(range.hi);
-	$('scale-min').textContent = formatNumber(range.lo);
+	$('scale-max').textContent = formatNumber(ends.hi);
+	$('scale-min').textContent = formatNumber(ends.lo);
 	const legend = $('legend');
+	const items: [string, RGB, string][] = [
+		['NaN', NAN_COLOR, `${range.nan} in this slice`],
+		['+Inf', POSINF_COLOR, `${range.posinf} in this slice`],
+		['-Inf', NEGINF_COLOR, `${range.neginf} in this slice`],
+	];
+	if (map === 'diverging') {
+		items.unshift(
+			['above 0', colormap(1, map), 'quantized above the reference'],
+			['0', colormap(0.5, map), 'equal'],
+			['below 0', colormap(0, map), 'quantized below the reference'],
+		);
+	}
 	legend.replaceChildren(
-		...[
-			['NaN', NAN_COLOR, range.nan],
-			['+Inf', POSINF_COLOR, range.posinf],
-			['-Inf', NEGINF_COLOR, range.neginf],
-		].map(([name, color, count]) => {
+		...items.map(([name, color, text]) => {
 			const item = document.createElement('span');
 			item.className = 'legend-item';
 			const sw = document.createElement('span');
 			sw.className = 'swatch';
-			sw.style.background = css(color as RGB);
-			item.append(sw, document.createTextNode(`${name}: ${count} in this slice`));
+			sw.style.background = css(color);
+			item.append(sw, document.createTextNode(`${name}: ${text}`));
 			return item;
 		}),
 	);

@@ -57,9 +57,34 @@ const VIRIDIS: RGB[] = [
 	[253, 231, 37],
 ];
 
+// A diverging scale (ColorBrewer's RdBu, reversed): blue below the centre, white at it, red above.
+const DIVERGING: RGB[] = [
+	[5, 48, 97],
+	[33, 102, 172],
+	[67, 147, 195],
+	[146, 197, 222],
+	[247, 247, 247],
+	[244, 165, 130],
+	[214, 96, 77],
+	[178, 24, 43],
+	[103, 0, 31],
+];
+
+/** How a slice is coloured: `sequential` from its min to its max, `diverging` centred on 0 (an error). */
+export type ColorMap = 'sequential' | 'diverging';
+
 /** The colour of t in [0, 1] on the scale (clamped). */
-export function colormap(t: number): RGB {
-	return interpolate(VIRIDIS, Number.isFinite(t) ? t : 0);
+export function colormap(t: number, map: ColorMap = 'sequential'): RGB {
+	return interpolate(map === 'diverging' ? DIVERGING : VIRIDIS, Number.isFinite(t) ? t : 0);
+}
+
+/** The ends of the scale: the finite range, or for a diverging map the range made symmetric about 0 (0 is white). */
+export function scaleRange(lo: number, hi: number, map: ColorMap = 'sequential'): { lo: number; hi: number } {
+	if (map !== 'diverging') {
+		return { lo, hi };
+	}
+	const m = Math.max(Math.abs(lo), Math.abs(hi));
+	return { lo: -m, hi: m };
 }
 
 /** The colour at t in [0, 1] (clamped) of a scale sampled at evenly spaced `stops`, linear in between. */
@@ -73,7 +98,7 @@ export function interpolate(stops: readonly RGB[], t: number): RGB {
 }
 
 /** The colour of value v on a scale from lo to hi; NaN and Inf in their own colours. */
-export function cellColor(v: number, lo: number, hi: number): RGB {
+export function cellColor(v: number, lo: number, hi: number, map: ColorMap = 'sequential'): RGB {
 	switch (classify(v)) {
 		case 'nan':
 			return NAN_COLOR;
@@ -82,7 +107,7 @@ export function cellColor(v: number, lo: number, hi: number): RGB {
 		case 'neginf':
 			return NEGINF_COLOR;
 		default:
-			return colormap(hi > lo ? (v - lo) / (hi - lo) : 0.5);
+			return colormap(hi > lo ? (v - lo) / (hi - lo) : 0.5, map);
 	}
 }
 
@@ -126,14 +151,19 @@ export function finiteRange(m: number[][]): { lo: number; hi: number; nan: numbe
 }
 
 /** RGBA pixels, one per cell, row-major, for a canvas ImageData. */
-export function heatmapPixels(m: number[][], lo: number, hi: number): { width: number; height: number; pixels: Uint8ClampedArray<ArrayBuffer> } {
+export function heatmapPixels(
+	m: number[][],
+	lo: number,
+	hi: number,
+	map: ColorMap = 'sequential',
+): { width: number; height: number; pixels: Uint8ClampedArray<ArrayBuffer> } {
 	const height = m.length;
 	const width = height ? Math.max(...m.map((r) => r.length)) : 0;
 	const pixels = new Uint8ClampedArray(width * height * 4);
 	for (let r = 0; r < height; r++) {
 		for (let c = 0; c < width; c++) {
 			const v = c < m[r].length ? m[r][c] : NaN;
-			const [R, G, B] = cellColor(v, lo, hi);
+			const [R, G, B] = cellColor(v, lo, hi, map);
 			const o = (r * width + c) * 4;
 			pixels[o] = R;
 			pixels[o + 1] = G;
