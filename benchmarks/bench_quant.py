@@ -1,12 +1,13 @@
 """Quantized detectors against their float models: pairing, the three errors, a planted bad layer, sensitivity; and what it costs.
 
-    python benchmarks/bench_quant.py [--models det640,mobile640] [--repeat 3] [--calibration 4]
+    python benchmarks/bench_quant.py [--models det640,mobile640,paddle_det] [--repeat 3] [--calibration 4]
 
 The models are convolutional detectors at 1x3x640x640: yolo640 (built here: YOLOv8-like, Conv+SiLU
 with the BatchNormalization folded as exporters write it, residual blocks, an SPPF, an upsampling
 neck, Sigmoid heads), and those of benchmarks/ (det640: the text-detection-like FPN of models.py,
 Conv+BatchNormalization+Relu; mobile640: conv_models.py's MobileNet-like blocks,
-Conv+BatchNormalization+HardSwish), quantized here by onnxruntime's ``quantize_static`` (QDQ and
+Conv+BatchNormalization+HardSwish), and a third-party one, paddle_det (PaddleOCR's PP-OCRv4 text
+detector from the rapidocr-onnxruntime wheel, fetched with pip download, input ``x``), quantized here by onnxruntime's ``quantize_static`` (QDQ and
 QOperator, per-channel weights, calibrated on ``--calibration`` seeded random images). Their
 BatchNormalization parameters are renamed first: quantize_static names an activation's scale
 ``{tensor}_scale``, and det640's ``stage0.b.bn_scale`` (the BN's gamma) then collides with the
@@ -112,11 +113,42 @@ def yolo(size: int = 640) -> onnx.ModelProto:
     return model
 
 
+#: The input of each model ("image" when not named here).
+INPUT_NAMES = {"paddle_det": "x"}
+
+
+def paddle_det() -> onnx.ModelProto:
+    """The PaddleOCR PP-OCRv4 text detector from the rapidocr-onnxruntime wheel (paddle2onnx: Conv+BatchNormalization
+    folded, HardSwish written as Add+Clip+Mul+Div, squeeze-excitation blocks, an FPN with Resize and ConvTranspose) at
+    opset 13, its Constant nodes made initializers: onnxruntime's QOperator quantizer reads a Conv's bias as an initializer only, and
+    fails on a Constant node's output (``'NoneType' object has no attribute 'data_type'`` in quantize_bias_static)."""
+    from bench_user_run import paddle_det as fetch
+    from onnx import numpy_helper
+
+    m = onnx.load(str(fetch()))
+    kept = []
+    for n in m.graph.node:
+        if n.op_type == "Constant" and len(n.attribute) == 1 and n.attribute[0].name == "value":
+            m.graph.initializer.append(numpy_helper.from_array(numpy_helper.to_array(n.attribute[0].t), n.output[0]))
+        else:
+            kept.append(n)
+    del m.graph.node[:]
+    m.graph.node.extend(kept)
+    # opset 12 as shipped: quantize_static writes per-channel DequantizeLinear (axis, opset 13) into it all the same,
+    # and the quantized model does not load ("Unrecognized attribute: axis")
+    return onnx.version_converter.convert_version(m, 13)
+
+
 def float_model(name: str, folder: Path) -> Path:
     from conv_models import mobile
     from models import det_fpn
 
-    m = {"det640": lambda: det_fpn(640), "mobile640": lambda: mobile(640), "yolo640": lambda: yolo(640)}[name]()
+    m = {
+        "det640": lambda: det_fpn(640),
+        "mobile640": lambda: mobile(640),
+        "yolo640": lambda: yolo(640),
+        "paddle_det": paddle_det,
+    }[name]()
     values = {o for n in m.graph.node for o in n.output} | {i.name for i in m.graph.input}
     renames = {}
     for t in m.graph.initializer:
@@ -132,17 +164,17 @@ def float_model(name: str, folder: Path) -> Path:
     return path
 
 
-def images(n: int, seed: int) -> list[dict[str, np.ndarray]]:
-    return [{"image": np.random.default_rng(seed + i).random((1, 3, 640, 640)).astype(np.float32)} for i in range(n)]
+def images(n: int, seed: int, name: str = "image") -> list[dict[str, np.ndarray]]:
+    return [{name: np.random.default_rng(seed + i).random((1, 3, 640, 640)).astype(np.float32)} for i in range(n)]
 
 
-def quantize(path: Path, fmt: str, calibration: int) -> Path:
+def quantize(path: Path, fmt: str, calibration: int, input_name: str = "image") -> Path:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
     from quant_models import shared_thread_pool
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.items = iter(images(calibration, 0))
+            self.items = iter(images(calibration, 0, input_name))
 
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.items, None)
@@ -210,10 +242,12 @@ def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict
     from graph_dap.runtime.tools.quant.analysis import compare_quantized
     from graph_dap.runtime.tools.quant.kernels import compare_kernels
     from graph_dap.runtime.tools.quant.sensitivity import run_sensitivity
+    from graph_dap.runtime.tools.quant.stream import demanded_bytes
 
     f = folder / f"{name}.onnx"
-    q = quantize(f, fmt, args.calibration)
-    feeds = images(1, 1000)[0]
+    input_name = INPUT_NAMES.get(name, "image")
+    q = quantize(f, fmt, args.calibration, input_name)
+    feeds = images(1, 1000, input_name)[0]
     sessions = {(p, level): plain_session(p, level) for p in (f, q) for level in ("none", "all")}
     ratios: dict[str, list[float]] = {"none": [], "all": []}
     times = []
@@ -231,8 +265,7 @@ def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict
     planted, index = plant(q, result)
     bad = compare_quantized(planted, f, feeds)
     sens = run_sensitivity(bad, feeds)
-    shapes = [v for v in result.pairing.float_activations()]
-    total_bytes = sum(result.pairing.float_view.graph.value_info(v).nbytes or 0 for v in shapes)
+    total_bytes = demanded_bytes(result.pairing.float_view.graph, dict.fromkeys(result.pairing.float_activations(), 1), feeds) or 0
     return {
         "model": name,
         "format": fmt,

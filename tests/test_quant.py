@@ -277,3 +277,29 @@ def test_a_debug_session_against_the_float_model_stops_where_the_error_is_born(m
         assert lockstep.continue_().reason is StopReason.END
     finally:
         lockstep.close()
+
+
+def test_weights_held_by_constant_nodes_are_paired_and_compared(tmp_path):
+    """paddle2onnx writes weights as Constant nodes, not initializers: they are read from the node's proto and compared."""
+    m = onnx.load(str(cnn(tmp_path / "float_init.onnx")))
+    moved = {"b2", "w3"}
+    constants = [
+        onnx.helper.make_node("Constant", [], [t.name], name=f"const_{t.name}", value=t) for t in m.graph.initializer if t.name in moved
+    ]
+    kept = [t for t in m.graph.initializer if t.name not in moved]
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(kept)
+    nodes = list(m.graph.node)
+    del m.graph.node[:]
+    m.graph.node.extend(constants + nodes)
+    onnx.save(m, str(tmp_path / "float.onnx"))
+    q = quantize(tmp_path / "float.onnx", tmp_path / "qdq.onnx", "qdq")
+    result = compare_quantized(q, tmp_path / "float.onnx", samples(1)[0])
+    weights = {w.float_name: w for w in result.weights}
+    assert moved <= set(weights) and result.pairing.counts()["weights_paired"] == 6
+    # quantize_static quantizes such a weight at run time (a Q/DQ pair on the Constant): read as onnxruntime computes it
+    w3 = onnx.numpy_helper.to_array(next(t.attribute[0].t for t in constants if t.output[0] == "w3"))
+    ort_w3 = _run(q, samples(1)[0], ["w3_DequantizeLinear_Output"])["w3_DequantizeLinear_Output"]
+    read = dequantized_weight(result.pairing, next(w for w in result.pairing.weights if w.float_name == "w3"))
+    assert read is not None and np.array_equal(read[0], ort_w3)
+    assert weights["w3"].error.snr == pytest.approx(measure(ort_w3, w3).snr, abs=1e-4)

@@ -9,6 +9,7 @@ A failed shape inference is logged and noted on the graph (the listing shows it)
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -125,6 +126,20 @@ def _inferred_infos(model: onnx.ModelProto) -> tuple[InferredInfos, tuple[str, .
 
     collect(inferred.graph, ())
     return out, ()
+
+
+def infos_at_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> dict[str, ValueInfo]:
+    """The main graph's value types when its inputs have ``shapes`` (a model with dynamic dimensions, sized by the
+    inputs it is run with): onnx shape inference on a copy without large initializer data; {} when it fails."""
+    light = onnx.ModelProto()
+    _copy_without_big_data(model, light)
+    for v in light.graph.input:
+        if v.name in shapes and v.type.HasField("tensor_type"):
+            dims = v.type.tensor_type.shape.dim
+            del dims[:]
+            for n in shapes[v.name]:
+                dims.add().dim_value = int(n)
+    return _inferred_infos(light)[0].get((), {})
 
 
 def _copy_without_big_data(model: onnx.ModelProto, into: onnx.ModelProto) -> None:

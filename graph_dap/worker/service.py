@@ -101,7 +101,7 @@ class WorkerService:
         self.session: DebugSession | None = None
         self.driver: Driver | None = None  # what moves the run: the session, or its comparison with a reference
         self.values = ValueCalls(lambda: self.s, self._quant_values)
-        self._quant: tuple[int, QuantValues | None] | None = None  # (the session's id, its quantized values)
+        self._quant: tuple[QuantValues | None] | None = None  # the loaded model's quantized values, once looked for
         self.calls: dict[str, Callable[[Any], Any]] = {
             name[len("rpc_") :]: getattr(owner, name) for owner in (self, self.values) for name in dir(owner) if name.startswith("rpc_")
         }
@@ -254,6 +254,7 @@ class WorkerService:
             session.breakpoint_table.names["call"] = np.int64(a.call_number)
         self.close()  # the previous model's reference
         self.session, self.driver = session, driver
+        self._quant = None  # (made again for this model when a client looks)
         self.values.forget_temps()
         listing = render_listing(graph)
         listing_path = _write_listing(path, listing.text) if a.write_listing else None
@@ -265,13 +266,13 @@ class WorkerService:
         session = self.session
         if session is None:
             return None
-        if self._quant is None or self._quant[0] != id(session):
+        if self._quant is None:
             from graph_dap.runtime.tools.quant.forms import quant_values
 
             lockstep = self.driver.lockstep if isinstance(self.driver, LockstepDriver) else None
             comparison = lockstep.quant if lockstep is not None else None
-            self._quant = (id(session), quant_values(session.graph, comparison, list(session.runner.providers)))
-        return self._quant[1]
+            self._quant = (quant_values(session.graph, comparison, list(session.runner.providers)),)
+        return self._quant[0]
 
     @staticmethod
     def _input_array(graph: Graph, name: str, value: Any, base_dir: str | None) -> Any:

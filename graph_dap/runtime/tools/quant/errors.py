@@ -163,7 +163,7 @@ class GroupErrors:
 def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int) -> Any:
     """A whole run when the demanded values fit the budget, else a node-by-node stream."""
     feeds = {k: inputs[k] for k in graph.input_names}
-    size = demanded_bytes(graph, demand)
+    size = demanded_bytes(graph, demand, feeds)
     if size is not None and size <= budget:
         return WholeRun(graph, feeds, runner.providers, demand)
     return ValueStream(graph, feeds, runner, demand)

@@ -25,7 +25,7 @@ from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.tools.quant.errors import Error, measure
 from graph_dap.runtime.tools.quant.params import QuantParams
 from graph_dap.runtime.tools.quant.stream import WholeRun
-from graph_dap.runtime.tools.quant.view import Form, ModelView
+from graph_dap.runtime.tools.quant.view import Form, ModelView, is_quantized
 
 __all__ = ["FormName", "FormValues", "Part", "QuantForms", "QuantValues", "form_name", "parse_form_name", "quant_values"]
 
@@ -205,6 +205,9 @@ class FormValues(Mapping[str, np.ndarray]):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def __bool__(self) -> bool:  # (an expression's every name asks; counting them all each time is not needed)
+        return True
+
 
 def quant_values(graph: Graph, comparison: Any = None, providers: Sequence[str] = ("CPUExecutionProvider",)) -> QuantValues | None:
     """``graph``'s quantized values, with the float model of ``comparison`` (a QuantComparison) as their reference when
@@ -212,5 +215,6 @@ def quant_values(graph: Graph, comparison: Any = None, providers: Sequence[str] 
     pairing = comparison.pairing if comparison is not None else None
     if pairing is not None and pairing.quant_view.graph is graph:
         return QuantValues(pairing.quant_view, pairing.float_view.graph, pairing.by_logical, providers)
-    view = ModelView(graph)
-    return QuantValues(view, providers=providers) if view.quantized else None
+    if not is_quantized(graph):
+        return None  # (a float model's view is not built)
+    return QuantValues(ModelView(graph), providers=providers)

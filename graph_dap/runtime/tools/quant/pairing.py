@@ -132,10 +132,14 @@ class Pairing:
         }
 
     def _float_weights(self) -> set[str]:
-        """Float constants read by the float model's computing nodes beside their activations (weights, biases, scales)."""
+        """Float constants read by the float model's computing nodes beside their activations (weights, biases, scales);
+        not the bounds of a Clip folded into its producer's quantized range (the range holds them)."""
         v = self.float_view
+        folded = set(self.folded.values())
         names: set[str] = set()
         for c in v.nodes:
+            if c.node.id in folded:
+                continue
             for i in c.node.inputs:
                 if i and i in v.static and i not in c.acts:
                     value = v.constant(i)

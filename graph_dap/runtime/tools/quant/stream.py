@@ -119,12 +119,23 @@ class WholeRun:
         return value
 
 
-def demanded_bytes(graph: Graph, demand: Mapping[str, int]) -> int | None:
-    """The bytes of the values ``demand`` names, from the graph's value types (None: some size is unknown)."""
-    total = 0
-    for name in demand:
-        n = graph.value_info(name).nbytes
-        if n is None:
-            return None
-        total += n
-    return total
+def demanded_bytes(graph: Graph, demand: Mapping[str, int], feeds: Mapping[str, Any] | None = None) -> int | None:
+    """The bytes of the values ``demand`` names, from the graph's value types (None: some size is unknown). A model
+    with dynamic dimensions (paddle2onnx writes -1) is sized again at the shapes of ``feeds``."""
+    sizes = [graph.value_info(name).nbytes for name in demand]
+    if None in sizes and feeds:
+        from graph_dap.runtime.loading import infos_at_input_shapes
+
+        infos = infos_at_input_shapes(graph.model, {k: getattr(v, "shape", ()) for k, v in feeds.items()})
+        sizes = [
+            size if size is not None else _nbytes(feeds[name]) if name in feeds else infos[name].nbytes if name in infos else None
+            for name, size in zip(demand, sizes)
+        ]
+    if None in sizes:
+        return None
+    return sum(s for s in sizes if s is not None)
+
+
+def _nbytes(value: Any) -> int | None:
+    n = getattr(value, "nbytes", None)
+    return int(n) if n is not None else None

@@ -104,6 +104,20 @@ def quant_format(graph: Graph) -> str:
     return ""
 
 
+def _constant_value(node: Node) -> np.ndarray | None:
+    """A Constant node's value from its proto (``value``, ``value_float(s)``, ``value_int(s)``); None for strings and
+    sparse tensors. (``Node.attributes`` holds attributes as text.)"""
+    for a in node.proto.attribute:
+        v = helper.get_attribute_value(a)
+        if a.name == "value":
+            return numpy_helper.to_array(v)
+        if a.name in ("value_float", "value_floats"):
+            return np.asarray(v, np.float32)
+        if a.name in ("value_int", "value_ints"):
+            return np.asarray(v, np.int64)
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class CanonicalNode:
     """A node as the float op it computes: its activation inputs (raw value names) and the spec of a quantized op."""
@@ -153,8 +167,8 @@ class ModelView:
             value = np.asarray(self.graph.weights.array(self._inits[name]))
         else:
             p = self.graph.producer(name)
-            if p is not None and p.is_constant_op and "value" in p.attributes:
-                value = numpy_helper.to_array(p.attributes["value"])
+            if p is not None and p.is_constant_op:
+                value = _constant_value(p)
         self._const_cache[name] = value
         return value
 
@@ -246,6 +260,19 @@ class ModelView:
         info = self.graph.value_info(value)
         return None if info.shape is None else tuple(info.shape)
 
+    def integers(self, name: str) -> np.ndarray | None:
+        """A constant's integers: an integer initializer, or a QuantizeLinear of a float constant, quantized here (what
+        quantize_static writes for a weight held by a Constant node: a Q/DQ pair computed at run time)."""
+        c = self.constant(name)
+        if c is not None:
+            return c
+        p = self.graph.producer(name)
+        if p is None or p.op_type != "QuantizeLinear" or not p.inputs or self.constant(p.inputs[0]) is None:
+            return None
+        params = self.quant_params(p, 1, 2)
+        x = self.constant(p.inputs[0])
+        return None if params is None or x is None else params.quantize(x)
+
     def weight_value(self, name: str) -> np.ndarray | None:
         """A constant read by a node: an initializer, or a DequantizeLinear of one (dequantized here)."""
         c = self.constant(name)
@@ -253,7 +280,7 @@ class ModelView:
             return c
         p = self.graph.producer(name)
         if p is not None and p.op_type == "DequantizeLinear" and p.is_constant:
-            q = self.constant(p.inputs[0])
+            q = self.integers(p.inputs[0])
             params = self.quant_params(p, 1, 2, dtype=None)
             if q is not None and params is not None:
                 return params.dequantize(q)

@@ -98,7 +98,7 @@ def dequantized_weight(pairing: Pairing, w: WeightPair) -> tuple[np.ndarray, Qua
         p = qv.graph.producer(w.quant_name)
         if p is None or p.op_type != "DequantizeLinear":
             return None
-        q = qv.constant(p.inputs[0])
+        q = qv.integers(p.inputs[0])
         params = None if q is None else qv.quant_params(p, 1, 2, dtype=str(q.dtype))
         if q is None or params is None:
             return None
