@@ -28,6 +28,7 @@ from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.tools.quant.errors import Error, measure
 from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.pairing import Pairing
+from graph_dap.runtime.tools.quant.stream import demanded_bytes
 from graph_dap.runtime.tools.quant.view import Form
 
 __all__ = ["GroupSensitivity", "Sensitivity", "in_float", "run_sensitivity"]
@@ -227,8 +228,8 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
 def _baseline(graph: Any, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
     """Every value the quantized model computes (static ones aside), from one whole run; None over ``budget``."""
     names = [o for n in graph.nodes if not n.is_constant for o in n.outputs if o]
-    sizes = [graph.value_info(n).nbytes for n in names]
-    if any(b is None for b in sizes) or sum(b or 0 for b in sizes) > budget:
+    size = demanded_bytes(graph, dict.fromkeys(names, 1), feeds)  # (dynamic dimensions: at the inputs' shapes)
+    if size is None or size > budget:
         return None
     model = onnx.ModelProto()
     model.CopyFrom(graph.model)
