@@ -18,6 +18,7 @@ from graph_dap.runtime.engine.options import session_options
 
 DQ = "c2_DequantizeLinear_Output"  # conv2's output after its own Q/DQ pair (what the Add reads)
 Q = "c2_QuantizeLinear_Output"  # its integers
+W = "w2_DequantizeLinear_Output"  # conv2's weight, per channel, as conv2 reads it
 
 
 def _run(path: Path, feeds: dict[str, Any], names: list[str]) -> dict[str, np.ndarray]:
@@ -36,9 +37,10 @@ def quantized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     q = quantize(f, d / "qdq.onnx", "qdq")
     feeds = samples(1)[0]
     np.savez(d / "x.npz", **feeds)
-    ours = _run(q, feeds, [Q, DQ])
+    ours = _run(q, feeds, [Q, DQ, W])
     theirs = _run(f, feeds, ["c2"])
-    return {"float": f, "qdq": q, "x": d / "x.npz", "int": ours[Q], "deq": ours[DQ], "ref": theirs["c2"]}
+    w2 = onnx.numpy_helper.to_array(next(t for t in onnx.load(str(f)).graph.initializer if t.name == "w2"))
+    return {"float": f, "qdq": q, "x": d / "x.npz", "int": ours[Q], "deq": ours[DQ], "ref": theirs["c2"], "w": ours[W], "w2": w2}
 
 
 def _stats(var: dict[str, Any], dap: DapClient) -> dict[str, dict[str, Any]]:
@@ -76,6 +78,10 @@ def test_a_quantized_tensor_expands_to_its_integers_dequantized_values_reference
 
     # the integers' own value (a QuantizeLinear's output) has the same four forms
     assert list(_stats(values[Q], dap))[:4] == ["integer", "dequantized", "reference", "error"]
+    # a weight's DequantizeLinear output: its integers, and its error against the float weight it is paired with
+    assert dap.evaluate(f"`{W}@reference`.sum()")["result"] == f"{float(q['w2'].sum()):.7g}"
+    assert dap.evaluate(f"`{W}@error`.max()")["result"] == f"{float((q['w'] - q['w2']).max()):.7g}"
+    assert dap.evaluate(f"`{W}@integer`.dtype")["result"] == "int8"
     # a float value that is no quantized form has its statistics only
     assert "integer" not in _stats(values["x"], dap)
 

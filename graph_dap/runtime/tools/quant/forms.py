@@ -3,7 +3,7 @@ paired tensor and the error, for the Variables of a quantized model.
 
 A value of a quantized model is *quantized* here when it holds integers with a known scale and zero
 point (a QuantizeLinear's output, a QLinear op's output) or is a DequantizeLinear's output of an
-activation (:class:`~.view.Form`). Its forms are addressed as ``NAME@integer``, ``NAME@dequantized``,
+activation (:class:`~.view.Form`) or of a weight (whose reference is the float weight it is paired with). Its forms are addressed as ``NAME@integer``, ``NAME@dequantized``,
 ``NAME@reference`` and ``NAME@error`` (:func:`form_name`), which expressions and the tensor view
 read as values. The reference is the float model's tensor paired with the value's logical tensor
 (:mod:`.pairing`), computed by onnxruntime (optimizations off) on the session's inputs, once per
@@ -112,13 +112,18 @@ class QuantValues:
         float_graph: Graph | None = None,
         by_logical: Mapping[str, str] | None = None,
         providers: Sequence[str] = ("CPUExecutionProvider",),
+        weights: Mapping[str, str] | None = None,
+        float_view: ModelView | None = None,
     ) -> None:
         self.view = view
         self.float_graph = float_graph
         self.by_logical = dict(by_logical or {})
         self.providers = list(providers)
+        self.weights = dict(weights or {})  # a weight's DequantizeLinear output -> its float weight (a pairing's)
+        self.float_view = float_view
         self._references: OrderedDict[str, np.ndarray] = OrderedDict()
         self._inputs: tuple[int, ...] = ()
+        self._weight_params: dict[str, QuantParams | None] = {}
 
     @property
     def has_reference(self) -> bool:
@@ -129,14 +134,27 @@ class QuantValues:
         form = self.view.form.get(name)
         if form is Form.INT or form is Form.DEQUANTIZED:
             return self.view.params.get(name)
-        return None
+        return self._weight(name)
+
+    def _weight(self, name: str) -> QuantParams | None:
+        """A weight's DequantizeLinear output (computed from constants): its scale and zero point."""
+        if name not in self._weight_params:
+            p = self.view.graph.producer(name)
+            params = None
+            if p is not None and p.op_type == "DequantizeLinear" and p.is_constant and p.inputs:
+                q = self.view.integers(p.inputs[0])
+                params = None if q is None else self.view.quant_params(p, 1, 2, dtype=str(q.dtype))
+            self._weight_params[name] = params
+        return self._weight_params[name]
 
     def is_quantized(self, name: str) -> bool:
         return self.params(name) is not None
 
     def reference_name(self, name: str) -> str | None:
-        """The float model's tensor paired with ``name``'s logical tensor."""
-        return self.by_logical.get(self.view.logical(name)) if self.has_reference else None
+        """The float model's tensor paired with ``name``'s logical tensor (or the float weight of a weight's)."""
+        if not self.has_reference:
+            return None
+        return self.weights.get(name) or self.by_logical.get(self.view.logical(name))
 
     def forms(self, name: str, value_of: Callable[[str], Any], has_value: Callable[[str], bool], inputs: Mapping[str, Any]) -> QuantForms:
         """``name``'s forms at a stop: ``value_of`` reads the session's values, ``inputs`` are its graph inputs."""
@@ -144,7 +162,11 @@ class QuantValues:
         if params is None:
             raise ValueNotFoundError(f"'{name}' is no quantized value (integers with a scale, or a DequantizeLinear's output)")
         value = np.asarray(value_of(name))
-        if self.view.form[name] is Form.INT:
+        if self._weight(name) is not None:
+            producer = self.view.graph.producer(name)
+            ints = self.view.integers(producer.inputs[0]) if producer is not None else None
+            integer, dequantized = (params.quantize(value) if ints is None else ints), value
+        elif self.view.form[name] is Form.INT:
             integer, dequantized = value, params.dequantize(value)
         else:
             producer = self.view.graph.producer(name)
@@ -154,7 +176,8 @@ class QuantValues:
         ref_name = self.reference_name(name)
         if ref_name is None:
             return QuantForms(name, params, integer, dequantized)
-        reference = self._reference(ref_name, inputs)
+        weight = self.float_view.constant(ref_name) if self.float_view is not None and name in self.weights else None
+        reference = np.asarray(weight) if weight is not None else self._reference(ref_name, inputs)
         if reference.shape != dequantized.shape:
             raise CompareError(
                 f"'{name}' {list(dequantized.shape)} and its float tensor '{ref_name}' {list(reference.shape)} differ in shape"
@@ -214,7 +237,8 @@ def quant_values(graph: Graph, comparison: Any = None, providers: Sequence[str] 
     ``graph`` is its quantized side; None when ``graph`` is a float model."""
     pairing = comparison.pairing if comparison is not None else None
     if pairing is not None and pairing.quant_view.graph is graph:
-        return QuantValues(pairing.quant_view, pairing.float_view.graph, pairing.by_logical, providers)
+        weights = {w.quant_name: w.float_name for w in pairing.weights}
+        return QuantValues(pairing.quant_view, pairing.float_view.graph, pairing.by_logical, providers, weights, pairing.float_view)
     if not is_quantized(graph):
         return None  # (a float model's view is not built)
     return QuantValues(ModelView(graph), providers=providers)
