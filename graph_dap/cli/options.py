@@ -331,6 +331,7 @@ def _scan_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=positive_int, default=1, metavar="N", help="with --sample-axis: N slices per run (default 1)")
     p.add_argument("--break-on", default=None, metavar="FILTERS", help="comma list of nan, inf, error, mismatch (default: nan,inf,error; +mismatch with --reference)")
     p.add_argument("--inf-exclude", action="append", default=[], metavar="PATTERN", help="node glob or op:TYPE whose Inf is expected")
+    p.add_argument("--nan-exclude", action="append", default=[], metavar="PATTERN", help="node glob or op:TYPE whose NaN is expected")
     p.add_argument("--reference", metavar="REF", help="compare each input's outputs with provider:NAME, opt_level:LEVEL or model:OTHER.onnx")
     p.add_argument(
         "--tolerance",

@@ -107,6 +107,7 @@ def _config(args: argparse.Namespace) -> Any:
         model=str(model.resolve()),
         break_on=tuple(dict.fromkeys(filters)),
         inf_exclude=tuple(args.inf_exclude),
+        nan_exclude=tuple(args.nan_exclude),
         reference=reference,
         tolerance=tolerance,
         metric=metric,

@@ -28,6 +28,7 @@ def replay(header: Mapping[str, Any], result: InputResult, out_dir: Path) -> dic
         return {"inputs": inputs, "command": None, "launch": None, "note": "the input does not fit the model: nothing to run"}
     breaks = [f for f in options.get("break_on", []) if f in VALUE_FILTERS] + [BreakFilter.ERROR.value]
     excludes = list(options.get("inf_exclude", []))
+    nan_excludes = list(options.get("nan_exclude", []))
     dims = dict(options.get("dims", {}))
     args = ["graph-dap"]
     launch: dict[str, Any] = {"type": "graph-dap", "request": "launch", "name": f"Scan: {result.id}", "model": model}
@@ -47,9 +48,12 @@ def replay(header: Mapping[str, Any], result: InputResult, out_dir: Path) -> dic
         launch["breakOn"] = [BreakFilter.MISMATCH.value, BreakFilter.ERROR.value]
     else:
         args += ["run", model, "--break-on", ",".join(breaks)] + [f"--inf-exclude={p}" for p in excludes]
+        args += [f"--nan-exclude={p}" for p in nan_excludes]
         launch["breakOn"] = breaks
         if excludes:
             launch["infExclude"] = excludes
+        if nan_excludes:
+            launch["nanExclude"] = nan_excludes
     if inputs:
         args += ["--inputs", inputs]
     args += [f"--dim={k}={v}" for k, v in dims.items()]

@@ -46,6 +46,7 @@ class ScanConfig:
     model: str  # the model's path (absolute); with a shipped model, the name it goes by
     break_on: tuple[str, ...] = FAULT_FILTERS
     inf_exclude: tuple[str, ...] = ()
+    nan_exclude: tuple[str, ...] = ()
     reference: str | None = None
     tolerance: Tolerance = field(default_factory=Tolerance)
     metric: str = "max_abs"
@@ -68,6 +69,7 @@ class ScanConfig:
         return {
             "break_on": list(self.break_on),
             "inf_exclude": list(self.inf_exclude),
+            "nan_exclude": list(self.nan_exclude),
             "reference": self.reference,
             "tolerance": {**self.tolerance.to_dict(), "rule": self.tolerance.describe()} if self.reference else None,
             "metric": self.metric if self.reference else None,
@@ -147,6 +149,7 @@ class InputScanner:
                 providers=list(self.config.providers) or None,
                 break_on=watch,
                 inf_exclude=self.config.inf_exclude,
+                nan_exclude=self.config.nan_exclude,
                 memory_budget_mb=self.config.memory_budget_mb,
                 pausable=False,  # never paused: each segment runs whole, however long it takes
                 base_dir=self.base_dir,
