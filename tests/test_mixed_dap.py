@@ -131,6 +131,35 @@ def test_the_nan_filter_stops_at_the_first_call_whose_graph_makes_nan(dap, model
     wait_printed(dap, "call 7: nan")
 
 
+def test_nan_exclude_in_a_program_launch_leaves_that_nodes_nan_alone_in_the_programs_runs(dap, models):
+    """The launch argument ``nanExclude`` of a model launch works in a program launch too: the host's watch of
+    ROOT's runs lets the NaN of call 7 through (sqrt1 makes it, halve carries it to the output): no stop, the
+    program prints it."""
+    launch_program(dap, models, exceptions=["nan"], nanExclude=["sqrt1", "halve"])
+    wait_printed(dap, "total: nan")
+    assert "call 7: nan" in dap.output()
+    assert not [e for e in dap.events_named("stopped") if e["body"]["reason"] == "exception"]
+
+
+def test_nan_exclude_in_a_program_launch_reaches_the_graph_session_of_a_debugged_run(dap, models):
+    """A run debugged for a breakpoint gets the launch's ``nanExclude`` too: with the nan filter on, the run goes past
+    sqrt1's NaN to the breakpoint after it; halve, which carries that NaN to the output, still stops, and says what
+    the watch left alone."""
+    launch_program(dap, models, functions=[{"name": "halve", "condition": "call == 7"}], exceptions=["nan"], nanExclude=["sqrt1"])
+    stop = graph_stop(dap, "function breakpoint")
+    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #7"]
+    node = frames(dap, stop["threadId"])[0]
+    assert node["name"] == "halve (Mul)"
+    assert dap.request("evaluate", expression="isnan(root).any()", frameId=node["id"], context="repl")["result"] == "True"
+    dap.request("continue", threadId=stop["threadId"])
+    stop = graph_stop(dap, "exception")
+    info = dap.request("exceptionInfo", threadId=stop["threadId"])
+    assert info["exceptionId"] == "nan" and "halve (Mul) produced" in info["description"]
+    assert "not watched: the NaN of sqrt1 (--nan-exclude)" in info["description"]
+    dap.request("continue", threadId=stop["threadId"])
+    wait_printed(dap, "call 7: nan")
+
+
 def test_the_programs_other_threads_run_on_while_a_graph_is_stopped(dap, models):
     dap.initialize()
     misbehaving = str(PROGRAM.parent / "misbehaving.py")

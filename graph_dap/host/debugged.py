@@ -75,7 +75,7 @@ class DebuggedHandler(hook.Handler):
             return self._debug(call, StopReason.BREAKPOINT)
         watching: list[str] = [f for f in VALUE_FILTERS if f in config.filters]
         if watching:
-            watcher = self._watcher(call, watching, config.inf_exclude)
+            watcher = self._watcher(call, watching, config.inf_exclude, config.nan_exclude)
             if watcher is not None:
                 try:
                     results, flagged = watcher.run(call)
@@ -96,14 +96,14 @@ class DebuggedHandler(hook.Handler):
             raise error
         return self._debug(call, StopReason.ERROR, error)
 
-    def _watcher(self, call: hook.Call, filters: list[str], inf_exclude: tuple[str, ...]) -> Watcher | None:
+    def _watcher(self, call: hook.Call, filters: list[str], inf_exclude: tuple[str, ...], nan_exclude: tuple[str, ...]) -> Watcher | None:
         """The session's watcher for these filters, built on first use (None when its model cannot be watched)."""
-        key = f"watcher:{','.join(filters)}:{','.join(inf_exclude)}"
+        key = f"watcher:{filters!r}:{inf_exclude!r}:{nan_exclude!r}"
         state = call.bound.state
         if key not in state:
             assert call.model is not None
             try:
-                state[key] = Watcher(call.session, call.model, filters, inf_exclude)
+                state[key] = Watcher(call.session, call.model, filters, inf_exclude, nan_exclude)
             except Exception as error:  # noqa: BLE001 - a model the watch cannot rewrite runs unwatched
                 state[key] = None
                 self.note(f"{call.model.name}: runs are not watched for {'/'.join(filters)}: {error}")

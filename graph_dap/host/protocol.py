@@ -58,7 +58,8 @@ class Config:
 
     ``stop_every``: every run stops at its entry (``stopOnSessionRun``); ``every_run``:
     every run goes through graph-dap (a ``reference`` compares each one); ``filters``:
-    of nan, inf, error; ``armed``: the models (by key) that have a graph breakpoint.
+    of nan, inf, error; ``inf_exclude``/``nan_exclude``: the nodes whose Inf/NaN the watch leaves alone;
+    ``armed``: the models (by key) that have a graph breakpoint.
     """
 
     stop_every: bool = False
@@ -66,6 +67,7 @@ class Config:
     filters: tuple[BreakFilter, ...] = ()
     inf_exclude: tuple[str, ...] = ()
     armed: tuple[str, ...] = ()
+    nan_exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -316,12 +316,15 @@ class Router:
         answers: list[dict[str, Any]] = []
         enabled = [BreakFilter(f) for f in ours]
         exclude: list[str] = []
+        nan_exclude: list[str] = []
         for o in our_options:
             fid = BreakFilter(str(o.get("filterId")))
             enabled.append(fid)
             condition = str(o.get("condition") or "")
             if fid is BreakFilter.INF:
                 exclude += inf_exclusions(condition)
+            elif fid is BreakFilter.NAN:
+                nan_exclude += inf_exclusions(condition)  # (the same list of node patterns)
         theirs: list[dict[str, Any]] = []
         python = self.s.python
         py_args = dict(request.arguments)
@@ -339,6 +342,7 @@ class Router:
                 answers.append(theirs.pop(0) if theirs else {"verified": True})
         self.s.graph_filters = list(dict.fromkeys(enabled))
         self.s.inf_exclude = exclude
+        self.s.nan_exclude = nan_exclude
         await self._changed(lambda run: True)
         return {"breakpoints": answers}
 

@@ -86,7 +86,8 @@ class MixedSession:
         self._numbers = itertools.count(1)
         self._tasks: set[asyncio.Future[Any]] = set()
         self.graph_filters: list[BreakFilter] = [BreakFilter.ERROR]
-        self.inf_exclude: list[str] = []
+        self.inf_exclude: list[str] = []  # the inf filter's condition (the launch's own are the launch's)
+        self.nan_exclude: list[str] = []  # the nan filter's condition
         self.parked: dict[int, GraphRun] = {}  # Python threads (debugpy's ids) stopped in a debugged run call
         self._parking: dict[int, asyncio.Event] = {}
         self.resuming = False  # a continue or step of the client's is on its way to debugpy
@@ -148,7 +149,7 @@ class MixedSession:
     # -- the host: models and run calls -------------------------------------------------------
 
     def _config(self) -> hp.Config:
-        return self.launch.config(self.graph_filters, self.inf_exclude, self.catalog.armed())
+        return self.launch.config(self.graph_filters, self.inf_exclude, self.catalog.armed(), self.nan_exclude)
 
     def push_config(self) -> None:
         self.link.push_config()
@@ -222,8 +223,10 @@ class MixedSession:
         ids.update({b["id"]: bp.id for bp, b in zip(functions, body.get("breakpoints", [])) if "id" in b})
         run.breakpoint_ids = ids
         filters = self.launch.graph_filters(self.graph_filters)
-        options = [{"filterId": BreakFilter.INF, "condition": ", ".join(self.inf_exclude)}] if BreakFilter.INF in filters and self.inf_exclude else []
-        await run.request("setExceptionBreakpoints", {"filters": [f for f in filters if not (options and f is BreakFilter.INF)], "filterOptions": options})
+        conditions = {BreakFilter.INF: self.inf_exclude, BreakFilter.NAN: self.nan_exclude}
+        options = [{"filterId": f, "condition": ", ".join(conditions[f])} for f in filters if conditions.get(f)]
+        conditioned = {o["filterId"] for o in options}
+        await run.request("setExceptionBreakpoints", {"filters": [f for f in filters if f not in conditioned], "filterOptions": options})
 
     def _host_lost(self) -> None:
         """The program's process is gone: its runs are over."""
