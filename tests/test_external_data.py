@@ -263,3 +263,33 @@ def test_every_command_reads_the_external_data_from_the_models_folder_run_from_a
     for spec in ("opt_level:none", f"model:{model}"):
         ref = OutputsReference(load_graph(model), check_reference(spec), Path.cwd())
         np.testing.assert_allclose(ref.outputs(TOKENS)["logits"], truth["logits"], rtol=1e-5, atol=1e-6)
+
+
+def test_the_initializers_scope_answers_at_once_shape_only_then_has_the_client_ask_again(dap, saved, tmp_path):
+    """Opening the Initializers scope of a model with external data reads none of it: the first page gives each weight's
+    type, shape and bytes; the weights are summarized in the background, then an ``invalidated`` event (with the
+    frame) has the client ask again, and the page holds their summaries, those of the weights' own values. (A client
+    without the event gets the summaries in the first answer, as before: the worker's default, tested in
+    test_language_models.)"""
+    from graph_dap.runtime.tensor import format_bytes, summarize
+    from graph_dap.worker import wire
+
+    np.savez(tmp_path / "tokens.npz", **TOKENS)
+    arrays = {t.name: numpy_helper.to_array(t) for t in decoder_model().graph.initializer}
+    dap.start(str(saved), inputs=str(tmp_path / "tokens.npz"), stopOnEntry=True)  # (a client that takes the event)
+    dap.wait_for_stop("entry")
+    frame = dap.top_frame()["id"]
+    first = dap.variables(dap.scopes(frame)["Initializers"]["variablesReference"])
+    assert set(first) == set(arrays)
+    for name, v in first.items():
+        a, shape = arrays[name], f"[{','.join(map(str, arrays[name].shape))}]"
+        assert v["value"] == f"float32{shape} {format_bytes(a.nbytes)}, statistics being computed", name
+        listed = dap.variables(v["variablesReference"], filter="named")
+        assert {k: s["value"] for k, s in listed.items()} == {"shape": shape, "dtype": "float32", "bytes": format_bytes(a.nbytes)}
+    assert dap.wait_for_event("invalidated") == {"areas": ["variables"], "stackFrameId": frame}
+    again = dap.variables(dap.scopes(frame)["Initializers"]["variablesReference"])
+    assert set(again) == set(arrays)
+    for name, v in again.items():
+        assert v["value"] == summarize(arrays[name]).text(), name
+        listed = dap.variables(v["variablesReference"], filter="named")
+        assert {k: s["value"] for k, s in listed.items()} == dict(wire.summary(name, arrays[name]).stats), name

@@ -91,7 +91,7 @@ class InspectionRequests(SourceRequests):
         cache = self.variables.computed_at
         if level not in cache:
             worker = self._need_stopped()
-            computed = list((await worker.values(level)).computed)
+            computed = list((await worker.values(level, warm=not self._client.invalidated)).computed)
             weights = set(self.graph.initializers) if self.graph is not None else set()
             cache[level] = [n for n in computed if n not in weights] + [n for n in computed if n in weights]
         return cache[level]
@@ -164,7 +164,12 @@ class InspectionRequests(SourceRequests):
                 names = []
             else:
                 names = names[start : start + count] if count else names[start : start + MAX_UNPAGED]
-            summaries = await worker.summaries(p.SummariesArgs(tuple(names), hex_, container.level)) if names else ()
+            # A client told when to ask again gets the weights not summarized yet shape only, at once (see SummarizedEvent)
+            quick = self._client.invalidated and container.kind in ("values", "initializers")
+            summaries = await worker.summaries(p.SummariesArgs(tuple(names), hex_, container.level, quick)) if names else ()
+            if self.variables.shown_pending(container.level, [s.name for s in summaries if s.pending]):
+                level = container.level
+                self._later(lambda: self.channel.event("invalidated", {"areas": ["variables"], "stackFrameId": FRAME_ID + level}))
             return {"variables": [self._tensor_var(s, container.level) for s in summaries]}
         assert isinstance(container, TensorRef)
         summary: Summary | None = self.variables.handles.extra(reference)

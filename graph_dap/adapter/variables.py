@@ -8,6 +8,7 @@ at every stop, since the values may have changed.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -92,6 +93,8 @@ class VariableState:
     memory: Handles[Any] = field(default_factory=Handles)
     settable: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # evaluateName -> value, index
     computed_at: dict[int, list[str]] = field(default_factory=dict)  # per frame level, its values computed at this stop
+    pending: set[tuple[int, str]] = field(default_factory=set)  # (level, name): shown shape only, being summarized
+    ready: set[tuple[int, str]] = field(default_factory=set)  # summarized before the page that showed them was answered
 
     def reset(self) -> None:
         """The run moves on: every reference handed out so far is gone."""
@@ -99,6 +102,25 @@ class VariableState:
         self.memory.reset()
         self.settable.clear()
         self.computed_at.clear()
+        self.pending.clear()
+        self.ready.clear()
+
+    def shown_pending(self, level: int, names: Iterable[str]) -> bool:
+        """A page showed these weights shape only; True when some are summarized already (the worker's event came
+        before its answer): the client is to ask again at once."""
+        shown = {(level, n) for n in names}
+        early = shown & self.ready
+        self.ready -= early
+        self.pending |= shown - early
+        return bool(early)
+
+    def summarized(self, level: int, names: Iterable[str]) -> bool:
+        """The worker summarized these weights; True when a page of this stop showed some of them shape only."""
+        done = {(level, n) for n in names}
+        shown = done & self.pending
+        self.pending -= shown
+        self.ready |= done - shown
+        return bool(shown)
 
     def remember(self, ref: TensorRef) -> None:
         """A value (or a slice of one) shown to the client: ``setExpression`` may name it by its expression."""

@@ -99,7 +99,7 @@ class WorkerService:
         self._send = send
         self.session: DebugSession | None = None
         self.driver: Driver | None = None  # what moves the run: the session, or its comparison with a reference
-        self.values = ValueCalls(lambda: self.s)
+        self.values = ValueCalls(lambda: self.s, lambda event: self._send(p.event_message(event)))
         self.calls: dict[str, Callable[[Any], Any]] = {
             name[len("rpc_") :]: getattr(owner, name) for owner in (self, self.values) for name in dir(owner) if name.startswith("rpc_")
         }

@@ -18,7 +18,7 @@ from graph_dap.runtime import expr
 from graph_dap.runtime.dtypes import EXTRA, is_extra, is_integer
 from graph_dap.runtime.selection import layer_of, module_paths
 from graph_dap.runtime.session import DebugSession, Stop
-from graph_dap.runtime.tensor import TensorSummary, summarize
+from graph_dap.runtime.tensor import TensorSummary, element_type, format_bytes, summarize
 from graph_dap.worker import protocol as p
 
 if TYPE_CHECKING:
@@ -112,6 +112,26 @@ def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, note
         kind=s.kind,
         scalar=scalar,
         note=note,
+    )
+
+
+def pending(name: str, value: np.ndarray, stale: bool = False, note: str = "") -> p.Summary:
+    """What the adapter shows at once of a weight whose statistics are still being computed: what costs nothing to
+    know (its type, shape and bytes), nothing read from its data."""
+    dtype = element_type(value)
+    shape = "[" + ",".join(map(str, value.shape)) + "]"
+    size = format_bytes(int(value.nbytes))
+    return p.Summary(
+        name=name,
+        text=f"{dtype}{shape} {size}, statistics being computed",
+        type=tensor_type(dtype, "tensor"),
+        dtype=dtype,
+        shape=tuple(int(n) for n in value.shape),
+        size=int(value.size),
+        stats=(("shape", shape), ("dtype", dtype), ("bytes", size)),
+        stale=stale,
+        note=note,
+        pending=True,
     )
 
 
