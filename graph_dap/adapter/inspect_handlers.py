@@ -165,7 +165,7 @@ class InspectionRequests(SourceRequests):
             else:
                 names = names[start : start + count] if count else names[start : start + MAX_UNPAGED]
             # A client told when to ask again gets the weights not summarized yet shape only, at once (see SummarizedEvent)
-            quick = self._client.invalidated and container.kind in ("values", "initializers")
+            quick = self._client.invalidated
             summaries = await worker.summaries(p.SummariesArgs(tuple(names), hex_, container.level, quick)) if names else ()
             if self.variables.shown_pending(container.level, [s.name for s in summaries if s.pending]):
                 level = container.level
