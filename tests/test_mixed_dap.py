@@ -141,23 +141,23 @@ def test_nan_exclude_in_a_program_launch_leaves_that_nodes_nan_alone_in_the_prog
     assert not [e for e in dap.events_named("stopped") if e["body"]["reason"] == "exception"]
 
 
-def test_nan_exclude_in_a_program_launch_reaches_the_graph_session_of_a_debugged_run(dap, models):
-    """A run debugged for a breakpoint gets the launch's ``nanExclude`` too: with the nan filter on, the run goes past
-    sqrt1's NaN to the breakpoint after it; halve, which carries that NaN to the output, still stops, and says what
-    the watch left alone."""
-    launch_program(dap, models, functions=[{"name": "halve", "condition": "call == 7"}], exceptions=["nan"], nanExclude=["sqrt1"])
-    stop = graph_stop(dap, "function breakpoint")
-    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #7"]
-    node = frames(dap, stop["threadId"])[0]
-    assert node["name"] == "halve (Mul)"
-    assert dap.request("evaluate", expression="isnan(root).any()", frameId=node["id"], context="repl")["result"] == "True"
-    dap.request("continue", threadId=stop["threadId"])
+def test_a_call_a_breakpoint_skips_is_watched_and_nan_exclude_reaches_its_graph_session(dap, models):
+    """ROOT has a breakpoint for call 8 only: call 7 runs without a graph session, yet watched (the nan filter is on),
+    and its NaN is debugged with the launch's ``nanExclude``: sqrt1's NaN is left alone, and halve, which carries it on
+    to the output, stops and says what the watch left alone. Call 8 then stops at its breakpoint."""
+    launch_program(dap, models, functions=[{"name": "halve", "condition": "call == 8"}], exceptions=["nan"], nanExclude=["sqrt1"])
     stop = graph_stop(dap, "exception")
+    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #7"]
     info = dap.request("exceptionInfo", threadId=stop["threadId"])
     assert info["exceptionId"] == "nan" and "halve (Mul) produced" in info["description"]
     assert "not watched: the NaN of sqrt1 (--nan-exclude)" in info["description"]
     dap.request("continue", threadId=stop["threadId"])
     wait_printed(dap, "call 7: nan")
+    stop = graph_stop(dap, "function breakpoint")
+    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #8"]
+    assert frames(dap, stop["threadId"])[0]["name"] == "halve (Mul)"
+    dap.request("continue", threadId=stop["threadId"])
+    wait_printed(dap, "total: nan")
 
 
 def test_the_programs_other_threads_run_on_while_a_graph_is_stopped(dap, models):

@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -72,7 +73,13 @@ class DebuggedHandler(hook.Handler):
         if config.stop_every or config.every_run:
             return self._debug(call, "every")
         if model.key in config.armed:
-            return self._debug(call, StopReason.BREAKPOINT)
+            # a call its breakpoints cannot stop in (a decode step not asked for) comes back: watched as any other
+            return self._debug(call, StopReason.BREAKPOINT, otherwise=functools.partial(self._unarmed, call))
+        return self._unarmed(call)
+
+    def _unarmed(self, call: hook.Call) -> Any:
+        """A run no breakpoint stops in: watched by the filters nan/inf (debugged when flagged), else onnxruntime's."""
+        config = self.config
         watching: list[str] = [f for f in VALUE_FILTERS if f in config.filters]
         if watching:
             watcher = self._watcher(call, watching, config.inf_exclude, config.nan_exclude)
@@ -110,8 +117,9 @@ class DebuggedHandler(hook.Handler):
         watcher: Watcher | None = state[key]
         return watcher
 
-    def _debug(self, call: hook.Call, why: str, error: BaseException | None = None) -> Any:
-        """Hand the call to the adapter, wait (stopped in the Python debugger once the graph stops), apply its result."""
+    def _debug(self, call: hook.Call, why: str, error: BaseException | None = None, otherwise: Callable[[], Any] | None = None) -> Any:
+        """Hand the call to the adapter, wait (stopped in the Python debugger once the graph stops), apply its result
+        (``otherwise``: how the call runs when the adapter leaves it to the program; onnxruntime's own run if None)."""
         from graph_dap.files import save_npz_atomic
 
         assert call.model is not None and self.link is not None
@@ -138,7 +146,7 @@ class DebuggedHandler(hook.Handler):
         if result is None or result.action is RunAction.PLAIN:
             if error is not None:
                 raise error
-            return call.original()
+            return otherwise() if otherwise is not None else call.original()
         if result.action is RunAction.RAISE:
             if error is not None:
                 raise error
