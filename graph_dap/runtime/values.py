@@ -231,9 +231,13 @@ class Values:
 
         return self.executor.execute(node, get, self.fixed, self.constants.version, count, self.embedded)
 
+    def due(self, names: Sequence[str]) -> list[str]:
+        """Those of ``names`` (this level's) that :meth:`value` would recompute."""
+        return [n for n in names if self.own(n) and n not in self.store.fixed and not self._fresh(n) and self.available(n)]
+
     def prefetch(self, names: Sequence[str]) -> None:
         """Recompute, in one run, those of ``names`` (this level's) that :meth:`value` would recompute."""
-        due = [n for n in names if self.own(n) and n not in self.store.fixed and not self._fresh(n) and self.available(n)]
+        due = self.due(names)
         if due:
             self.compute(due)
 

@@ -83,7 +83,17 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
         inbox.put(None)
 
     threading.Thread(target=reader, name="worker-reader", daemon=True).start()
-    while (message := inbox.get()) is not None:
+    while True:
+        if service.values.has_idle_work():  # what a quick page left, when no call waits
+            try:
+                message = inbox.get_nowait()
+            except queue.Empty:
+                service.values.work_idle()
+                continue
+        else:
+            message = inbox.get()
+        if message is None:
+            break
         send(service.handle(message))
         if message.get("method") == "shutdown":
             break

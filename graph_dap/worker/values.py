@@ -3,8 +3,9 @@
 An object that :class:`~graph_dap.worker.service.WorkerService` owns (its ``values``). Results
 of expressions that are whole tensors stay here as numbered *temps* until the next stop,
 so that the adapter can page through them like any value. A quick ``summaries`` call answers a weight not
-summarized yet with what costs nothing (its type, shape and bytes), summarizes it in the background and
-says so with a :class:`~graph_dap.worker.protocol.SummarizedEvent`.
+summarized yet with what costs nothing (its type, shape and bytes), and summarizes it in a thread; a value the
+run did not keep with its declared type, and recomputes it once no call waits (:meth:`ValueCalls.work_idle`: the
+session is driven by one thread); either says so with a :class:`~graph_dap.worker.protocol.SummarizedEvent`.
 """
 
 from __future__ import annotations
@@ -45,14 +46,27 @@ class ValueCalls:
         self._next_temp = 0
         self._summaries = SummaryCache()
         self.warming: dict[int, threading.Thread] = {}  # the model's weights being summarized in the background
+        self._idle: list[Callable[[], None]] = []  # what quick pages left to compute at this stop, once no call waits
+        self._tried: set[tuple[str, int]] = set()  # (name, level) computed so at this stop: asked again, computed at once
 
     @property
     def s(self) -> DebugSession:
         return self._session()
 
     def forget_temps(self) -> None:
-        """Drop the results of expressions (at a stop or a new model: they describe the old values)."""
+        """Drop the results of expressions (at a stop or a new model: they describe the old values), and what quick
+        pages left to compute."""
         self._temps.clear()
+        self._idle.clear()
+        self._tried.clear()
+
+    def has_idle_work(self) -> bool:
+        """Whether a quick page left values to compute (:meth:`work_idle`, when no call waits)."""
+        return bool(self._idle)
+
+    def work_idle(self) -> None:
+        """Compute what the oldest quick page left (on the thread that serves calls: the session's)."""
+        self._idle.pop(0)()
 
     def _value(self, name: str, temp: int | None = None, level: int = 0) -> Any:
         if temp is not None:
@@ -88,9 +102,14 @@ class ValueCalls:
         out: list[p.Summary] = []
         values = s.frame(a.level).values
         scope = values.scope
-        values.prefetch([n for n in a.names if values.own(n) and values.available(n) and n not in values.stale])  # (a stale one is shown as it is)
+        shown = [n for n in a.names if n not in values.stale]  # (a stale one is shown as it is)
+        due = {n for n in values.due(shown) if (n, a.level) not in self._tried} if a.quick else set()
+        values.prefetch([n for n in shown if n not in due])
         later: list[tuple[str, onnx.TensorProto]] = []
         for name in a.names:
+            if name in due:
+                out.append(wire.computing(name, s.graph.info_at(scope.path, name)))
+                continue
             if s.has_value(name, a.level):
                 value, stale = s.value(name, a.level), s.is_stale(name, a.level)
                 tensor = self._summaries.unsummarized(s, name, value, a.hex, a.level) if a.quick else None
@@ -103,6 +122,8 @@ class ValueCalls:
             producer = scope.producer(name) or s.graph.producer(name)
             info = s.graph.info_at(scope.path, name)
             out.append(wire.missing(name, info, producer.label if producer else None))
+        if due:
+            self._idle.append(lambda: self._compute([n for n in a.names if n in due], a.hex, a.level))
         weights = s.graph.weights
         warm = a.quick and weights.has_external and self.warming.get(id(weights)) is None
         if later or warm:
@@ -111,6 +132,19 @@ class ValueCalls:
                 self.warming = {id(weights): thread}
             thread.start()
         return tuple(out)
+
+    def _compute(self, names: list[str], hex_: bool, level: int) -> None:
+        """Recompute and summarize the values a quick page showed by type only, then say so. (Asked again, they are
+        computed at once if they are gone again: a memory budget too small to keep them, or a failure to show.)"""
+        s = self.s
+        self._tried |= {(n, level) for n in names}
+        try:
+            s.frame(level).values.prefetch(names)
+            for name in names:
+                self._summaries.summary(s, name, s.value(name, level), s.is_stale(name, level), hex_, level)
+        except (GraphDapError, MemoryError):  # (asked again, the page says what is wrong)
+            pass
+        self._notify(p.SummarizedEvent(tuple(names), level))
 
     def _summarize(self, weights: Weights, tensors: list[tuple[str, onnx.TensorProto]], level: int, warm: bool) -> None:
         """Summarize the weights a quick page showed shape only (read from their files, beside the session's own

@@ -135,6 +135,20 @@ def pending(name: str, value: np.ndarray, stale: bool = False, note: str = "") -
     )
 
 
+def computing(name: str, info: ValueInfo) -> p.Summary:
+    """What the adapter shows at once of a value the run did not keep, to be recomputed once no call waits: its
+    declared type."""
+    return p.Summary(
+        name=name,
+        text=f"{info.type_text()} being computed",
+        type=tensor_type(info.dtype or "?", info.kind),
+        dtype=info.dtype or "?",
+        shape=(),
+        size=0,
+        pending=True,
+    )
+
+
 def missing(name: str, info: ValueInfo, producer_label: str | None) -> p.Summary:
     """What the adapter shows of a value not computed yet: its declared type, and which node will compute it."""
     why = f"not computed yet ({producer_label} has not run)" if producer_label else "not computed yet"

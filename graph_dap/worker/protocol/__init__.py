@@ -198,8 +198,8 @@ class ProgressEvent:
 
 @dataclass(frozen=True, slots=True)
 class SummarizedEvent:
-    """The weights a quick ``summaries`` call answered shape only (``names``, seen from ``level``) are summarized now:
-    asked again, they come whole."""
+    """The values a quick ``summaries`` call answered without their statistics (``names``, seen from ``level``: weights
+    shape only, values the run did not keep by type) are summarized now: asked again, they come whole."""
 
     NAME: ClassVar[str] = "summarized"
     names: tuple[str, ...]

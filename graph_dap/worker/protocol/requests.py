@@ -128,7 +128,7 @@ class SummariesArgs:
     names: tuple[str, ...]
     hex: bool = False
     level: int = 0
-    quick: bool = False  # a weight not summarized yet comes at once, shape only (``pending``), summarized in the background
+    quick: bool = False  # a weight not summarized yet, or a value to recompute, comes at once without statistics (``pending``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,7 +102,7 @@ class Summary:
     kind: str = "tensor"  # or "sequence"
     scalar: str | None = None  # the element itself when there is one
     note: str = ""  # how it was computed, when not by the user's run (see DebugSession.note)
-    pending: bool = False  # its statistics are being computed (dtype, shape and bytes only): see SummarizedEvent
+    pending: bool = False  # its statistics (a recomputed value: its data) are being computed: see SummarizedEvent
 
 
 @dataclass(frozen=True, slots=True)
