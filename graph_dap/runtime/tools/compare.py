@@ -27,9 +27,9 @@ from graph_dap import log as _log
 from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph.source import base_name, source_fields
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
-from graph_dap.runtime.source import base_name, source_fields
 from graph_dap.runtime.stops import node_ref
 from graph_dap.runtime.tensor import element_type
 from graph_dap.runtime.tools.dump import model_hash

@@ -195,7 +195,7 @@ def _db(v: float) -> str:
 
 
 def _where(where: Mapping[str, Any]) -> str:
-    from graph_dap.runtime.source import base_name
+    from graph_dap.runtime.graph.source import base_name
 
     lines = ", ".join(f"{base_name(s['path'])}:{s['line']}" for s in where["source"])
     module = where["module"]
