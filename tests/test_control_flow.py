@@ -331,7 +331,7 @@ def test_a_nan_inside_a_scan_iteration_stops_there_though_the_outputs_are_clean(
     s = DebugSession(m, feeds, fast=fast, break_on=["nan"])
     stop = s.continue_()
     assert stop.reason is StopReason.NAN and stop.node.id == "log_row"
-    assert stop.path == (PathStep("scan", "body", 3),) and stop.tensor == "lg"
+    assert stop.path == (PathStep("scan", "body", 3),) and stop.value == "lg"
     assert stop.details["count"] == 1
     exact(s.value("row"), rows[3], "row")
     assert s.continue_().reason is StopReason.END

@@ -272,7 +272,7 @@ def test_a_debug_session_against_the_float_model_stops_where_the_error_is_born(m
     try:
         stop = lockstep.continue_()
         assert stop.reason is StopReason.MISMATCH and stop.node.id == "c2_DequantizeLinear"
-        assert stop.tensor == "c2_DequantizeLinear_Output" and float(stop.details["local SQNR dB"]) < 20
+        assert stop.value == "c2_DequantizeLinear_Output" and float(stop.details["local SQNR dB"]) < 20
         assert "conv2" in stop.message and lockstep.to_dict()["first_divergence"]["group"] == "conv2"
         assert lockstep.continue_().reason is StopReason.END
     finally:

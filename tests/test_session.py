@@ -185,7 +185,7 @@ def test_nan_and_inf_filters_stop_at_the_producer():
     s = DebugSession(nan_model(1.0), {"x": x}, break_on=["nan"])  # d = [0, 1, 2, -0.5] -> l = [-inf, 0, .69, nan]
     s.start()
     stop = s.continue_()
-    assert stop.reason is StopReason.NAN and stop.node.id == "log" and stop.tensor == "l"
+    assert stop.reason is StopReason.NAN and stop.node.id == "log" and stop.value == "l"
     assert stop.details["count"] == 1 and stop.details["first_index"] == [3] and stop.details["input_had_it"] is False
     assert s.pc.id == "clip" and s.last_node.id == "log"
     s = DebugSession(nan_model(0.5), {"x": x}, break_on=["inf"])  # d = [.5, 1.5, 2.5, 0] -> -inf at 3

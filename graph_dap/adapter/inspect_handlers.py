@@ -73,8 +73,8 @@ class InspectionRequests(SourceRequests):
         if stop.reason not in EXCEPTION_NAMES:
             raise CantHandle("the run is not stopped on an exception (nan, inf, error or mismatch)")
         details: dict[str, Any] = {"message": stop.message, "typeName": EXCEPTION_NAMES[stop.reason]}
-        if stop.tensor:
-            details["evaluateName"] = quoted(stop.tensor)
+        if stop.value:
+            details["evaluateName"] = quoted(stop.value)
         facts = [f"{k}: {v}" for k, v in stop.details.items() if v not in (None, [], {})]
         if stop.path:
             where = " > ".join(f"{s.node} > {s.attribute}" + (f" (iteration {s.iteration})" if s.iteration is not None else "") for s in stop.path)

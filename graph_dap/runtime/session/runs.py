@@ -277,7 +277,7 @@ class Runs:
             f"the original nodes compute it without NaN ({original}): a fusion that computes differently"
         )
         details = {"disagreement": True, "opt_level": level, "optimized_node": made_by, "origin": origin, "optimized_sum": "nan", "original": original}
-        return self.stops.at(StopReason.NAN, message, node, tensor=tensor, details=details)
+        return self.stops.at(StopReason.NAN, message, node, value=tensor, details=details)
 
     def _slow(self, frame: Frame, end: int) -> Stop | LookInside | None:
         """Positions up to ``end`` a node at a time (stopping before a node the run loop must step into)."""

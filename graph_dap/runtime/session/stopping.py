@@ -45,7 +45,7 @@ class Stops:
         inputs = {i: values.value(i) for i in node.all_inputs if values.available(i)}
         stop: Stop = self.filters.watch.stop_details(node, name, value, kind, inputs, Stop, StopReason)
         self.filters.found = True  # from now on a fault stops the run where it is made (see BreakFilters.new_only)
-        return Stop(stop.reason, stop.node, stop.message, stop.tensor, stop.details, path=self.levels.path)
+        return Stop(stop.reason, stop.node, stop.message, stop.value, stop.details, path=self.levels.path)
 
     @staticmethod
     def end() -> Stop:

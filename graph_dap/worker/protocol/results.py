@@ -155,7 +155,7 @@ class StopInfo:
     node: NodeRef | None
     pc: str | None
     last_node: str | None
-    tensor: str | None = None
+    value: str | None = None  # the value the stop is about: Stop.value
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     breakpoint_ids: tuple[int, ...] = ()

@@ -200,7 +200,7 @@ class InputScanner:
         finally:
             lockstep.close()
         if stop.reason is StopReason.MISMATCH and stop.node is not None:
-            return _bad_node(stop.node, stop.path), {"value": stop.tensor, **stop.details}
+            return _bad_node(stop.node, stop.path), {"value": stop.value, **stop.details}
         return None, {"note": "no node breaks the tolerance while its inputs are within it (the outputs differ by accumulation)"}
 
     def _born(self, born: Any) -> tuple[BadNode | None, dict[str, Any]]:
@@ -227,7 +227,7 @@ def _stopped(result: InputResult, stop: Stop) -> InputResult:
     details = dict(stop.details)
     if "inputs" in details:  # an error's summaries of the node's inputs: text already
         details["inputs"] = dict(details["inputs"])
-    return result.replace(status=status, message=stop.message, node=node, tensor=stop.tensor, details=details)
+    return result.replace(status=status, message=stop.message, node=node, tensor=stop.value, details=details)
 
 
 def input_faults(feeds: Mapping[str, Any]) -> dict[str, str]:
