@@ -80,7 +80,7 @@ def test_pruning_rule_on_its_own(op, extras, attrs, shape, pruned):
             s.start()
             stop = s.continue_()
             assert stop.reason in (StopReason.NAN, StopReason.INF), (bad, where, stop.message)
-            assert stop.node.id == "neg" and stop.value == "t" and s.pc.id == "op"
+            assert stop.node.id == "neg" and stop.value == "t" and s.current.id == "op"
 
 
 UNARY_NAN = ["Relu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus", "Exp", "Erf", "Reciprocal", "Sign", "Atan", "Softmax"]
@@ -194,7 +194,7 @@ def test_memory_budget_bounds_what_is_kept_and_everything_stays_readable():
         assert_same(s.value(name), truth[name], name)
     for _ in range(5):
         s.step_back()
-    assert s.pc.id == "tanh37" and not s.has_value("v38")
+    assert s.current.id == "tanh37" and not s.has_value("v38")
     assert_same(s.value("u37"), truth["u37"], "u37")
     s.set_value("v10", np.zeros((size, size), np.float32))
     assert s.continue_().reason is StopReason.END

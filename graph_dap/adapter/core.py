@@ -233,7 +233,7 @@ class AdapterCore:
         stop = self.run.stop
         assert self.listing is not None and stop is not None
         if level == 0:
-            nid = stop.node_id if stop.reason in AFTER_NODE else stop.pc
+            nid = stop.node_id if stop.reason in AFTER_NODE else stop.current
         else:
             nid = stop.frames[level].node if level < len(stop.frames) else None
         return self.listing.nodes.get(nid) if nid else None

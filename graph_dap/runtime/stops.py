@@ -60,7 +60,7 @@ class Stop:
     ``node`` is the node the stop is about: the next to run for entry, breakpoint,
     step, goto and pause; the node that failed for ``error``; the node whose output
     holds the NaN or Inf for ``nan``/``inf``, or breaks the tolerance for ``mismatch``
-    (it has run; ``DebugSession.pc`` is past it).
+    (it has run; ``DebugSession.current`` is past it).
     """
 
     reason: StopReason

@@ -170,7 +170,7 @@ class Values:
         position = self.timeline.positions.get(producer.id)
         if position is None:
             return made
-        ahead = position - self.timeline.pc
+        ahead = position - self.timeline.position
         if ahead < 0:
             return f"{made}, {-ahead} node{'s' if ahead != -1 else ''} back, not run in this run (a goto passed it)"
         return f"{made}, the next node" if ahead == 0 else f"{made}, {ahead} nodes ahead"
@@ -284,8 +284,8 @@ class Values:
 
     def evict(self) -> None:
         """Stay within the budget; what the next nodes read and what the user set stay."""
-        pc = self.timeline.pc
-        self.store.evict(lambda name: self.last_use.get(name, -1) >= pc or name in self.overrides)
+        position = self.timeline.position
+        self.store.evict(lambda name: self.last_use.get(name, -1) >= position or name in self.overrides)
 
     def forget(self, node: Node) -> None:
         """``node`` is undone: its outputs are not known any more."""
@@ -344,7 +344,7 @@ class Values:
         stale = [v for v in self.scope.value_names() if v in self.stale]
         if self.outer is not None:
             self.outer.refresh()
-        pinned = [v for v in stale if v in self.store and self.last_use.get(v, -1) >= self.timeline.pc]
+        pinned = [v for v in stale if v in self.store and self.last_use.get(v, -1) >= self.timeline.position]
         for v in stale:
             if v not in pinned and v not in self.store.fixed:
                 self.store.drop(v)

@@ -218,7 +218,7 @@ def stop_info(session: DebugSession, stop: Stop, repeat: p.Repeat | None = None,
     return p.StopInfo(
         reason=stop.reason,
         node=None if node is None else p.NodeRef(node.id, node.name, node.op_type, node.index, path),
-        pc=session.pc.id if session.pc else None,
+        current=session.current.id if session.current else None,
         last_node=session.last_node.id if session.last_node else None,
         value=stop.value,
         message=stop.message,

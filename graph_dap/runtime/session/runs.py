@@ -126,7 +126,7 @@ class Runs:
         frame.values.evict()
         fault = self.filters.watch.check(node, outs)
         if fault and node.enterable and self.levels.flow.begin(node, frame.values.get) is not None:
-            frame.timeline.rewind_to(frame.timeline.position(node))
+            frame.timeline.rewind_to(frame.timeline.position_of(node))
             self.levels.localize.add(node.id)
             return LOOK_INSIDE
         if fault and self.filters.new_only and not self.filters.watch.from_finite(node, frame.values.value):
@@ -247,10 +247,10 @@ class Runs:
             if found is not None:
                 node, name, kind = found
                 if kind == Fault.INNER:  # a fault somewhere inside this control-flow node: back to it, then step in
-                    frame.timeline.rewind_to(frame.timeline.position(node))
+                    frame.timeline.rewind_to(frame.timeline.position_of(node))
                     self.levels.localize.add(node.id)
                     return LOOK_INSIDE
-                frame.timeline.rewind_to(frame.timeline.position(node) + 1)
+                frame.timeline.rewind_to(frame.timeline.position_of(node) + 1)
                 return self.stops.fault(node, name, kind)
         return None
 
@@ -270,7 +270,7 @@ class Runs:
             made_by = f"{fused.op_type} '{fused.name}'" if fused is not None else "a node onnxruntime's optimizer made"
         except SegmentError as e:
             made_by = f"an optimized node (the optimized graph could not be read back: {e})"
-        frame.timeline.rewind_to(frame.timeline.position(node) + 1)
+        frame.timeline.rewind_to(frame.timeline.position_of(node) + 1)
         original = summarize(frame.values.original(tensor)).text() if frame.values.available(tensor) else "not computed"
         message = (
             f"the optimized graph (level '{level}') makes NaN in '{tensor}' at {made_by}, from {', '.join(origin)}; "
@@ -282,14 +282,14 @@ class Runs:
     def _slow(self, frame: Frame, end: int) -> Stop | LookInside | None:
         """Positions up to ``end`` a node at a time (stopping before a node the run loop must step into)."""
         timeline = frame.timeline
-        while timeline.pc < end:
-            node = timeline.sequence[timeline.pc]
+        while timeline.position < end:
+            node = timeline.sequence[timeline.position]
             if node.enterable and self.levels.must_enter(node, None):
                 return None  # the run loop steps into it
             stop = self.node(node)
             if stop is not None:
                 return stop
-            if timeline.pc < end and self.interrupt.take():
+            if timeline.position < end and self.interrupt.take():
                 return self.stops.at(StopReason.PAUSE, "paused")
         return None
 
@@ -334,7 +334,7 @@ class Runs:
             threads[-1].start()
         if node.enterable and levels.must_enter(node, None):
             return threads
-        start = frame.timeline.pc
+        start = frame.timeline.position
         end = self.next_target(frame, start + 1, None)
         if end - start < 2 and not (node.enterable and watch.active):
             return threads

@@ -154,9 +154,9 @@ class SessionState:
         return self.levels.top
 
     @property
-    def pc(self) -> Node | None:
+    def current(self) -> Node | None:
         """The next node to run; None once the run is at its end."""
-        return self.levels.pc
+        return self.levels.current
 
     @property
     def last_node(self) -> Node | None:

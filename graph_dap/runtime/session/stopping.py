@@ -27,7 +27,7 @@ class Stops:
 
     def at(self, reason: StopReason, message: str = "", node: Node | None = None, **kw: Any) -> Stop:
         """A stop at the counter (or about ``node``), with the path of the frames it is in."""
-        return Stop(reason, node if node is not None else self.levels.pc, message, path=self.levels.path, **kw)
+        return Stop(reason, node if node is not None else self.levels.current, message, path=self.levels.path, **kw)
 
     def error(self, node: Node, e: NodeExecutionError) -> Stop:
         """``node`` failed in onnxruntime: an ``error`` stop with the filter on, else the run failed there."""

@@ -178,9 +178,9 @@ class Lockstep:
         if early is not None:
             return early
         s = self.session
-        node = s.pc
+        node = s.current
         stop = s.step()
-        if node is not None and s.pc is not node:
+        if node is not None and s.current is not node:
             return self._judge(node, stop, stop_on_mismatch)
         return stop
 
@@ -200,7 +200,7 @@ class Lockstep:
         seq = s.sequence
         check = check_first
         while True:
-            node = s.pc
+            node = s.current
             if node is None:
                 return s.continue_(check_first=check)
             if check and until is not None and node.id == until:
@@ -208,7 +208,7 @@ class Lockstep:
             pos = self._positions[node.id]
             after = seq[pos + 1].id if pos + 1 < len(seq) else None
             stop = s.continue_(until=after, check_first=check) if after else s.continue_(check_first=check)
-            if s.pc is not node:  # it ran
+            if s.current is not node:  # it ran
                 judged = self._judge(node, stop, stop_on_mismatch)
                 if judged is not stop:
                     return judged
@@ -216,7 +216,7 @@ class Lockstep:
             if not (reached and after is not None and stop.node is not None and stop.node.id == after):
                 return stop
             if paused():
-                return Stop(StopReason.PAUSE, s.pc, "paused")
+                return Stop(StopReason.PAUSE, s.current, "paused")
             check = True
 
     # -- reporting ---------------------------------------------------------------------

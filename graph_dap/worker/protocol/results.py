@@ -146,14 +146,14 @@ class StopInfo:
     """Why and where the run stopped: the runtime's ``Stop.to_dict()`` and the position.
 
     ``node`` is what the stop is about (for nan/inf/mismatch the node that produced it,
-    which has run); ``pc`` is the node to run next (None at the end). At the end of a run,
+    which has run); ``current`` is the node to run next (None at the end). At the end of a run,
     ``repeat`` holds the timings of its iterations and ``comparison`` the summary of the
     comparison with the reference.
     """
 
     reason: StopReason
     node: NodeRef | None
-    pc: str | None
+    current: str | None  # the id of the node at the counter
     last_node: str | None
     value: str | None = None  # the value the stop is about: Stop.value
     message: str = ""
