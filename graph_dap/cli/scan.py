@@ -148,6 +148,7 @@ def _backend(args: argparse.Namespace, config: Any, graph: Any, source: Any) -> 
 
 def scan_text(summary: Any) -> str:
     """The end of a scan, for people: counts, where inputs first go wrong, the failing inputs, the files."""
+    from graph_dap.runtime.tools.scan.results import ScanStatus
     from graph_dap.runtime.tools.scan.scanfile import read_scan
 
     data = read_scan(summary.results_path)
@@ -165,7 +166,7 @@ def scan_text(summary: Any) -> str:
         for g in nodes[:10]:
             how = ", ".join(f"{n} {s}" for s, n in g["statuses"].items())
             lines.append(f"  {g['count']:>6}  {g['node']} ({g['op_type']}): {how}")
-    failing = [r for r in data.get("results", []) if r["status"] != "clean"]
+    failing = [r for r in data.get("results", []) if r["status"] != ScanStatus.CLEAN]
     if failing:
         lines.append(f"failing inputs ({len(failing)}):")
         for r in failing[:_SHOWN]:

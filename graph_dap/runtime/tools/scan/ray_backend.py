@@ -23,7 +23,7 @@ from typing import Any
 
 from graph_dap.errors import GraphDapError, InputError
 from graph_dap.runtime.tools.scan.backend import START_DEATHS, Event, Incident, Outcome, Prefetch, ScanError, Suspects
-from graph_dap.runtime.tools.scan.results import InputResult
+from graph_dap.runtime.tools.scan.results import InputResult, ScanStatus
 from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig, worker_name
 from graph_dap.runtime.tools.scan.sources import ItemLoader, WorkItem
 
@@ -242,7 +242,7 @@ class RayBackend:
             try:
                 feeds = self.loader.load(item)
             except InputError as e:
-                return Outcome(InputResult(item.index, item.id, item.label, "invalid", message=str(e), worker="driver"))
+                return Outcome(InputResult(item.index, item.id, item.label, ScanStatus.INVALID, message=str(e), worker="driver"))
             return replace(item, kind="arrays", feeds=self.ray.put(feeds))
         return item
 

@@ -31,12 +31,12 @@ from graph_dap.runtime.tensor import summarize
 from graph_dap.runtime.tools.lockstep import Lockstep, ReferenceSpec
 from graph_dap.runtime.tools.metrics import Tolerance
 from graph_dap.runtime.tools.scan.reference import OutputsReference, check_reference, compare_outputs
-from graph_dap.runtime.tools.scan.results import BadNode, InputResult
+from graph_dap.runtime.tools.scan.results import BadNode, InputResult, ScanStatus
 from graph_dap.runtime.tools.scan.sources import ItemLoader, WorkItem
 
 #: Values kept per worker while a run goes: enough for the outputs; a stop recomputes what it shows.
 SCAN_BUDGET_MB = 256.0
-_STATUS = {StopReason.NAN: "nan", StopReason.INF: "inf", StopReason.ERROR: "error", StopReason.FAILED: "error"}
+_STATUS = {StopReason.NAN: ScanStatus.NAN, StopReason.INF: ScanStatus.INF, StopReason.ERROR: ScanStatus.ERROR, StopReason.FAILED: ScanStatus.ERROR}
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,17 +114,17 @@ class InputScanner:
 
     def scan(self, item: WorkItem) -> tuple[InputResult, dict[str, Any] | None]:
         """How ``item`` ran, and its feeds when it failed (to keep it for debugging)."""
-        base = InputResult(item.index, item.id, item.label, "clean", worker=self.name)
+        base = InputResult(item.index, item.id, item.label, ScanStatus.CLEAN, worker=self.name)
         try:
             feeds = self.loader.load(item)
         except InputError as e:
-            return base.replace(status="invalid", message=str(e)), None
+            return base.replace(status=ScanStatus.INVALID, message=str(e)), None
         faults = input_faults(feeds)
         began = time.perf_counter()
         try:
             stop = self._run(feeds)
         except (GraphDapError, MemoryError) as e:
-            return base.replace(status="error", message=str(e) or type(e).__name__, seconds=time.perf_counter() - began, input_faults=faults), feeds
+            return base.replace(status=ScanStatus.ERROR, message=str(e) or type(e).__name__, seconds=time.perf_counter() - began, input_faults=faults), feeds
         seconds = time.perf_counter() - began
         result = base.replace(seconds=seconds, input_faults=faults)
         if stop.reason is not StopReason.END:
@@ -161,7 +161,7 @@ class InputScanner:
         try:
             theirs = self.reference.outputs(feeds)
         except GraphDapError as e:
-            return result.replace(status="error", message=str(e)), feeds
+            return result.replace(status=ScanStatus.ERROR, message=str(e)), feeds
         comparison = compare_outputs(outputs, theirs, self.tolerance, self.config.metric)
         comparison["reference"] = self.reference.label
         born = None
@@ -169,7 +169,7 @@ class InputScanner:
             try:
                 comparison["groups"], born = self.quant.measure(feeds)
             except GraphDapError as e:
-                return result.replace(status="error", message=str(e)), feeds
+                return result.replace(status=ScanStatus.ERROR, message=str(e)), feeds
         comparison["seconds"] = round(time.perf_counter() - began, 6)
         if comparison["passed"]:
             return result.replace(comparison=comparison), None
@@ -181,7 +181,7 @@ class InputScanner:
             node, details = self._first_divergence(comparison)
         if node is not None:
             message += f"; the difference starts at {node.id} ({node.op_type})"
-        return result.replace(status="mismatch", message=message, node=node, details=details, comparison=comparison), feeds
+        return result.replace(status=ScanStatus.MISMATCH, message=message, node=node, details=details, comparison=comparison), feeds
 
     def _first_divergence(self, comparison: dict[str, Any]) -> tuple[BadNode | None, dict[str, Any]]:
         """Run the input again in lockstep with the reference, node by node, to the first divergence."""
@@ -222,7 +222,7 @@ def _bad_node(node: Any, path: tuple[Any, ...]) -> BadNode:
 def _stopped(result: InputResult, stop: Stop) -> InputResult:
     status = _STATUS.get(stop.reason)
     if status is None:  # no breakpoints are set: any other stop is a bug of ours, reported as one
-        return result.replace(status="error", message=f"the run stopped for an unexpected reason ({stop.reason.value}): {stop.message}")
+        return result.replace(status=ScanStatus.ERROR, message=f"the run stopped for an unexpected reason ({stop.reason.value}): {stop.message}")
     node = _bad_node(stop.node, stop.path) if stop.node is not None else None
     details = dict(stop.details)
     if "inputs" in details:  # an error's summaries of the node's inputs: text already

@@ -68,9 +68,12 @@ class ScanFile:
                 )
         out.header["started"] = old.get("started", out.header["started"])
         out.seconds_before = float(old.get("seconds", 0.0))
-        for d in old.get("results", []):
-            r = InputResult.from_dict(d)
-            out.results[r.id] = r
+        try:
+            for d in old.get("results", []):
+                r = InputResult.from_dict(d)
+                out.results[r.id] = r
+        except (KeyError, TypeError, ValueError) as e:
+            raise ScanError(f"cannot resume: a result in {path} is not one a scan writes ({e})") from None
         out.incidents = list(old.get("incidents", []))
         out.resumed = len(out.results)
         out.failed = sum(1 for r in out.results.values() if r.failed)
