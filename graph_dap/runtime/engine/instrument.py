@@ -21,7 +21,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap.runtime.engine.faults import FaultFilter
-from graph_dap.runtime.engine.watch import keeps, summed, watch_plan
+from graph_dap.runtime.engine.watch import Keep, keeps, summed, watch_plan
 from graph_dap.runtime.graph import Graph, Node, Scope
 
 _counter = itertools.count()
@@ -115,7 +115,7 @@ def _flagged_graph(graph: Graph, scope: Scope, g: onnx.GraphProto, filt: FaultFi
             if o not in watched:
                 continue
             keep = keeps(filt, node)
-            if keep == "none":
+            if keep is Keep.NONE:
                 continue
             made, source = summed(o, plan, dtypes[o], keep, f"{tag}_w{len(parts)}")
             tail.extend(made)
