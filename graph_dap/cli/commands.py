@@ -115,6 +115,7 @@ def _compare(args: argparse.Namespace) -> int:
     from graph_dap.runtime import load_graph
     from graph_dap.runtime.selection import Selection
     from graph_dap.runtime.tools.compare import METRICS, Reference, Tolerance, compare_model
+    from graph_dap.runtime.tools.references import ReferenceKind
 
     metrics = [m.strip() for m in args.metric.split(",") if m.strip()]
     bad = [m for m in metrics if m not in METRICS]
@@ -123,15 +124,15 @@ def _compare(args: argparse.Namespace) -> int:
             f"graph-dap: --metric: unknown metric '{bad[0] if bad else args.metric}'; expected any of {', '.join(METRICS)}"
         )
     if args.reference:
-        ref = Reference("dump", args.reference)
+        ref = Reference(ReferenceKind.DUMP, args.reference)
     elif args.against_provider:
-        ref = Reference("provider", args.against_provider)
+        ref = Reference(ReferenceKind.PROVIDER, args.against_provider)
     elif args.against_model:
-        ref = Reference("model", args.against_model)
+        ref = Reference(ReferenceKind.MODEL, args.against_model)
     else:
-        ref = Reference("opt_level", args.against_opt_level)
-    opt_level = args.opt_level or (OptLevel.ALL if ref.kind == "opt_level" and ref.target != OptLevel.ALL else OptLevel.NONE)
-    if ref.kind == "opt_level" and ref.target == opt_level:
+        ref = Reference(ReferenceKind.OPT_LEVEL, args.against_opt_level)
+    opt_level = args.opt_level or (OptLevel.ALL if ref.kind is ReferenceKind.OPT_LEVEL and ref.target != OptLevel.ALL else OptLevel.NONE)
+    if ref.kind is ReferenceKind.OPT_LEVEL and ref.target == opt_level:
         raise UsageError(
             f"graph-dap: both sides would run at optimization level '{opt_level}'; give the run another --opt-level"
         )

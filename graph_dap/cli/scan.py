@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> Any:
     from graph_dap.runtime.tools.metrics import METRICS, Tolerance
+    from graph_dap.runtime.tools.references import ReferenceKind
     from graph_dap.runtime.tools.scan import ScanConfig
     from graph_dap.runtime.tools.scan.reference import check_reference
 
@@ -75,7 +76,7 @@ def _config(args: argparse.Namespace) -> Any:
     reference = args.reference
     if reference:
         ref = check_reference(reference)
-        if ref.kind == "model":
+        if ref.kind is ReferenceKind.MODEL:
             reference = f"model:{Path(ref.target).resolve()}"  # workers elsewhere (or resumed scans) need no cwd
     elif args.tolerance or args.metric:
         raise UsageError("graph-dap scan: --tolerance and --metric need a --reference")
@@ -198,7 +199,9 @@ def _db(v: Any) -> str:
 
 def _quantized_pair(model: Path, ref: Any) -> bool:
     """Whether the scan compares a quantized model with its float model (exactly one of the two quantized)."""
-    if ref.kind != "model":
+    from graph_dap.runtime.tools.references import ReferenceKind
+
+    if ref.kind is not ReferenceKind.MODEL:
         return False
     from graph_dap.runtime.loading import read_model
     from graph_dap.runtime.tools.quant.view import QUANT_OPS

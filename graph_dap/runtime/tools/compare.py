@@ -52,6 +52,7 @@ from graph_dap.runtime.tools.references import (
     ModelSource,
     OptimizedSource,
     Reference,
+    ReferenceKind,
     RunnerSource,
     Source,
     computed_names,
@@ -73,6 +74,7 @@ __all__ = [
     "ModelSource",
     "OptimizedSource",
     "Reference",
+    "ReferenceKind",
     "Row",
     "RunnerSource",
     "Source",
@@ -465,11 +467,11 @@ def compare_model(
     graph = model if isinstance(model, Graph) else load_graph(model)
     ref = parse_reference(reference)
     check_opt_level(opt_level)
-    if ref.kind == "opt_level" and ref.target.lower() == opt_level:
+    if ref.kind is ReferenceKind.OPT_LEVEL and ref.target.lower() == opt_level:
         raise CompareError(f"both sides would run at optimization level '{opt_level}'; give the run another --opt-level")
     notes: list[str] = []
     dump_source: DumpSource | None = None
-    if ref.kind == "dump":
+    if ref.kind is ReferenceKind.DUMP:
         dump_source, inputs, notes = dump_reference(graph, Path(base_dir or Path.cwd()) / ref.target, inputs)
     feeds = resolve_inputs(graph, inputs, dims)
     source: Source = (

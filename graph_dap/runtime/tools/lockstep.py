@@ -23,6 +23,7 @@ from graph_dap.runtime.tools.compare import (
     Comparison,
     DumpSource,
     Reference,
+    ReferenceKind,
     Source,
     Tolerance,
     Verdict,
@@ -60,7 +61,7 @@ class ReferenceSpec:
 
     def open_dump(self, graph: Graph, inputs: Any) -> tuple[DumpSource | None, Any, list[str]]:
         """For a dump reference: the dump, the inputs to run with (the dump's when none are given), notes."""
-        if self.reference.kind != "dump":
+        if self.reference.kind is not ReferenceKind.DUMP:
             return None, inputs, []
         return dump_reference(graph, self.base_dir / self.reference.target, inputs)
 
@@ -272,7 +273,7 @@ class _NoValues:
 def _quantized_reference(session: DebugSession, spec: ReferenceSpec, providers: list[str]) -> Any:
     """A model reference where one of the two models is quantized: its groups measured on the session's inputs
     (a QuantComparison), else None (the values are then compared by name)."""
-    if spec.reference.kind != "model":
+    if spec.reference.kind is not ReferenceKind.MODEL:
         return None
     from graph_dap.runtime.loading import load_graph
     from graph_dap.runtime.tools.quant.analysis import DEFAULT_RULE, compare_quantized

@@ -30,6 +30,7 @@ from graph_dap.runtime.stops import Stop, StopReason, node_ref
 from graph_dap.runtime.tensor import summarize
 from graph_dap.runtime.tools.lockstep import Lockstep, ReferenceSpec
 from graph_dap.runtime.tools.metrics import Tolerance
+from graph_dap.runtime.tools.references import ReferenceKind
 from graph_dap.runtime.tools.scan.reference import OutputsReference, check_reference, compare_outputs
 from graph_dap.runtime.tools.scan.results import BadNode, InputResult, ScanStatus
 from graph_dap.runtime.tools.scan.sources import ItemLoader, WorkItem
@@ -102,7 +103,7 @@ class InputScanner:
         self.name = worker_name()
         self.tolerance = config.tolerance
         self.quant: Any = None  # a quantized model against its float model: each group's errors per input
-        if config.reference and check_reference(config.reference).kind == "model":
+        if config.reference and check_reference(config.reference).kind is ReferenceKind.MODEL:
             from graph_dap.runtime.tools.quant.analysis import DEFAULT_RULE
             from graph_dap.runtime.tools.quant.dataset import GroupsPerInput, applies
 
