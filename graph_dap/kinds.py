@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["FAULT_FILTERS", "VALUE_FILTERS", "BreakFilter", "FaultStops", "OptLevel", "RunAction", "SourceKind", "StopReason"]
+__all__ = ["FAULT_FILTERS", "VALUE_FILTERS", "BreakFilter", "FaultStops", "OptLevel", "RunAction", "SourceKind", "StopReason", "ValueKind"]
 
 
 class _Closed(enum.StrEnum):
@@ -84,3 +84,13 @@ class SourceKind(_Closed):
     PYTHON = "python"
     MODULE = "module"
     NONE = "none"
+
+
+class ValueKind(_Closed):
+    """What a value of the graph is: a tensor, a sequence, a map, an optional, or a type the model does not say."""
+
+    TENSOR = "tensor"
+    SEQUENCE = "sequence"
+    MAP = "map"
+    OPTIONAL = "optional"  # a summary's: an optional without a value
+    UNKNOWN = "unknown"

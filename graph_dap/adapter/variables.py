@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from graph_dap.kinds import ValueKind
 from graph_dap.names import unquoted
 from graph_dap.worker.protocol import Summary
 
@@ -148,8 +149,8 @@ def tensor_variable(
         var["presentationHint"] = {"kind": "data", "attributes": ["readOnly"]}
         return var
     named = len(summary.stats)
-    indexed = summary.shape[0] if summary.kind == "sequence" or summary.shape else 0
-    if summary.kind == "sequence":
+    indexed = summary.shape[0] if summary.kind == ValueKind.SEQUENCE or summary.shape else 0
+    if summary.kind == ValueKind.SEQUENCE:
         indexed, named = summary.size, 0
     if named or indexed:
         var["variablesReference"] = handles.create(ref, summary)
@@ -157,9 +158,9 @@ def tensor_variable(
             var["namedVariables"] = named
         if indexed:
             var["indexedVariables"] = indexed
-    if memory is not None and summary.kind == "tensor" and summary.size:
+    if memory is not None and summary.kind == ValueKind.TENSOR and summary.size:
         var["memoryReference"] = f"m{memory.create(ref)}"
-    if summary.kind == "tensor":
+    if summary.kind == ValueKind.TENSOR:
         var[TENSOR_MENU_KEY] = "tensor"  # VS Code's context key for the View Tensor menu item
     hint: dict[str, Any] = {"kind": "data"}
     if summary.stale:

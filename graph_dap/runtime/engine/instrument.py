@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from graph_dap.kinds import ValueKind
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.watch import Keep, keeps, summed, watch_plan
 from graph_dap.runtime.graph import Graph, Node, Scope
@@ -45,7 +46,7 @@ def instrumentable(graph: Graph, node: Node) -> bool:
                 return False
             for o in inner.outputs:
                 info = scope.value_info(o) if o else None
-                if info is not None and (info.kind == "unknown" or (info.kind == "tensor" and info.dtype is None)):
+                if info is not None and (info.kind == ValueKind.UNKNOWN or (info.kind == ValueKind.TENSOR and info.dtype is None)):
                     return False
     return True
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from graph_dap import log as _log
 from graph_dap.errors import NodeExecutionError
+from graph_dap.kinds import ValueKind
 from graph_dap.runtime.breakpoints import BreakpointTable
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
@@ -43,7 +44,7 @@ _logger = _log.get_logger(__name__)
 
 def _placeholder(info: ValueInfo) -> np.ndarray | None:
     """An array of the declared type (no data: ``np.empty``), to build a session for a value not computed yet."""
-    if info.kind != "tensor" or info.dtype in (None, "string") or info.shape is None:
+    if info.kind != ValueKind.TENSOR or info.dtype in (None, "string") or info.shape is None:
         return None
     if not all(isinstance(d, int) for d in info.shape):
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_dap.kinds import SourceKind, StopReason
+from graph_dap.kinds import SourceKind, StopReason, ValueKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ class Summary:
     stats: tuple[tuple[str, str], ...] = ()  # ("min", "-3.2"), ... for the statistics children
     stale: bool = False
     available: bool = True  # False: not computed yet
-    kind: str = "tensor"  # or "sequence"
+    kind: ValueKind = ValueKind.TENSOR
     scalar: str | None = None  # the element itself when there is one
     note: str = ""  # how it was computed, when not by the user's run (see DebugSession.note)
 
