@@ -20,9 +20,8 @@ from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.loading import read_model
-from graph_dap.runtime.tools.metrics import METRICS, Tolerance, compare_arrays, json_number
+from graph_dap.runtime.tools.metrics import HIGHER_IS_WORSE, METRICS, Metric, Tolerance, compare_arrays, json_number
 from graph_dap.runtime.tools.references import Reference, ReferenceKind, parse_reference
-from graph_dap.runtime.tools.scan.results import HIGHER_IS_WORSE
 
 KINDS = ("provider", "opt_level", "model")
 
@@ -119,5 +118,5 @@ def compare_outputs(ours: Mapping[str, Any], theirs: Mapping[str, Any], toleranc
         "outputs": per,
         "worst_output": worst_name,
         "worst_metrics": dict(worst.get("metrics", {})),
-        "metric": metric if metric in METRICS else "max_abs",
+        "metric": metric if metric in METRICS else Metric.MAX_ABS,
     }

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.runtime.stops import PathStep, path_text
+from graph_dap.runtime.tools.metrics import HIGHER_IS_WORSE
 
 
 class ScanStatus(enum.StrEnum):
@@ -35,8 +36,6 @@ STATUSES = tuple(ScanStatus)
 FAILED = frozenset(STATUSES[1:])
 #: Statuses of inputs that never ran.
 NOT_RUN = frozenset({ScanStatus.INVALID, ScanStatus.CRASH})
-#: Metrics where a higher value is a worse one (cosine and snr: lower is worse).
-HIGHER_IS_WORSE = frozenset({"max_abs", "max_rel", "mse"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from graph_dap.runtime.session import DebugSession
 from graph_dap.runtime.stops import Stop, StopReason, node_ref
 from graph_dap.runtime.tensor import summarize
 from graph_dap.runtime.tools.lockstep import Lockstep, ReferenceSpec
-from graph_dap.runtime.tools.metrics import Tolerance
+from graph_dap.runtime.tools.metrics import Metric, Tolerance
 from graph_dap.runtime.tools.references import ReferenceKind
 from graph_dap.runtime.tools.scan.reference import OutputsReference, check_reference, compare_outputs
 from graph_dap.runtime.tools.scan.results import BadNode, InputResult, ScanStatus
@@ -49,7 +49,7 @@ class ScanConfig:
     inf_exclude: tuple[str, ...] = ()
     reference: str | None = None
     tolerance: Tolerance = field(default_factory=Tolerance)
-    metric: str = "max_abs"
+    metric: str = Metric.MAX_ABS
     dims: tuple[tuple[str, int | tuple[int, ...]], ...] = ()  # (a dimension's size, or an input's whole shape)
     providers: tuple[str, ...] = ()
     base_dir: str = ""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_dap.files import write_text_atomic
+from graph_dap.runtime.tools.metrics import Metric
 from graph_dap.runtime.tools.scan.backend import Incident, ScanError
 from graph_dap.runtime.tools.scan.replay import replay
 from graph_dap.runtime.tools.scan.results import InputResult, counts, first_bad_nodes, slowest, worst
@@ -107,7 +108,7 @@ class ScanFile:
             "counts": c,
             "first_bad_nodes": first_bad_nodes(results),
             "slowest": slowest(results),
-            "worst": worst(results, options.get("metric") or "max_abs") if options.get("reference") else [],
+            "worst": worst(results, options.get("metric") or Metric.MAX_ABS) if options.get("reference") else [],
             "incidents": self.incidents,
             "results": [self._entry(r) for r in results],
         }
