@@ -7,7 +7,7 @@ from typing import Any
 from graph_dap.adapter.breakpoints import Wanted, inf_exclusions
 from graph_dap.adapter.requests import InvalidRequest, Request, checked, items_of
 from graph_dap.adapter.source_handlers import SourceRequests
-from graph_dap.adapter.variables import ScopeRef, TensorRef
+from graph_dap.adapter.variables import ScopeKind, ScopeRef, TensorRef
 from graph_dap.errors import GraphDapError
 from graph_dap.kinds import BreakFilter
 from graph_dap.names import unquoted
@@ -73,7 +73,7 @@ class BreakpointRequests(SourceRequests):
         container = self.variables.handles.get(reference) if reference else None
         if reference and container is None:
             raise InvalidRequest(f"unknown variablesReference {reference}")
-        if isinstance(container, TensorRef) or (isinstance(container, ScopeRef) and container.kind == "attributes"):
+        if isinstance(container, TensorRef) or (isinstance(container, ScopeRef) and container.kind is ScopeKind.ATTRIBUTES):
             return {"dataId": None, "description": "only whole tensors can have data breakpoints"}
         value = name if container is not None else unquoted(name)
         if self.graph is None or value not in self.graph.value_names:

@@ -7,6 +7,7 @@ at every stop, since the values may have changed.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -25,14 +26,26 @@ MAX_UNPAGED = 1000
 TENSOR_MENU_KEY = "__vscodeVariableMenuContext"
 
 
+class ScopeKind(enum.StrEnum):
+    """The scopes of a frame."""
+
+    INPUTS = "inputs"  # the node's inputs
+    ATTRIBUTES = "attributes"  # the node's attributes
+    LAST = "last"  # the outputs of the node that ran last
+    VALUES = "values"  # every value computed so far
+    INITIALIZERS = "initializers"
+    OUTPUTS = "outputs"  # the graph's outputs
+    MODULE = "module"  # a Python frame's module scope
+
+
 @dataclass(frozen=True, slots=True)
 class ScopeRef:
-    """One scope of a frame: inputs, attributes, last, values, initializers, outputs, module; ``level``: the frame's.
+    """One scope of a frame, of its ``kind``; ``level``: the frame's.
 
     ``source``: for the module scope of a Python (or module) frame, which one (0: the innermost).
     """
 
-    kind: str
+    kind: ScopeKind
     node: str | None
     level: int = 0
     source: int | None = None
