@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from graph_dap.adapter.breakpoints import Wanted
+from graph_dap.adapter.breakpoints import BreakpointKind, Wanted
 from graph_dap.adapter.core import SOURCE_FRAME_ID, AdapterCore
 from graph_dap.adapter.requests import checked
 from graph_dap.adapter.sources import SourceFiles
@@ -154,7 +154,7 @@ class SourceRequests(AdapterCore):
         for i, bp in enumerate(wanted_lines):
             line = self._line_in(checked(bp, "line", int, where=f"breakpoints[{i}]"))
             if remote is None:
-                wanted.append(Wanted("source", self.breakpoints.new_id(), (), line, reason))
+                wanted.append(Wanted(BreakpointKind.SOURCE, self.breakpoints.new_id(), (), line, reason))
                 continue
             spec = p.BreakpointSpec(
                 f"{remote}:{line}",
@@ -162,8 +162,8 @@ class SourceRequests(AdapterCore):
                 checked(bp, "hitCondition", str, None) or None,
                 checked(bp, "logMessage", str, None) or None,
             )
-            wanted.append(Wanted("source", self.breakpoints.new_id(), (spec,), line, file=remote))
-        self.breakpoints.replace("source", wanted, source=str(path))
+            wanted.append(Wanted(BreakpointKind.SOURCE, self.breakpoints.new_id(), (spec,), line, file=remote))
+        self.breakpoints.replace(BreakpointKind.SOURCE, wanted, source=str(path))
         if graph is not None:
             await self._apply_breakpoints()
         bodies = []
