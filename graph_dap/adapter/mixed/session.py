@@ -32,7 +32,7 @@ from graph_dap.adapter.protocol import Channel, Message
 from graph_dap.adapter.requests import UserError
 from graph_dap.adapter.state import ClientInfo
 from graph_dap.host import protocol as hp
-from graph_dap.kinds import BreakFilter, RunAction
+from graph_dap.kinds import BreakFilter, RunAction, StopReason
 from graph_dap.paths import PACKAGE
 from graph_dap.tasks import background
 
@@ -187,7 +187,7 @@ class MixedSession:
 
     def _run_call(self, request: int, call: hp.RunCall) -> None:
         entry = self.catalog.models.get(call.key)
-        skip = call.why == "breakpoint" and can_skip(self.catalog.conditions(call.key), call.call)  # (a decode step not asked for)
+        skip = call.why == StopReason.BREAKPOINT and can_skip(self.catalog.conditions(call.key), call.call)  # (a decode step not asked for)
         if entry is None or not entry.debuggable or self.terminated or skip:
             self.link.answer(request, hp.RunResult(RunAction.PLAIN))
             return
