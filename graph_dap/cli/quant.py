@@ -13,6 +13,7 @@ from typing import Any
 
 from graph_dap.cli.options import EXIT_COMPLETED, EXIT_DIVERGED, UsageError, parse_dims
 from graph_dap.cli.progress import ProgressBar
+from graph_dap.kinds import OptLevel
 
 #: Options that only mean something against a float model.
 QUANT_OPTIONS = ("structure", "show_pairs", "pairs", "sensitivity", "target_snr", "report")
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         if bar:
             bar.close()
-    if args.opt_level not in (None, "none"):
+    if args.opt_level not in (None, OptLevel.NONE):
         from graph_dap.runtime.tools.quant.kernels import compare_kernels
 
         result.kernels = compare_kernels(result, args.inputs, dims=parse_dims(args.dim), providers=args.provider or None,

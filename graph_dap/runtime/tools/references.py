@@ -252,7 +252,7 @@ class OptimizedSource:
         path = self.model_path.with_name(f"chunk_{i}.onnx")
         onnx.save(m, str(path))
         try:
-            sess = ort.InferenceSession(str(path), session_options("none"), providers=self.providers)
+            sess = ort.InferenceSession(str(path), session_options(OptLevel.NONE), providers=self.providers)
             feeds = {v.name: self.inputs[v.name] for v in keep_inputs if v.name in self.inputs}
             outs = sess.run(names, feeds)
         except ORT_ERRORS as e:
