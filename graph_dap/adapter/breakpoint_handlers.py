@@ -44,13 +44,7 @@ class BreakpointRequests(SourceRequests):
             self.breakpoints.replace(BreakpointKind.SOURCE, wanted)
             await self._apply_breakpoints()
         src = listing.source() if ours and listing is not None else None
-        bodies = []
-        for w in wanted:
-            body = self.breakpoints.body(w, src)
-            if "line" in body:
-                body["line"] = self._line_out(body["line"])
-            bodies.append(body)
-        return {"breakpoints": bodies}
+        return {"breakpoints": self._line_bodies(wanted, src)}
 
     async def setFunctionBreakpoints_request(self, request: Request) -> dict[str, Any]:
         wanted: list[Wanted] = []

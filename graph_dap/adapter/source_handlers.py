@@ -166,13 +166,7 @@ class SourceRequests(AdapterCore):
         self.breakpoints.replace(BreakpointKind.SOURCE, wanted, source=str(path))
         if graph is not None:
             await self._apply_breakpoints()
-        bodies = []
-        for w in wanted:
-            body = self.breakpoints.body(w, source)
-            if "line" in body:
-                body["line"] = self._line_out(body["line"])
-            bodies.append(body)
-        return bodies
+        return self._line_bodies(wanted, source)
 
 
 def _module_facts(f: p.SourceFrameInfo, files: SourceFiles | None = None) -> list[tuple[str, str]]:
