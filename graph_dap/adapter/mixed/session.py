@@ -23,7 +23,7 @@ from graph_dap.adapter.mixed.calls import can_skip
 from graph_dap.adapter.mixed.catalog import Catalog
 from graph_dap.adapter.mixed.graph_run import GraphRun, outputs_path
 from graph_dap.adapter.mixed.host_link import HostLink
-from graph_dap.adapter.mixed.ids import PYTHON, Ids, rename_ids, to_client
+from graph_dap.adapter.mixed.ids import PYTHON, IdKind, Ids, rename_ids, to_client
 from graph_dap.adapter.mixed.launch import ProgramLaunch
 from graph_dap.adapter.mixed.pool import WorkerPool
 from graph_dap.adapter.mixed.python_side import PythonSide
@@ -351,7 +351,7 @@ class MixedSession:
             else:
                 self.parked.pop(theirs, None)
         elif event == "breakpoint" and isinstance(out.get("breakpoint"), dict):
-            out["breakpoint"] = rename_ids(self.ids, PYTHON, [out["breakpoint"]], "breakpoint")[0]
+            out["breakpoint"] = rename_ids(self.ids, PYTHON, [out["breakpoint"]], IdKind.BREAKPOINT)[0]
         elif event == "process":
             out["name"] = self.launch.name
         elif event == "module" and isinstance(out.get("module"), dict):
