@@ -201,9 +201,11 @@ def main() -> None:
 
     poly = None if args.no_polygraphy else polygraphy(args.polygraphy)
     rows = []
-    for name in args.models.split(","):
+    names = args.models.split(",")
+    paths = {name: model_path(name) for name in names}  # (first: quantize_static's sessions cannot share graph-dap's thread pool)
+    for name in names:
         print(f"benchmarking {name} ...", file=sys.stderr, flush=True)
-        path = model_path(name)
+        path = paths[name]
         feeds = feeds_for(name, path)
         row: dict[str, Any] = {"model": name}
         row.update(fidelity(path, feeds))

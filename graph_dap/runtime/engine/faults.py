@@ -141,13 +141,15 @@ class FaultFilter:
         order: Sequence[str] | None = None,
         prefetch: Callable[[list[str]], Any] | None = None,
         new_only: bool = False,
+        cleared: Callable[[str], bool] | None = None,
     ) -> tuple[Node, str, Fault] | None:
         """The first node, in run order, whose output holds a fault: from the sums, confirmed exactly.
 
         ``prefetch(names)``: makes the candidates' values (and their producers' inputs) ready at once before they
         are read one by one (recomputed each on its own, each would run again everything before it).
         ``new_only``: only a node that makes a fault from finite inputs counts (:meth:`from_finite`), not one
-        that carries on a fault found before."""
+        that carries on a fault found before. ``cleared(name)``: whether a tensor shown only by its guard is known to
+        hold no fault (a finite checkpoint lies between them: the fault would have been carried through it)."""
         flagged = set()
         for name, s in zip(plan.watched if order is None else order, sums.tolist()):
             producer = plan.inner.get(name) or graph.producer(name)
@@ -161,7 +163,8 @@ class FaultFilter:
         # prove a fault (a NaN sum may be +Inf and -Inf under the inf filter alone; an infinite
         # one may be an overflow), so candidates are confirmed in run order, all of them if need be.
         # (a Relu's input left to a bound is looked at when the sum of the bound's source fires too)
-        shown = {t for t, guard in plan.guards.items() if guard in flagged} | {t for t, source in plan.bounded.items() if source in flagged}
+        shown = {t for t, guard in plan.guards.items() if guard in flagged and not (cleared is not None and cleared(t))}
+        shown |= {t for t, source in plan.bounded.items() if source in flagged}
         candidates = sorted(flagged | shown, key=lambda c: _position(graph, c, plan))
         # In batches: up to the first flagged tensor (its sum fired: most likely the fault) with the guarded
         # ones before it, then the rest; an inner flag ends a batch (the session steps into it instead).

@@ -92,6 +92,9 @@ def _constant(value: np.ndarray) -> tuple[bool, bool]:
     mask's ``0`` and ``-inf``). A weight that holds an Inf among other numbers is a fault, not a mask."""
     if value.dtype.kind != "f" or value.size == 0 or value.size > _MAX_CONSTANT:
         return False, False
+    with np.errstate(all="ignore"):
+        if (np.abs(value) < LARGE).all():  # (a weight: one pass, no sort)
+            return False, False
     distinct = np.unique(value.astype(np.float64).reshape(-1))
     with np.errstate(all="ignore"):
         large = distinct[~(np.abs(distinct) < LARGE)]  # (NaN is neither)

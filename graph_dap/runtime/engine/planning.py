@@ -22,6 +22,9 @@ from graph_dap.runtime.graph import Lookup, Node
 CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
 INLINE_CONSTANT_BYTES = 64 << 10
 HEAVY_BYTES = 256 << 20  # weights over which an optimized segment keeps checkpoints (see plan)  # constants up to this size are recomputed in segments, not fed
+# Ops of the patterns onnxruntime fuses whole (LayerNormalization, Gelu, attention, Q/DQ into integer kernels), inside
+# which a value with two readers is not materialized: a checkpoint there would undo the fusion (see SegmentPlanner.plan).
+_PATTERNS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ReduceMean", "Erf", "Tanh", "Pow", "Sqrt", "Softmax"})
 _ELEMENTWISE = frozenset({"Add", "Sum", "Sub", "Mul", "Div", "Max", "Min"})  # (see SegmentPlanner.parts)
 
 
@@ -90,14 +93,18 @@ class SegmentPlanner:
                 if cost <= room:
                     wanted += live
                     room -= cost
-        elif end - start >= 2 * CUTS and self._heavy(nodes):
+        elif (end - start >= 6 and (filt.nan or filt.inf) and not _PATTERNS.intersection(n.op_type for n in nodes)) or (
+            end - start >= 2 * CUTS and self._heavy(nodes)
+        ):
             # Over large weights (a language model's), an optimized segment keeps the values live at a few cuts where
             # each has two readers or more (materialized anyway: no fusion undone): a fault it finds is then confirmed
             # by the original nodes from the nearest of them, not from its start (half a 0.5 B model's weights in a
-            # session of their own, at every run that finds one).
+            # session of their own, at every run that finds one). So for any watched segment without fused patterns
+            # (of :data:`_PATTERNS`, whose values with two readers are not materialized): a fault found at its end is
+            # then looked for after the last of those cuts whose values are all finite (see Runs.cleared).
             room = budget // 4
-            for cut in self.parts(start, end, CUTS)[1:-1]:
-                live = [o for o in self._live(start, cut) if o not in wanted]
+            for cut in self.checkpoints(start, end):
+                live = [o for o in self.live(start, cut) if o not in wanted]
                 # (of symbolic size, as a prompt's activations are: small beside the weights; the store evicts them)
                 cost = sum(size for size in (self.graph.value_info(o).nbytes for o in live) if size is not None)
                 if cost <= room:
@@ -155,22 +162,27 @@ class SegmentPlanner:
         self._parts[start, end, count] = bounds + [end]
         return bounds + [end]
 
+    def checkpoints(self, start: int, end: int) -> list[int]:
+        """The cuts of an optimized segment's checkpoints (see :meth:`plan`): up to :data:`CUTS`, one every 3 positions at most."""
+        count = min(CUTS, (end - start) // 3)
+        return self.parts(start, end, count)[1:-1] if count >= 2 else []
+
     def _heavy(self, nodes: Sequence[Node]) -> bool:
         """Whether ``nodes`` read weights of :data:`HEAVY_BYTES` or more (declared sizes)."""
         weights = set(self.graph.initializer_names)
         read = {i for n in nodes for i in n.inputs if i in weights}
         return sum(self.estimated_bytes(i) for i in read) >= HEAVY_BYTES
 
-    def _live(self, start: int, pos: int) -> list[str]:
+    def live(self, start: int, pos: int) -> list[str]:
         """The values made by ``start..pos-1`` that are read at ``pos`` or after."""
         return [o for n in self.seq[start:pos] for o in n.outputs if o and self.last_use.get(o, -1) >= pos]
 
     def _live_bytes(self, start: int, pos: int) -> int:
-        return sum(self.estimated_bytes(o) for o in self._live(start, pos))
+        return sum(self.estimated_bytes(o) for o in self.live(start, pos))
 
     def _cut(self, start: int, pos: int, clean: bool) -> bool:
         """Whether the values of ``start..pos-1`` live at ``pos`` all have two readers or more (``clean``: none elementwise)."""
-        live = self._live(start, pos)
+        live = self.live(start, pos)
         readers = [self.graph.consumers(o) for o in live]
         if not live or not all(len(r) >= 2 for r in readers):
             return False

@@ -23,6 +23,7 @@ from graph_dap.runtime.engine.faults import Fault
 from graph_dap.runtime.engine.interrupt import Interrupt
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError
+from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.frames import Frame
 from graph_dap.runtime.graph import Node, ValueInfo
 from graph_dap.runtime.session.filters import BreakFilters
@@ -240,7 +241,8 @@ class Runs:
         values.evict()
         watch = result.watch or plan.watch  # (the plan's, or the one that left the optimized graph's fusions alone)
         if result.sums is not None and watch is not None and not np.isfinite(result.sums).all():
-            found = filt.first_fault(frame.scope, watch, result.sums, values.original, result.watched, values.prefetch, self.filters.new_only)
+            cleared = self.cleared(frame, start, end, watch)
+            found = filt.first_fault(frame.scope, watch, result.sums, values.original, result.watched, values.prefetch, self.filters.new_only, cleared)
             if found is None and self.executor.optimized and not self.filters.new_only:  # (new_only: faults carried on)
                 fired = filt.fired(watch, result.sums, result.watched)
                 if fired:  # the optimized graph made a NaN that the original nodes do not: say so
@@ -254,6 +256,32 @@ class Runs:
                 frame.timeline.rewind_to(frame.timeline.position_of(node) + 1)
                 return self.stops.fault(node, name, kind)
         return None
+
+    def cleared(self, frame: Frame, start: int, end: int, watch: WatchPlan) -> Callable[[str], bool] | None:
+        """Which tensors of ``start..end-1`` a fault found by the watch cannot be in: those before the last checkpoint
+        (see :meth:`.SegmentPlanner.plan`) whose values the run kept all finite, when their guard is after it. A guard
+        is reached from its tensor through ops that always carry a fault on (:mod:`.watch`), so through a value live at
+        every cut between them. Spares looking for the fault from the segment's start with the original nodes."""
+        planner = self.planner(frame)
+        timeline = frame.timeline
+        peek = frame.values.store.peek
+        clean = start
+        for cut in planner.checkpoints(start, end):
+            live = [peek(o) for o in planner.live(start, cut)]
+            if not live or any(v is None for v in live):
+                continue
+            if not all(np.isfinite(v).all() for v in live if isinstance(v, np.ndarray) and v.dtype.kind in "fc"):
+                break
+            clean = cut
+        if clean == start:
+            return None
+        scope = frame.scope
+
+        def position(name: str) -> int:
+            producer = scope.producer(name)
+            return timeline.position_of(producer) if producer is not None else start
+
+        return lambda t: t in watch.guards and position(t) < clean <= position(watch.guards[t])
 
     def _disagreement(self, frame: Frame, plan: SegmentPlan, feeds: Mapping[str, Any], embedded: Mapping[str, Any], fired: list[str]) -> Stop:
         """A NaN stop at the first tensor whose sum the optimized segment made NaN while the original nodes compute it without one."""
