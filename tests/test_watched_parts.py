@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from models import as_shown, ort_values, residual_stages
+from models import ort_values, residual_stages
 
 from graph_dap.runtime import DebugSession, StopReason
 from graph_dap.runtime.session import runs
@@ -47,16 +47,11 @@ def test_a_fault_in_a_late_part_stops_there(monkeypatch: pytest.MonkeyPatch) -> 
     assert second.message == first.message
     assert built >= 2  # the second continue built its parts' sessions...
     assert s.executions["b5out"] == 1  # ...and stopped in the part of the fault: the last block ran only in the first, whole run
-    # The values around the fault were recomputed with the original nodes from the run's values (the part's start, or
-    # a checkpoint inside it: b3out, kept by the run, is shown as it computed it), and say so: the original graph's
-    # numbers but for the last bits.
+    # The values around the fault were recomputed with the original nodes from the run's values at the part's
+    # start (not from the model's input), and say so: the original graph's numbers but for the last bits.
     truth = ort_values(model, {"x": X}, ["b4b", "b4r", "b3out"])  # onnxruntime without optimizations, from x
-    shown = as_shown(s, model, {"x": X}, ["b4b", "b4r"])
-    assert s.note("b3out") == ""  # (a part's session's: the whole run's but for the last bits, see runs._PARTS_MIN_S)
-    for name in ("b4b", "b4r"):
-        assert s.note(name).startswith("recomputed with the original nodes"), name
-        np.testing.assert_array_equal(s.value(name), shown[name], err_msg=name)
     for name in ("b4b", "b4r", "b3out"):
+        assert s.note(name).startswith("recomputed with the original nodes"), name
         np.testing.assert_allclose(s.value(name), truth[name], rtol=1e-4, atol=1e-3, equal_nan=True, err_msg=name)
     assert np.isnan(s.value("b4b")).sum() == np.isnan(truth["b4b"]).sum() == 64
 
@@ -77,5 +72,4 @@ def test_a_weight_holding_nan_or_inf_bounds_nothing(bad: float) -> None:
     stop = s.continue_()
     truth = ort_values(model, {"x": X}, ["b2b"])["b2b"]
     assert (stop.node.id, stop.value) == ("b2b", "b2b") and not np.isfinite(truth).all()
-    np.testing.assert_array_equal(np.isnan(s.value("b2b")), np.isnan(truth))
-    np.testing.assert_array_equal(s.value("b2b"), as_shown(s, model, {"x": X}, ["b2b"])["b2b"])
+    np.testing.assert_array_equal(s.value("b2b"), truth)

@@ -30,7 +30,7 @@ from graph_dap.errors import AddressError
 from graph_dap.runtime.engine.options import one_malloc_arena
 from graph_dap.stdio import take_over_stdout, write_all
 from graph_dap.worker import protocol as p
-from graph_dap.worker.service import WorkerService
+from graph_dap.worker.service import IDLE_S, WorkerService
 from graph_dap.worker.wire import plain
 
 _READ_SIZE = 1 << 16
@@ -83,7 +83,14 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
         inbox.put(None)
 
     threading.Thread(target=reader, name="worker-reader", daemon=True).start()
-    while (message := inbox.get()) is not None:
+    while True:
+        try:
+            message = inbox.get(timeout=IDLE_S)
+        except queue.Empty:
+            service.idle()  # (then wait as long as it takes)
+            message = inbox.get()
+        if message is None:
+            break
         send(service.handle(message))
         if message.get("method") == "shutdown":
             break

@@ -22,9 +22,6 @@ from graph_dap.runtime.graph import Lookup, Node
 CUTS = 8  # checkpoints kept inside a long segment, to bound recomputation
 INLINE_CONSTANT_BYTES = 64 << 10
 HEAVY_BYTES = 256 << 20  # weights over which an optimized segment keeps checkpoints (see plan)  # constants up to this size are recomputed in segments, not fed
-# Ops of the patterns onnxruntime fuses whole (LayerNormalization, Gelu, attention, Q/DQ into integer kernels), inside
-# which a value with two readers is not materialized: a checkpoint there would undo the fusion (see SegmentPlanner.plan).
-_PATTERNS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ReduceMean", "Erf", "Tanh", "Pow", "Sqrt", "Softmax"})
 _ELEMENTWISE = frozenset({"Add", "Sum", "Sub", "Mul", "Div", "Max", "Min"})  # (see SegmentPlanner.parts)
 
 
@@ -93,15 +90,14 @@ class SegmentPlanner:
                 if cost <= room:
                     wanted += live
                     room -= cost
-        elif (end - start >= 6 and (filt.nan or filt.inf) and not _PATTERNS.intersection(n.op_type for n in nodes)) or (
-            end - start >= 2 * CUTS and self._heavy(nodes)
-        ):
+        elif end - start >= 2 * CUTS and self._heavy(nodes):
             # Over large weights (a language model's), an optimized segment keeps the values live at a few cuts where
             # each has two readers or more (materialized anyway: no fusion undone): a fault it finds is then confirmed
             # by the original nodes from the nearest of them, not from its start (half a 0.5 B model's weights in a
-            # session of their own, at every run that finds one). So for any watched segment without fused patterns
-            # (of :data:`_PATTERNS`, whose values with two readers are not materialized): a fault found at its end is
-            # then looked for after the last of those cuts whose values are all finite (see Runs.cleared).
+            # session of their own, at every run that finds one), and looked for after the last of those cuts whose
+            # values are all finite (see Runs.cleared). Not in other segments: each value returned from onnxruntime's
+            # blocked layout costs a reorder (7 checkpoints: resnet640's watched run 1.06x, its optimized graph 7
+            # ReorderOutput nodes more than the user's).
             room = budget // 4
             for cut in self.checkpoints(start, end):
                 live = [o for o in self.live(start, cut) if o not in wanted]
@@ -163,9 +159,8 @@ class SegmentPlanner:
         return bounds + [end]
 
     def checkpoints(self, start: int, end: int) -> list[int]:
-        """The cuts of an optimized segment's checkpoints (see :meth:`plan`): up to :data:`CUTS`, one every 3 positions at most."""
-        count = min(CUTS, (end - start) // 3)
-        return self.parts(start, end, count)[1:-1] if count >= 2 else []
+        """The cuts of an optimized segment's checkpoints (see :meth:`plan`): up to :data:`CUTS`."""
+        return self.parts(start, end, CUTS)[1:-1] if end - start >= 2 * CUTS else []
 
     def _heavy(self, nodes: Sequence[Node]) -> bool:
         """Whether ``nodes`` read weights of :data:`HEAVY_BYTES` or more (declared sizes)."""
