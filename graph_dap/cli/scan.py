@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the scan the options describe, print as it goes and at the end; the exit status."""
     from graph_dap.cli.progress import ProgressBar
     from graph_dap.runtime.loading import load_graph
-    from graph_dap.runtime.tools.scan import open_source, run_scan
+    from graph_dap.runtime.tools.scan import ScanEvent, open_source, run_scan
 
     config = _config(args)
     graph = load_graph(config.model)
@@ -36,16 +36,16 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     state: dict[str, Any] = {"total": source.total, "resumed": 0, "started": False}
 
-    def on_event(kind: str, data: dict[str, Any]) -> None:
+    def on_event(kind: ScanEvent, data: dict[str, Any]) -> None:
         if args.json:
             _json_line({"event": kind, **data})
-        if kind == "start":
+        if kind is ScanEvent.START:
             state["resumed"], state["started"] = data["resumed"], True
-        elif kind == "result" and bar is not None:
+        elif kind is ScanEvent.RESULT and bar is not None:
             ran = data["done"] - state["resumed"]
             rate = ran / max(time.monotonic() - began, 1e-9)
             bar.update(data["done"], state["total"], f"{rate:.1f}/s, {data['failed']} failing")
-        elif kind == "incident" and not args.json:
+        elif kind is ScanEvent.INCIDENT and not args.json:
             if bar is not None:
                 bar.close()
             print(f"graph-dap scan: {data['message']}", file=sys.stderr)
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if state["started"] and not finished:
             print(f"graph-dap scan: stopped; the results so far are in {out / 'scan.json'} (go on with --resume)", file=sys.stderr)
     if args.json:
-        _json_line({"event": "end", **summary.to_dict()})
+        _json_line({"event": ScanEvent.END, **summary.to_dict()})
     else:
         print(scan_text(summary))
     return EXIT_FAILED if summary.failed else EXIT_CLEAN
