@@ -28,7 +28,7 @@ from graph_dap.adapter.mixed.launch import ProgramLaunch
 from graph_dap.adapter.mixed.pool import WorkerPool
 from graph_dap.adapter.mixed.python_side import PythonSide
 from graph_dap.adapter.peer import Refused
-from graph_dap.adapter.protocol import Channel, Message
+from graph_dap.adapter.protocol import Channel, Message, MessageType
 from graph_dap.adapter.requests import UserError
 from graph_dap.adapter.state import ClientInfo
 from graph_dap.host import protocol as hp
@@ -372,7 +372,7 @@ class MixedSession:
 
     def _python_request(self, message: Message) -> None:
         """A reverse request of debugpy's (``runInTerminal``): to the client, whose answer goes back."""
-        forwarded: Message = {"type": "request", "command": message.get("command"), "arguments": message.get("arguments") or {}}
+        forwarded: Message = {"type": MessageType.REQUEST, "command": message.get("command"), "arguments": message.get("arguments") or {}}
         self.channel.send(forwarded)
         self._reverse[forwarded["seq"]] = message.get("seq", 0)
 
