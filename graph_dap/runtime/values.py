@@ -67,15 +67,15 @@ class Constants:
         self.overridden = False
         self.version = 0
 
-    def changed(self, name: str, static_output: bool, embedded: bool) -> None:
+    def changed(self, name: str, constant_output: bool, embedded: bool) -> None:
         """A fixed value was set: forget the fault cache; new sessions where it is embedded.
 
-        ``static_output``: it is a constant node's output (segments must then be fed it).
+        ``constant_output``: it is a constant node's output (segments must then be fed it).
         """
         self.faults.clear()
         self._faults_stale = True
         self.generation += 1
-        if static_output:
+        if constant_output:
             self.overridden = True
         if embedded:
             self._versions += 1

@@ -88,10 +88,10 @@ class DebugSession(SessionState):
                 return first
         self.top.values.refresh()
         runs = self.runs
-        if not runs.statics_checked:
-            runs.statics_checked = True
+        if not runs.constants_checked:
+            runs.constants_checked = True
             if self.skip_constants and self.filters.watch.active:
-                fault = runs.static_fault()
+                fault = runs.constant_fault()
                 if fault is not None:
                     return self.stops.fault(*fault)
         return None

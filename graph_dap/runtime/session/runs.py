@@ -94,7 +94,7 @@ class Runs:
         self.on_progress = on_progress
         self.planners: dict[Any, SegmentPlanner] = {}
         self.segment_seconds: dict[tuple[Any, int, int], float] = {}
-        self.statics_checked = False  # whether the constants were looked at for a fault in this run
+        self.constants_checked = False  # whether the constants were looked at for a fault in this run
 
     def planner(self, frame: Frame) -> SegmentPlanner:
         key = frame.scope.path
@@ -324,7 +324,7 @@ class Runs:
 
     # -- while stopped -------------------------------------------------------------
 
-    def static_fault(self) -> tuple[Node, str, Fault] | None:
+    def constant_fault(self) -> tuple[Node, str, Fault] | None:
         """The first constant node whose output holds a watched fault (remembered per constants)."""
         key = self.filters.watch
         constants = self.constants
@@ -357,9 +357,9 @@ class Runs:
             return []
         threads: list[threading.Thread] = []
         watch = self.filters.watch
-        if self.skip_constants and watch.active and not self.statics_checked and watch not in self.constants.faults:
+        if self.skip_constants and watch.active and not self.constants_checked and watch not in self.constants.faults:
             # the first continue looks at every constant once (resnet50: 100 MB of weights): now, not then
-            threads.append(threading.Thread(target=self.static_fault, name="graph-dap-constants", daemon=True))
+            threads.append(threading.Thread(target=self.constant_fault, name="graph-dap-constants", daemon=True))
             threads[-1].start()
         if node.enterable and levels.must_enter(node, None):
             return threads

@@ -139,7 +139,7 @@ class SessionState:
         self.constants.reset()
         self.levels.reset(self.inputs)
         self.breakpoint_table.reset_hits()
-        self.runs.statics_checked = False
+        self.runs.constants_checked = False
         self.filters.found = False  # a new run: its first NaN/Inf stops it wherever it is first held
         self.executor.unoptimized.clear()
 
