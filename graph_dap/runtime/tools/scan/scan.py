@@ -30,7 +30,7 @@ from graph_dap.runtime.tools.scan.report import write_report
 from graph_dap.runtime.tools.scan.results import InputResult
 from graph_dap.runtime.tools.scan.runner import ScanConfig
 from graph_dap.runtime.tools.scan.scanfile import ScanFile
-from graph_dap.runtime.tools.scan.sources import InputSource, ItemLoader, WorkItem
+from graph_dap.runtime.tools.scan.sources import InputSource, ItemKind, ItemLoader, WorkItem
 
 
 class ScanEvent(enum.StrEnum):
@@ -187,7 +187,7 @@ def _driver_feeds(item: WorkItem | None, loader: ItemLoader) -> dict[str, Any] |
     """A crashed input's feeds, read on the driver (a generator's as given) so that it can be kept."""
     if item is None:
         return None
-    if item.kind == "arrays":
+    if item.kind is ItemKind.ARRAYS:
         return item.feeds if isinstance(item.feeds, dict) else None
     try:
         return loader.load(item)
