@@ -249,12 +249,12 @@ def _profile(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(prof.to_dict()))
     elif args.by != Grouping.NODE:
-        from graph_dap.runtime.tools.by_source import NO_MODULE, NO_SOURCE, table_text
+        from graph_dap.runtime.tools.by_source import NO_MODULE, NO_SOURCE, SourceUnit, table_text
 
         rows = prof.by_line() if args.by == Grouping.LINE else prof.by_module()
         print(prof.text(args.top).split("\n", 2)[0])
         known = [r for r in rows if r.key not in (NO_SOURCE, NO_MODULE)]
-        print(table_text(rows, args.by, args.top) if known else f"no node of this model says which {args.by} it came from")
+        print(table_text(rows, SourceUnit(args.by), args.top) if known else f"no node of this model says which {args.by} it came from")
         if args.chrome_trace:
             print(f"chrome trace: {args.chrome_trace}")
     else:
