@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["FAULT_FILTERS", "VALUE_FILTERS", "BreakFilter", "FaultStops", "OptLevel", "RunAction", "SourceKind", "StopReason", "ValueKind"]
+__all__ = ["FAULT_FILTERS", "VALUE_FILTERS", "BreakFilter", "Fault", "FaultStops", "OptLevel", "RunAction", "SourceKind", "StopReason", "ValueKind"]
 
 
 class _Closed(enum.StrEnum):
@@ -52,6 +52,14 @@ class BreakFilter(_Closed):
 VALUE_FILTERS = (BreakFilter.NAN, BreakFilter.INF)
 #: The filters a session itself honours (``mismatch`` needs a reference, and is the comparison's).
 FAULT_FILTERS = (*VALUE_FILTERS, BreakFilter.ERROR)
+
+
+class Fault(_Closed):
+    """What a watched value was found to hold (its words are the stop reasons'), or that it is somewhere inside."""
+
+    NAN = "nan"
+    INF = "inf"
+    INNER = "inner"  # a control-flow node's bodies: the session steps into it to find the node
 
 
 class FaultStops(_Closed):

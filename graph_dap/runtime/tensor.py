@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from graph_dap.kinds import ValueKind
+from graph_dap.kinds import Fault, ValueKind
 from graph_dap.runtime import dtypes
 
 _CHUNK = 1 << 20  # elements per pass
@@ -226,13 +226,13 @@ def summarize_chunks(dtype: str, shape: tuple[int, ...], chunks: Iterable[np.nda
     return TensorSummary(dtype, shape, n, lo, hi, mean, std, nan, posinf, neginf, zeros)
 
 
-def first_nonfinite(a: np.ndarray, want: str = "any") -> tuple[int, ...] | None:
-    """Index of the first NaN (``want="nan"``), Inf (``"inf"``) or either, in C order."""
+def first_nonfinite(a: np.ndarray, want: Fault | None = None) -> tuple[int, ...] | None:
+    """Index of the first NaN (``want`` NAN), Inf (INF) or either (None), in C order."""
     if not dtypes.can_fault(a.dtype):
         return None
-    if want == "nan":
+    if want is Fault.NAN:
         mask = np.isnan(a)
-    elif want == "inf":
+    elif want is Fault.INF:
         mask = np.isinf(a)
     else:
         mask = ~np.isfinite(a)

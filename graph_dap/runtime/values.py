@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import GraphDapError, ValueNotFoundError
+from graph_dap.kinds import Fault
 from graph_dap.runtime.engine.executor import Executor
-from graph_dap.runtime.engine.faults import Fault, FaultFilter
+from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.graph import Graph, Node, Scope
 from graph_dap.runtime.tensor import type_text

@@ -8,7 +8,6 @@ confirmed on the exact tensor before a stop is reported.
 
 from __future__ import annotations
 
-import enum
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,19 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from graph_dap.kinds import Fault
 from graph_dap.runtime.dtypes import can_fault, numeric
 from graph_dap.runtime.engine.masks import NO_INTENT, Intent, summary
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Lookup, Node
 from graph_dap.runtime.tensor import first_nonfinite
-
-
-class Fault(enum.StrEnum):
-    """What a watched tensor was found to hold (its values are the stop reasons'), or that it is somewhere inside."""
-
-    NAN = "nan"
-    INF = "inf"
-    INNER = "inner"  # a control-flow node's bodies: the session steps into it to find the node
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +54,7 @@ class FaultFilter:
         out: list[dict[str, str]] = []
         for kind, on, patterns in ((Fault.INF, self.inf, self.inf_exclude), (Fault.NAN, self.nan, self.nan_exclude)):
             if on:
-                out += [{"node": n, "kind": kind, "why": why} for n, k, why in self.intent.why if k == kind]
+                out += [{"node": n, "kind": kind, "why": why} for n, k, why in self.intent.why if k is kind]
                 out += [{"pattern": p, "kind": kind, "why": f"--{kind}-exclude"} for p in patterns]
         return out
 

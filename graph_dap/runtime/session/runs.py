@@ -14,12 +14,11 @@ import numpy as np
 
 from graph_dap import log as _log
 from graph_dap.errors import NodeExecutionError
-from graph_dap.kinds import ValueKind
+from graph_dap.kinds import Fault, ValueKind
 from graph_dap.runtime.breakpoints import BreakpointTable
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.failures import failed_inside, names_in
-from graph_dap.runtime.engine.faults import Fault
 from graph_dap.runtime.engine.interrupt import Interrupt
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import NodeExecutionError, ValueNotFoundError
-from graph_dap.runtime.engine.faults import Fault
+from graph_dap.kinds import Fault
 from graph_dap.runtime.graph import Node
 from graph_dap.runtime.session.filters import BreakFilters
 from graph_dap.runtime.session.levels import ITERATION, Levels
