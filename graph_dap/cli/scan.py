@@ -149,12 +149,13 @@ def _backend(args: argparse.Namespace, config: Any, graph: Any, source: Any) -> 
 
 def scan_text(summary: Any) -> str:
     """The end of a scan, for people: counts, where inputs first go wrong, the failing inputs, the files."""
+    from graph_dap.runtime.tools.scan.backend import BackendKind
     from graph_dap.runtime.tools.scan.results import ScanStatus
     from graph_dap.runtime.tools.scan.scanfile import read_scan
 
     data = read_scan(summary.results_path)
     b = summary.backend
-    where = "local" if b.get("backend") == "local" else f"Ray ({b.get('address')})"
+    where = "local" if b.get("backend") == BackendKind.LOCAL else f"Ray ({b.get('address')})"
     rate = summary.ran / summary.seconds if summary.seconds > 0 else 0.0
     counts = ", ".join(f"{n} {s}" for s, n in summary.counts.items() if n)
     lines = [

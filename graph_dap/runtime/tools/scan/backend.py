@@ -8,6 +8,7 @@ dies too, the input itself is the cause: it is reported with the status ``crash`
 
 from __future__ import annotations
 
+import enum
 import queue
 import signal
 import threading
@@ -18,6 +19,13 @@ from typing import Any, Protocol
 from graph_dap.errors import GraphDapError
 from graph_dap.runtime.tools.scan.results import InputResult, ScanStatus
 from graph_dap.runtime.tools.scan.sources import WorkItem
+
+
+class BackendKind(enum.StrEnum):
+    """Where a scan's workers run (``describe()``'s ``backend``)."""
+
+    LOCAL = "local"  # processes of this machine (pool.py)
+    RAY = "ray"  # Ray actors (ray_backend.py)
 
 #: Workers that die before they are ready, in a row, before a scan gives up.
 START_DEATHS = 3

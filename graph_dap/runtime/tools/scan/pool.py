@@ -23,7 +23,17 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from graph_dap.errors import GraphDapError
-from graph_dap.runtime.tools.scan.backend import START_DEATHS, Event, Incident, Outcome, Prefetch, ScanError, Suspects, death_text
+from graph_dap.runtime.tools.scan.backend import (
+    START_DEATHS,
+    BackendKind,
+    Event,
+    Incident,
+    Outcome,
+    Prefetch,
+    ScanError,
+    Suspects,
+    death_text,
+)
 from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig
 from graph_dap.runtime.tools.scan.sources import WorkItem
 
@@ -105,7 +115,7 @@ class LocalPool:
         self._pool: list[_Worker] = []
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": "local", "workers": self.workers, "threads_per_run": self.threads}
+        return {"backend": BackendKind.LOCAL, "workers": self.workers, "threads_per_run": self.threads}
 
     def _spawn(self) -> _Worker:
         ours, theirs = self._context.Pipe()

@@ -22,7 +22,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graph_dap.errors import GraphDapError, InputError
-from graph_dap.runtime.tools.scan.backend import START_DEATHS, Event, Incident, Outcome, Prefetch, ScanError, Suspects
+from graph_dap.runtime.tools.scan.backend import (
+    START_DEATHS,
+    BackendKind,
+    Event,
+    Incident,
+    Outcome,
+    Prefetch,
+    ScanError,
+    Suspects,
+)
 from graph_dap.runtime.tools.scan.results import InputResult, ScanStatus
 from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig, worker_name
 from graph_dap.runtime.tools.scan.sources import ItemKind, ItemLoader, WorkItem
@@ -148,7 +157,7 @@ class RayBackend:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "backend": "ray",
+            "backend": BackendKind.RAY,
             "address": self.address or "local",
             "workers": self.workers,
             "threads_per_run": self.threads,
