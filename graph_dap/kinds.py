@@ -1,10 +1,11 @@
-"""The closed sets that cross the process boundaries, one ``str`` enum each: one word per concept.
+"""The closed sets that cross the process boundaries or the folders, one ``str`` enum each: one word per concept.
 
 A leaf (no numpy, nothing of graph_dap): the runtime, the worker's protocol, the
 adapter, the host, the CLI and the language server all import it. The members are
 ``str``: they go over msgpack and JSON as their values, and compare equal to them
 (``StopReason.NAN == "nan"``), so a value read from a launch or a message is made a
 member once, at the edge (``BreakFilter(text)``), and compared as one after that.
+A closed set that one folder uses alone is an enum beside its user (``ScanStatus``, ``Metric``, ``ScopeKind``...).
 """
 
 from __future__ import annotations
