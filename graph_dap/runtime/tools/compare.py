@@ -74,7 +74,6 @@ __all__ = [
     "ModelSource",
     "OptimizedSource",
     "Reference",
-    "ReferenceKind",
     "Row",
     "RunnerSource",
     "Source",
@@ -477,11 +476,7 @@ def compare_model(
     source: Source = (
         dump_source if dump_source is not None else make_source(graph, feeds, ref, base_dir=base_dir, providers=providers)
     )
-    primary: Source
-    if opt_level == OptLevel.NONE:
-        primary = RunnerSource(graph, feeds, providers)
-    else:
-        primary = OptimizedSource(graph, feeds, opt_level, providers)
+    primary: Source = RunnerSource(graph, feeds, providers) if opt_level == OptLevel.NONE else OptimizedSource(graph, feeds, opt_level, providers)
     comparison = Comparison(graph, source, tolerance, metrics, run_label=primary.label)
     comparison.check_inputs(feeds)
     notes += source_notes(source, primary)

@@ -23,7 +23,6 @@ from graph_dap.runtime.tools.compare import (
     Comparison,
     DumpSource,
     Reference,
-    ReferenceKind,
     Source,
     Tolerance,
     Verdict,
@@ -33,6 +32,7 @@ from graph_dap.runtime.tools.compare import (
     run_label,
     source_notes,
 )
+from graph_dap.runtime.tools.references import ReferenceKind
 
 __all__ = ["Lockstep", "ReferenceSpec", "divergence"]
 
