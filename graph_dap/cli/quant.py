@@ -99,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def quant_text(result: Any, args: argparse.Namespace, report: dict[str, Any]) -> str:
+    from graph_dap.runtime.tools.quant.analysis import GroupOrder
+
     lines = [
         f"run:       {result.run_label}",
         f"reference: {result.reference_label}",
@@ -109,7 +111,7 @@ def quant_text(result: Any, args: argparse.Namespace, report: dict[str, Any]) ->
     if args.show_pairs:
         lines += ["", result.pairing.text()]
     lines.append("")
-    order = "ranked by local error, worst first" if args.order == "local" else "in graph order"
+    order = "ranked by local error, worst first" if args.order == GroupOrder.LOCAL else "in graph order"
     lines.append(f"{len(result.groups)} groups, {order} (SQNR in dB: accumulated, local, quantization-only; steps: local max error / scale):")
     groups = result.table_text(args.order, args.top)
     if args.failed:
