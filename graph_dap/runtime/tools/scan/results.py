@@ -113,6 +113,8 @@ class InputResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> InputResult:
+        if d["status"] not in STATUSES:
+            raise ValueError(f"unknown status {d['status']!r}; expected one of {', '.join(STATUSES)}")
         return cls(
             index=int(d["index"]),
             id=str(d["id"]),
