@@ -7,11 +7,13 @@ at every stop, since the values may have changed.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from graph_dap.kinds import ValueKind
 from graph_dap.names import unquoted
 from graph_dap.worker.protocol import Summary
 
@@ -25,14 +27,26 @@ MAX_UNPAGED = 1000
 TENSOR_MENU_KEY = "__vscodeVariableMenuContext"
 
 
+class ScopeKind(enum.StrEnum):
+    """The scopes of a frame."""
+
+    INPUTS = "inputs"  # the node's inputs
+    ATTRIBUTES = "attributes"  # the node's attributes
+    LAST = "last"  # the outputs of the node that ran last
+    VALUES = "values"  # every value computed so far
+    INITIALIZERS = "initializers"
+    OUTPUTS = "outputs"  # the graph's outputs
+    MODULE = "module"  # a Python frame's module scope
+
+
 @dataclass(frozen=True, slots=True)
 class ScopeRef:
-    """One scope of a frame: inputs, attributes, last, values, initializers, outputs, module; ``level``: the frame's.
+    """One scope of a frame, of its ``kind``; ``level``: the frame's.
 
     ``source``: for the module scope of a Python (or module) frame, which one (0: the innermost).
     """
 
-    kind: str
+    kind: ScopeKind
     node: str | None
     level: int = 0
     source: int | None = None
@@ -170,8 +184,8 @@ def tensor_variable(
         var["presentationHint"] = {"kind": "data", "attributes": ["readOnly"]}
         return var
     named = len(summary.stats)
-    indexed = summary.shape[0] if summary.kind == "sequence" or summary.shape else 0
-    if summary.kind == "sequence":
+    indexed = summary.shape[0] if summary.kind == ValueKind.SEQUENCE or summary.shape else 0
+    if summary.kind == ValueKind.SEQUENCE:
         indexed, named = summary.size, 0
     if named or indexed:
         var["variablesReference"] = handles.create(ref, summary)
@@ -179,9 +193,9 @@ def tensor_variable(
             var["namedVariables"] = named
         if indexed:
             var["indexedVariables"] = indexed
-    if memory is not None and summary.kind == "tensor" and summary.size:
+    if memory is not None and summary.kind == ValueKind.TENSOR and summary.size:
         var["memoryReference"] = f"m{memory.create(ref)}"
-    if summary.kind == "tensor":
+    if summary.kind == ValueKind.TENSOR:
         var[TENSOR_MENU_KEY] = "tensor"  # VS Code's context key for the View Tensor menu item
     hint: dict[str, Any] = {"kind": "data"}
     if summary.stale:

@@ -60,7 +60,7 @@ class DebuggedHandler(hook.Handler):
         if model.key in self._debuggable:
             return
         announced = hp.ModelLoaded(model.key, model.file(self.folder), model.name, providers_of(session), opt_level_of(session))
-        ack = self.link.call("model", announced, hp.ModelAck, MODEL_TIMEOUT)
+        ack = self.link.call(hp.CallName.MODEL, announced, hp.ModelAck, MODEL_TIMEOUT)
         self._debuggable[model.key] = ack is not None and ack.debuggable
 
     # -- runs ---------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ class DebuggedHandler(hook.Handler):
             why,
             str(error) if error is not None else "",
         )
-        pending = self.link.start("run", request, hp.RunResult)
+        pending = self.link.start(hp.CallName.RUN, request, hp.RunResult)
         try:
             self._wait(pending, thread, call.caller)
         finally:

@@ -99,7 +99,7 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
         if message is None:
             break
         send(service.handle(message))
-        if message.get("method") == "shutdown":
+        if message.get("method") == p.SHUTDOWN.name:
             break
     service.close()
 

@@ -334,7 +334,7 @@ class WorkerService:
 
     def rpc_where(self, _: p.NoArgs) -> p.StopInfo:
         """The current position, as a pause stop (after a run failed)."""
-        return self._stop(Stop(StopReason.PAUSE, self.s.pc, "stopped"))
+        return self._stop(Stop(StopReason.PAUSE, self.s.current, "stopped"))
 
     # -- breakpoints -----------------------------------------------------------------
 

@@ -23,16 +23,16 @@ from graph_dap.adapter.mixed.calls import can_skip
 from graph_dap.adapter.mixed.catalog import Catalog
 from graph_dap.adapter.mixed.graph_run import GraphRun, outputs_path
 from graph_dap.adapter.mixed.host_link import HostLink
-from graph_dap.adapter.mixed.ids import PYTHON, Ids, rename_ids, to_client
+from graph_dap.adapter.mixed.ids import PYTHON, IdKind, Ids, rename_ids, to_client
 from graph_dap.adapter.mixed.launch import ProgramLaunch
 from graph_dap.adapter.mixed.pool import WorkerPool
 from graph_dap.adapter.mixed.python_side import PythonSide
 from graph_dap.adapter.peer import Refused
-from graph_dap.adapter.protocol import Channel, Message
+from graph_dap.adapter.protocol import Channel, Message, MessageType
 from graph_dap.adapter.requests import UserError
 from graph_dap.adapter.state import ClientInfo
 from graph_dap.host import protocol as hp
-from graph_dap.kinds import BreakFilter, RunAction
+from graph_dap.kinds import BreakFilter, RunAction, StopReason
 from graph_dap.paths import PACKAGE
 from graph_dap.tasks import background
 
@@ -188,7 +188,7 @@ class MixedSession:
 
     def _run_call(self, request: int, call: hp.RunCall) -> None:
         entry = self.catalog.models.get(call.key)
-        skip = call.why == "breakpoint" and can_skip(self.catalog.conditions(call.key), call.call)  # (a decode step not asked for)
+        skip = call.why == StopReason.BREAKPOINT and can_skip(self.catalog.conditions(call.key), call.call)  # (a decode step not asked for)
         if entry is None or not entry.debuggable or self.terminated or skip:
             self.link.answer(request, hp.RunResult(RunAction.PLAIN))
             return
@@ -354,7 +354,7 @@ class MixedSession:
             else:
                 self.parked.pop(theirs, None)
         elif event == "breakpoint" and isinstance(out.get("breakpoint"), dict):
-            out["breakpoint"] = rename_ids(self.ids, PYTHON, [out["breakpoint"]], "breakpoint")[0]
+            out["breakpoint"] = rename_ids(self.ids, PYTHON, [out["breakpoint"]], IdKind.BREAKPOINT)[0]
         elif event == "process":
             out["name"] = self.launch.name
         elif event == "module" and isinstance(out.get("module"), dict):
@@ -375,7 +375,7 @@ class MixedSession:
 
     def _python_request(self, message: Message) -> None:
         """A reverse request of debugpy's (``runInTerminal``): to the client, whose answer goes back."""
-        forwarded: Message = {"type": "request", "command": message.get("command"), "arguments": message.get("arguments") or {}}
+        forwarded: Message = {"type": MessageType.REQUEST, "command": message.get("command"), "arguments": message.get("arguments") or {}}
         self.channel.send(forwarded)
         self._reverse[forwarded["seq"]] = message.get("seq", 0)
 

@@ -158,7 +158,7 @@ __all__ = [
 ]
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 HELLO = "graph-dap-worker"
 
 A = TypeVar("A")

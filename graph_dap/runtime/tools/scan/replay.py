@@ -14,7 +14,7 @@ from typing import Any
 
 from graph_dap.kinds import VALUE_FILTERS, BreakFilter
 from graph_dap.runtime.tools.references import parse_reference
-from graph_dap.runtime.tools.scan.results import InputResult
+from graph_dap.runtime.tools.scan.results import InputResult, ScanStatus
 
 _COMPARE_FLAG = {"provider": "--against-provider", "model": "--against-model", "opt_level": "--against-opt-level"}
 
@@ -24,7 +24,7 @@ def replay(header: Mapping[str, Any], result: InputResult, out_dir: Path) -> dic
     model = str(header.get("model", {}).get("path", ""))
     options = header.get("options", {})
     inputs = str((out_dir / result.failing_file).resolve()) if result.failing_file else None
-    if result.status == "invalid":
+    if result.status is ScanStatus.INVALID:
         return {"inputs": inputs, "command": None, "launch": None, "note": "the input does not fit the model: nothing to run"}
     breaks = [f for f in options.get("break_on", []) if f in VALUE_FILTERS] + [BreakFilter.ERROR.value]
     excludes = list(options.get("inf_exclude", []))
@@ -38,7 +38,7 @@ def replay(header: Mapping[str, Any], result: InputResult, out_dir: Path) -> dic
         launch["dims"] = dims
     if options.get("providers"):
         launch["providers"] = list(options["providers"])
-    if result.status == "mismatch" and options.get("reference"):
+    if result.status is ScanStatus.MISMATCH and options.get("reference"):
         ref = parse_reference(options["reference"])
         tol = options.get("tolerance") or {}
         args += ["compare", model, _COMPARE_FLAG[ref.kind], ref.target]
