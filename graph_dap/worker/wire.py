@@ -124,7 +124,7 @@ def pending(name: str, value: np.ndarray, stale: bool = False, note: str = "") -
     return p.Summary(
         name=name,
         text=f"{dtype}{shape} {size}, statistics being computed",
-        type=tensor_type(dtype, "tensor"),
+        type=tensor_type(dtype, ValueKind.TENSOR),
         dtype=dtype,
         shape=tuple(int(n) for n in value.shape),
         size=int(value.size),
