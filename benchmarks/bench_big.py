@@ -180,7 +180,7 @@ def child_graph_dap(path: str) -> dict[str, Any]:
     assert stop.reason is StopReason.BREAKPOINT and stop.node is not None and stop.node.id == target.id, stop
     t = time.perf_counter()
     stepped = 0
-    while stepped < 3 and s.pc is not None:
+    while stepped < 3 and s.current is not None:
         assert s.step().reason in (StopReason.STEP, StopReason.END)
         stepped += 1
     steps = (time.perf_counter() - t) / max(1, stepped)

@@ -1,17 +1,18 @@
-"""The closed sets that cross the process boundaries, one ``str`` enum each: one word per concept.
+"""The closed sets that cross the process boundaries or the folders, one ``str`` enum each: one word per concept.
 
 A leaf (no numpy, nothing of graph_dap): the runtime, the worker's protocol, the
 adapter, the host, the CLI and the language server all import it. The members are
 ``str``: they go over msgpack and JSON as their values, and compare equal to them
 (``StopReason.NAN == "nan"``), so a value read from a launch or a message is made a
 member once, at the edge (``BreakFilter(text)``), and compared as one after that.
+A closed set that one folder uses alone is an enum beside its user (``ScanStatus``, ``Metric``, ``ScopeKind``...).
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["FAULT_FILTERS", "VALUE_FILTERS", "BreakFilter", "FaultStops", "OptLevel", "RunAction", "SourceKind", "StopReason"]
+__all__ = ["FAULT_FILTERS", "VALUE_FILTERS", "BreakFilter", "Fault", "FaultStops", "OptLevel", "RunAction", "SourceKind", "StopReason", "ValueKind"]
 
 
 class _Closed(enum.StrEnum):
@@ -54,6 +55,14 @@ VALUE_FILTERS = (BreakFilter.NAN, BreakFilter.INF)
 FAULT_FILTERS = (*VALUE_FILTERS, BreakFilter.ERROR)
 
 
+class Fault(_Closed):
+    """What a watched value was found to hold (its words are the stop reasons'), or that it is somewhere inside."""
+
+    NAN = "nan"
+    INF = "inf"
+    INNER = "inner"  # a control-flow node's bodies: the session steps into it to find the node
+
+
 class FaultStops(_Closed):
     """After a NaN/Inf stop, which nodes stop the run again."""
 
@@ -84,3 +93,13 @@ class SourceKind(_Closed):
     PYTHON = "python"
     MODULE = "module"
     NONE = "none"
+
+
+class ValueKind(_Closed):
+    """What a value of the graph is: a tensor, a sequence, a map, an optional, or a type the model does not say."""
+
+    TENSOR = "tensor"
+    SEQUENCE = "sequence"
+    MAP = "map"
+    OPTIONAL = "optional"  # a summary's: an optional without a value
+    UNKNOWN = "unknown"

@@ -56,3 +56,11 @@ def tail_length(a: str, b: str) -> int:
     while n < min(len(pa), len(pb)) and pa[-1 - n] == pb[-1 - n]:
         n += 1
     return n
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one file (compared as resolved paths when one cannot be read)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))

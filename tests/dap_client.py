@@ -342,7 +342,13 @@ class DapClient:
         return {v["name"]: v for v in self.request("variables", variablesReference=reference, **kw)["variables"]}
 
     def scope_variables(self, scope: str) -> dict[str, dict[str, Any]]:
-        return self.variables(self.scopes()[scope]["variablesReference"])
+        """A scope's variables as a client that takes ``invalidated`` shows them: while some come without their
+        statistics ("... being computed"), asked again once the adapter says they are ready."""
+        got = self.variables(self.scopes()[scope]["variablesReference"])
+        while any(str(v.get("value", "")).endswith("being computed") for v in got.values()):
+            self.wait_for_event("invalidated")
+            got = self.variables(self.scopes()[scope]["variablesReference"])
+        return got
 
     def evaluate(self, expression: str, context: str = "repl", **kw: Any) -> dict[str, Any]:
         return self.request("evaluate", expression=expression, context=context, frameId=self.top_frame()["id"], **kw)

@@ -252,4 +252,4 @@ def test_values_evicted_under_a_memory_budget_are_still_shown(dap: DapClient, tm
     for name in ("v0", "v17", "v38"):
         assert float(dap.evaluate(f"{name}.sum()")["result"]) == pytest.approx(float(ref[name].sum()), rel=1e-6)
     values = dap.scope_variables("Values")
-    assert values["v5"]["value"].startswith("float32[2000,3] min=")
+    assert values["v5"]["value"].startswith("float32[2000,3] min="), values["v5"]

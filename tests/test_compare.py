@@ -285,7 +285,7 @@ def test_the_comparison_consulted_by_a_debug_session(tmp_path):
     verdicts = {}
     session.start()
     while True:
-        node = session.pc
+        node = session.current
         stop = session.step()
         verdicts[node.id] = comparison.observe(node, {o: session.value(o) for o in node.outputs if session.has_value(o)})
         if stop.reason is StopReason.END or session.at_end:
@@ -296,7 +296,7 @@ def test_the_comparison_consulted_by_a_debug_session(tmp_path):
     assert "first divergence at add (Add): 'a'" in verdicts["add"].message
     # stepping back and observing again replaces, it does not add
     session.step_back()
-    node = session.pc
+    node = session.current
     session.step()
     again = comparison.observe(node, {o: session.value(o) for o in node.outputs})
     assert len(comparison.rows) == 6 and again.node.id == verdicts[node.id].node.id

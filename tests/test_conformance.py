@@ -36,7 +36,7 @@ def _run(case: Case, fast: bool, filters: tuple[str, ...]) -> list:
             break
         # A NaN or Inf this case makes on purpose: the stop must be real, then the run goes on.
         assert stop.reason in (StopReason.NAN, StopReason.INF), f"{stop.reason.value}: {stop.message}"
-        value = np.asarray(s.value(stop.tensor))
+        value = np.asarray(s.value(stop.value))
         assert (np.isnan(value) if stop.reason is StopReason.NAN else np.isinf(value)).any(), stop.message
         stop = s.continue_()
     outputs = s.outputs()

@@ -173,7 +173,7 @@ def test_the_iterations_before_a_conditions_first_run_whole_in_one_call():
         exact(s.value(name), flat[f"{name}@4"], f"{name}@4")
     while s.iteration == 4:
         s.step_back()  # into iteration 3, which ran whole: what it started from is computed again
-    assert s.iteration == 3 and s.pc.id == "h_scan"
+    assert s.iteration == 3 and s.current.id == "h_scan"
     exact(s.value("h_in"), flat["h_out@2"], "h_in@3")
     exact(s.value("h_out"), flat["h_out@3"], "h_out@3")
     assert s.continue_().reason is StopReason.BREAKPOINT and s.iteration == 4
@@ -331,7 +331,7 @@ def test_a_nan_inside_a_scan_iteration_stops_there_though_the_outputs_are_clean(
     s = DebugSession(m, feeds, fast=fast, break_on=["nan"])
     stop = s.continue_()
     assert stop.reason is StopReason.NAN and stop.node.id == "log_row"
-    assert stop.path == (PathStep("scan", "body", 3),) and stop.tensor == "lg"
+    assert stop.path == (PathStep("scan", "body", 3),) and stop.value == "lg"
     assert stop.details["count"] == 1
     exact(s.value("row"), rows[3], "row")
     assert s.continue_().reason is StopReason.END

@@ -90,7 +90,7 @@ def test_the_fast_watch_stops_where_the_type_first_holds_nan_or_inf(kind):
     s.start()
     stop = s.continue_()
     want = StopReason.NAN if kind in dtypes.NO_INF else StopReason.INF
-    assert (stop.reason, stop.node.id if stop.node else None, stop.tensor) == (want, "down", "y")
+    assert (stop.reason, stop.node.id if stop.node else None, stop.value) == (want, "down", "y")
     # one segment ran all five nodes (then, in one more call, the two that make y and its producer's input,
     # to find it exactly): the sums saw it, not a node-by-node check; had they missed y, the first sum to
     # fire would be float32 w's, at "up"
@@ -234,11 +234,11 @@ def test_the_watch_inside_an_if_sees_bfloat16(exclude):
     s.start()
     stop = s.continue_()
     if exclude:  # the Casts' Inf is left out inside (IsNaN and Where on the float32 cast); it leaves the branch as r
-        assert (stop.reason, stop.node.id if stop.node else None, stop.tensor) == (StopReason.INF, "if", "r")
+        assert (stop.reason, stop.node.id if stop.node else None, stop.value) == (StopReason.INF, "if", "r")
         truth = ort_float32(model, {"x": X, "cond": np.array(True)}, ["r"])["r"]
         np.testing.assert_array_equal(s.value("r"), truth)
     else:
-        assert (stop.reason, stop.node.id if stop.node else None, stop.tensor) == (StopReason.INF, "down", "b")
+        assert (stop.reason, stop.node.id if stop.node else None, stop.value) == (StopReason.INF, "down", "b")
         assert str(s.value("b").dtype) == "bfloat16"
 
 

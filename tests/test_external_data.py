@@ -263,3 +263,42 @@ def test_every_command_reads_the_external_data_from_the_models_folder_run_from_a
     for spec in ("opt_level:none", f"model:{model}"):
         ref = OutputsReference(load_graph(model), check_reference(spec), Path.cwd())
         np.testing.assert_allclose(ref.outputs(TOKENS)["logits"], truth["logits"], rtol=1e-5, atol=1e-6)
+
+
+def test_scopes_answer_at_once_without_statistics_then_have_the_client_ask_again(dap, saved, tmp_path):
+    """At a stop, a page reads no weight and recomputes nothing before it answers: the Initializers scope gives each
+    weight's type, shape and bytes (summarized in the background), the Values scope each value the optimized run did
+    not keep by its type (recomputed once no call waits); an ``invalidated`` event (with the frame) then has the
+    client ask again, and the page holds the summaries of the weights' own values and of onnxruntime's. (A client
+    without the event gets them in the first answer, as before: the worker's default, tested in test_language_models.)"""
+    from graph_dap.runtime.tensor import format_bytes, summarize
+    from graph_dap.worker import wire
+
+    np.savez(tmp_path / "tokens.npz", **TOKENS)
+    arrays = {t.name: numpy_helper.to_array(t) for t in decoder_model().graph.initializer}
+    dap.start(str(saved), inputs=str(tmp_path / "tokens.npz"), breakpoints=["logits"])  # (a client that takes the event)
+    dap.wait_for_stop("function breakpoint")
+    frame = dap.top_frame()["id"]
+    first = dap.variables(dap.scopes(frame)["Initializers"]["variablesReference"])
+    assert set(first) == set(arrays)
+    for name, v in first.items():
+        a, shape = arrays[name], f"[{','.join(map(str, arrays[name].shape))}]"
+        assert v["value"] == f"float32{shape} {format_bytes(a.nbytes)}, statistics being computed", name
+        listed = dap.variables(v["variablesReference"], filter="named")
+        assert {k: s["value"] for k, s in listed.items()} == {"shape": shape, "dtype": "float32", "bytes": format_bytes(a.nbytes)}
+    assert dap.wait_for_event("invalidated") == {"areas": ["variables"], "stackFrameId": frame}
+    again = dap.variables(dap.scopes(frame)["Initializers"]["variablesReference"])
+    assert set(again) == set(arrays)
+    for name, v in again.items():
+        assert v["value"] == summarize(arrays[name]).text(), name
+        listed = dap.variables(v["variablesReference"], filter="named")
+        assert {k: s["value"] for k, s in listed.items()} == dict(wire.summary(name, arrays[name]).stats), name
+    # the Values scope: what the optimized run did not keep (its MatMul + Add fused, say) comes by its type first
+    first = dap.variables(dap.scopes(frame)["Values"]["variablesReference"])
+    recomputed = [n for n, v in first.items() if v["value"].endswith(" being computed") and n not in arrays]
+    assert {"a0", "ab0", "res1"} <= set(recomputed) and first["a0"]["value"] == "float32[1,5,48] being computed"
+    assert dap.wait_for_event("invalidated") == {"areas": ["variables"], "stackFrameId": frame}
+    shown = dap.scope_variables("Values")  # (asked again until nothing is being computed)
+    truth = ort_values(onnx.load(str(saved)), TOKENS)
+    for name in recomputed:
+        assert shown[name]["value"] == f"{summarize(truth[name]).text()} (recomputed with the original nodes)", name

@@ -80,7 +80,7 @@ def test_pruning_rule_on_its_own(op, extras, attrs, shape, pruned):
             s.start()
             stop = s.continue_()
             assert stop.reason in (StopReason.NAN, StopReason.INF), (bad, where, stop.message)
-            assert stop.node.id == "neg" and stop.tensor == "t" and s.pc.id == "op"
+            assert stop.node.id == "neg" and stop.value == "t" and s.current.id == "op"
 
 
 UNARY_NAN = ["Relu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus", "Exp", "Erf", "Reciprocal", "Sign", "Atan", "Softmax"]
@@ -107,7 +107,7 @@ def test_an_activation_guards_the_tensor_before_it_for_what_it_keeps(op):
         s = DebugSession(model, {"x": -x}, break_on=filters)
         stop = s.continue_()
         assert stop.reason in (StopReason.NAN, StopReason.INF), (op, bad, stop.message)
-        assert stop.node.id == "neg" and stop.tensor == "t", (op, bad, stop.message)
+        assert stop.node.id == "neg" and stop.value == "t", (op, bad, stop.message)
 
 
 KEEPS_FINITE = ["Relu", "Tanh", "Sigmoid", "HardSigmoid", "Erf", "Atan", "Sign", "Abs", "Neg", "Floor", "Ceil", "Round", "Softsign",
@@ -136,7 +136,7 @@ def test_an_op_that_keeps_finite_values_finite_needs_no_watch_after_a_watched_te
             x[2, 1] = bad
             s = DebugSession(model, {"x": -x}, break_on=["nan", "inf"])
             stop = s.continue_()
-            assert stop.reason in (StopReason.NAN, StopReason.INF) and stop.node.id == "neg" and stop.tensor == "t", stop.message
+            assert stop.reason in (StopReason.NAN, StopReason.INF) and stop.node.id == "neg" and stop.value == "t", stop.message
             carried = s.continue_()  # what the op makes of it (Sin of Inf: NaN) is reported next, as before
             assert carried.reason is StopReason.END or carried.node.id == "op", carried.message
 
@@ -194,7 +194,7 @@ def test_memory_budget_bounds_what_is_kept_and_everything_stays_readable():
         assert_same(s.value(name), truth[name], name)
     for _ in range(5):
         s.step_back()
-    assert s.pc.id == "tanh37" and not s.has_value("v38")
+    assert s.current.id == "tanh37" and not s.has_value("v38")
     assert_same(s.value("u37"), truth["u37"], "u37")
     s.set_value("v10", np.zeros((size, size), np.float32))
     assert s.continue_().reason is StopReason.END

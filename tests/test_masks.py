@@ -124,3 +124,50 @@ def test_nan_exclude_leaves_a_nodes_nan_alone_and_says_so(fast, capsys, tmp_path
         assert cli.main(["run", str(path), "--inputs", str(tmp_path / "in.npz"), "--break-on", "nan", "--nan-exclude", "op:Sqrt"]) == 0
         assert cli.main(["run", str(path), "--inputs", str(tmp_path / "in.npz"), "--break-on", "nan"]) == 1
         assert "stopped (NaN) at root (Sqrt)" in capsys.readouterr().out
+
+
+def test_scan_takes_nan_exclude_records_it_and_replays_with_it(tmp_path, capsys):
+    """A mask the model is fed (not recognized: it is no constant) masks row 1 whole, so its Softmax is NaN on purpose:
+    ``scan --nan-exclude softmax --inf-exclude add_mask`` leaves it alone, still finds a real NaN where onnxruntime makes
+    it, and keeps both exclusions in scan.json and in the replay's command and launch configuration."""
+    import json
+    import shlex
+
+    from graph_dap import cli
+
+    fed = masked_attention(-np.inf).graph
+    nodes = [n for n in fed.node if n.name != "mask"]  # add_mask reads the input 'mask' instead
+    model = make_model(nodes, [tensor("x", [T, D]), tensor("mask", [T, T])], [tensor("y", [T, D])],
+                       [i for i in fed.initializer if i.name in ("w", "zero")])
+    path = tmp_path / "attn.onnx"
+    path.write_bytes(model.SerializeToString())
+    cases = {}
+    for name, nan_at in (("padded", None), ("poisoned", (2, 3))):
+        f = feeds(padded_row=1, nan_at=nan_at)
+        cases[name] = {"x": f["x"], "mask": np.where(f["keep"], 0.0, -np.inf).astype(np.float32)}
+        np.savez(tmp_path / f"{name}.npz", **cases[name])
+    truth = ort_values(model, cases["padded"])
+    assert np.isnan(truth["p"][1]).all() and np.isfinite(truth["y"]).all()  # NaN on purpose, guarded
+    poisoned = ort_values(model, cases["poisoned"])
+    first = next(n.name for n in model.graph.node if n.name != "softmax" and any(np.isnan(poisoned[o]).any() for o in n.output))
+    out = tmp_path / "o"
+    code = cli.main(["scan", str(path), "--inputs", str(tmp_path / "*.npz"), "--out", str(out), "--workers", "1", "--json",
+                     "--nan-exclude", "softmax", "--inf-exclude", "add_mask"])
+    capsys.readouterr()
+    assert code == 1
+    data = json.loads((out / "scan.json").read_text())
+    assert (data["options"]["nan_exclude"], data["options"]["inf_exclude"]) == (["softmax"], ["add_mask"])
+    got = {r["id"]: r for r in data["results"]}
+    assert got["padded"]["status"] == "clean"
+    assert (got["poisoned"]["status"], got["poisoned"]["node"]["id"]) == ("nan", first)
+    replay = got["poisoned"]["replay"]
+    assert (replay["launch"]["nanExclude"], replay["launch"]["infExclude"]) == (["softmax"], ["add_mask"])
+    args = shlex.split(replay["command"])[1:]
+    assert "--nan-exclude=softmax" in args and "--inf-exclude=add_mask" in args
+    assert cli.main([*args, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["node"]["id"] == first
+    # the exclusion is what keeps the padded input clean: the same replay without it stops at the Softmax
+    padded = [a for a in args if a != "--nan-exclude=softmax"]
+    padded[padded.index("--inputs") + 1] = str(tmp_path / "padded.npz")
+    assert cli.main([*padded, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["node"]["id"] == "softmax"

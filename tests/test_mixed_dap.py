@@ -131,6 +131,35 @@ def test_the_nan_filter_stops_at_the_first_call_whose_graph_makes_nan(dap, model
     wait_printed(dap, "call 7: nan")
 
 
+def test_nan_exclude_in_a_program_launch_leaves_that_nodes_nan_alone_in_the_programs_runs(dap, models):
+    """The launch argument ``nanExclude`` of a model launch works in a program launch too: the host's watch of
+    ROOT's runs lets the NaN of call 7 through (sqrt1 makes it, halve carries it to the output): no stop, the
+    program prints it."""
+    launch_program(dap, models, exceptions=["nan"], nanExclude=["sqrt1", "halve"])
+    wait_printed(dap, "total: nan")
+    assert "call 7: nan" in dap.output()
+    assert not [e for e in dap.events_named("stopped") if e["body"]["reason"] == "exception"]
+
+
+def test_a_call_a_breakpoint_skips_is_watched_and_nan_exclude_reaches_its_graph_session(dap, models):
+    """ROOT has a breakpoint for call 8 only: call 7 runs without a graph session, yet watched (the nan filter is on),
+    and its NaN is debugged with the launch's ``nanExclude``: sqrt1's NaN is left alone, and halve, which carries it on
+    to the output, stops and says what the watch left alone. Call 8 then stops at its breakpoint."""
+    launch_program(dap, models, functions=[{"name": "halve", "condition": "call == 8"}], exceptions=["nan"], nanExclude=["sqrt1"])
+    stop = graph_stop(dap, "exception")
+    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #7"]
+    info = dap.request("exceptionInfo", threadId=stop["threadId"])
+    assert info["exceptionId"] == "nan" and "halve (Mul) produced" in info["description"]
+    assert "not watched: the NaN of sqrt1 (--nan-exclude)" in info["description"]
+    dap.request("continue", threadId=stop["threadId"])
+    wait_printed(dap, "call 7: nan")
+    stop = graph_stop(dap, "function breakpoint")
+    assert stop["threadId"] == threads(dap)["graph: root.onnx, run #8"]
+    assert frames(dap, stop["threadId"])[0]["name"] == "halve (Mul)"
+    dap.request("continue", threadId=stop["threadId"])
+    wait_printed(dap, "total: nan")
+
+
 def test_the_programs_other_threads_run_on_while_a_graph_is_stopped(dap, models):
     dap.initialize()
     misbehaving = str(PROGRAM.parent / "misbehaving.py")

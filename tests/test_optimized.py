@@ -198,7 +198,7 @@ def test_a_fusion_that_computes_a_nan_the_original_nodes_do_not_says_so():
     assert DebugSession(model, feeds, opt_level="none", break_on=["nan"]).continue_().reason is StopReason.END
     stop = DebugSession(model, feeds, opt_level="all", break_on=["nan"]).continue_()
     assert stop.reason is StopReason.NAN and stop.details["disagreement"] and stop.details["opt_level"] == "all"
-    assert stop.tensor == "y" and set(stop.details["origin"]) == {"conv", "bn"}
+    assert stop.value == "y" and set(stop.details["origin"]) == {"conv", "bn"}
     assert "makes NaN in 'y'" in stop.message and "from conv, bn" in stop.message
     assert "the original nodes compute it without NaN (float32[1,1,2,2] min=0 max=0" in stop.message
 

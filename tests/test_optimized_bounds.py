@@ -81,7 +81,7 @@ def test_with_the_inf_filter_a_relu_is_fused_into_its_conv_and_a_hidden_minus_in
     assert np.isneginf(values["c1"]).any() and np.isfinite(values["y1"]).all() and np.isfinite(values["y2"]).all()
     s = DebugSession(bad, huge, break_on=["nan", "inf"])
     stop = s.continue_()
-    assert stop.reason is StopReason.INF and stop.node.id == "conv1" and stop.tensor == "c1", stop.message
+    assert stop.reason is StopReason.INF and stop.node.id == "conv1" and stop.value == "c1", stop.message
     assert_exact(s.value("c1"), values["c1"], "c1")
 
 
@@ -94,7 +94,7 @@ def test_a_normalization_that_makes_minus_inf_itself_keeps_its_output_watched():
     s, plan = watched_whole(model, feeds)
     assert plan is not None and plan.watch is not None and "b1" in plan.watch.watched and "b1" not in plan.watch.bounded
     stop = s.continue_()
-    assert stop.reason is StopReason.INF and stop.node.id == "bn1" and stop.tensor == "b1", stop.message
+    assert stop.reason is StopReason.INF and stop.node.id == "bn1" and stop.value == "b1", stop.message
 
 
 def residual(c: int = 8, weights: dict | None = None, var: dict | None = None, plain_bn: bool = False):
@@ -218,7 +218,7 @@ def test_a_fault_a_fused_residual_block_hides_is_found_at_the_exact_original_nod
     assert plan is not None and plan.watch is not None
     assert {"sum1", "sum2"} & set(plan.watch.bounded) == bounded
     stop = s.continue_()
-    assert stop.node.id == expected and stop.tensor == tensor_name, stop.message
+    assert stop.node.id == expected and stop.value == tensor_name, stop.message
     assert stop.reason is (StopReason.NAN if np.isnan(values[tensor_name]).any() else StopReason.INF)
     producer = s.graph.node(expected)
     for name in [*producer.inputs, *producer.outputs]:
@@ -240,7 +240,7 @@ def test_a_source_whose_inf_is_excluded_bounds_nothing():
     plan = whole_plan(s)
     assert plan.watch is not None and "r0" not in plan.watch.checked and "b1" in plan.watch.watched
     stop = s.continue_()
-    assert stop.reason is StopReason.INF and stop.node.id == "conv1" and stop.tensor == name, stop.message
+    assert stop.reason is StopReason.INF and stop.node.id == "conv1" and stop.value == name, stop.message
     assert_exact(s.value(name), values[name], name)
 
 
@@ -309,7 +309,7 @@ def test_a_conv_of_a_bounded_tensor_of_any_sign_is_bounded_too():
     assert node == "c2" and np.isfinite(values["prob"]).all()
     s = DebugSession(bad, huge, break_on=["nan", "inf"])
     stop = s.continue_()
-    assert stop.reason is StopReason.INF and stop.node.id == "c2" and stop.tensor == name, stop.message
+    assert stop.reason is StopReason.INF and stop.node.id == "c2" and stop.value == name, stop.message
     assert_exact(s.value("c2"), values["c2"], "c2")
     assert_exact(s.value("td"), values["td"], "td")
 
@@ -319,7 +319,7 @@ def test_a_conv_of_a_bounded_tensor_of_any_sign_is_bounded_too():
     assert node == "c5" and np.isposinf(values["c5"]).any() and np.isfinite(values["prob"]).all()
     s = DebugSession(bad, huge, break_on=["nan", "inf"])
     stop = s.continue_()
-    assert stop.reason is StopReason.INF and stop.node.id == "c5" and stop.tensor == name, stop.message
+    assert stop.reason is StopReason.INF and stop.node.id == "c5" and stop.value == name, stop.message
     assert_exact(s.value("c5"), values["c5"], "c5")
 
 
@@ -343,7 +343,7 @@ def test_a_conv_of_a_value_the_segment_is_fed_is_bounded_by_the_sum_of_its_magni
     assert node == "conv1" and np.isfinite(values["y1"]).all()
     s = DebugSession(bad, huge, break_on=["nan", "inf"])
     stop = s.continue_()
-    assert stop.reason is StopReason.INF and stop.node.id == "conv1" and stop.tensor == name, stop.message
+    assert stop.reason is StopReason.INF and stop.node.id == "conv1" and stop.value == name, stop.message
     assert_exact(s.value(name), values[name], name)
 
 
@@ -361,7 +361,7 @@ def test_a_shortcut_set_from_outside_is_not_taken_to_be_non_negative():
         s.set_breakpoints([])
         s.set_value("out1", low)
         stop = s.continue_()
-        stops.append((stop.reason, stop.node.id if stop.node else None, stop.tensor))
+        stops.append((stop.reason, stop.node.id if stop.node else None, stop.value))
         assert stop.reason is StopReason.INF, stop.message
         assert np.isneginf(s.value("sum2")).all() and np.isfinite(s.value("b2b.bn")).all()
     assert stops[0] == stops[1] == (StopReason.INF, "b2/sum", "sum2")

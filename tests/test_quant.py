@@ -225,14 +225,14 @@ def test_a_scan_against_the_float_model_ranks_groups_over_the_data_set(models, t
     from graph_dap.runtime.tools.quant.dataset import aggregate
     from graph_dap.runtime.tools.scan.results import InputResult
     from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig
-    from graph_dap.runtime.tools.scan.sources import WorkItem
+    from graph_dap.runtime.tools.scan.sources import ItemKind, WorkItem
 
     bad = coarser(models["qdq"], tmp_path / "bad.onnx", "c2_scale")
     config = ScanConfig(model=str(bad), break_on=("nan", "inf", "error", "mismatch"), reference=f"model:{models['float']}")
     scanner = InputScanner(config)
     results: list[InputResult] = []
     for i, feeds in enumerate(samples(3)):
-        result, _ = scanner.scan(WorkItem(i, f"in{i}", "arrays", f"in{i}", feeds=feeds))
+        result, _ = scanner.scan(WorkItem(i, f"in{i}", ItemKind.ARRAYS, f"in{i}", feeds=feeds))
         results.append(result)
     scanner.close()
     assert [r.status for r in results] == ["mismatch"] * 3 and {r.node.id for r in results} == {"conv2"}
@@ -272,7 +272,7 @@ def test_a_debug_session_against_the_float_model_stops_where_the_error_is_born(m
     try:
         stop = lockstep.continue_()
         assert stop.reason is StopReason.MISMATCH and stop.node.id == "c2_DequantizeLinear"
-        assert stop.tensor == "c2_DequantizeLinear_Output" and float(stop.details["local SQNR dB"]) < 20
+        assert stop.value == "c2_DequantizeLinear_Output" and float(stop.details["local SQNR dB"]) < 20
         assert "conv2" in stop.message and lockstep.to_dict()["first_divergence"]["group"] == "conv2"
         assert lockstep.continue_().reason is StopReason.END
     finally:

@@ -350,6 +350,12 @@ def test_resuming_another_scans_file_is_refused(tmp_path, capsys):
                  "--break-on", "nan"])
     err = capsys.readouterr().err
     assert code == 2 and "is from another scan (options differs" in err
+    saved = json.loads((tmp_path / "o" / "scan.json").read_text())
+    saved["results"][0]["status"] = "sometimes"  # not a status a scan writes
+    (tmp_path / "o" / "scan.json").write_text(json.dumps(saved))
+    code = main(["scan", str(tmp_path / "chain.onnx"), "--inputs", str(tmp_path / "c.npz"), "--out", str(tmp_path / "o"), "--resume"])
+    err = capsys.readouterr().err
+    assert code == 2 and "is not one a scan writes (unknown status 'sometimes'; expected one of clean, nan" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_ray_missing_says_how_to_install_it(tmp_path):

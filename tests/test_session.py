@@ -87,7 +87,7 @@ def test_step_step_back_goto_run_to_restart():
     assert stop.reason is StopReason.STEP and stop.node.id == "relu"
     assert s.last_node.id == "conv" and s.has_value("c")
     s.step()
-    assert s.pc.id == "add"
+    assert s.current.id == "add"
     back = s.step_back()
     assert back.node.id == "relu" and not s.has_value("r") and s.last_node.id == "conv"
     with pytest.raises(ValueNotFoundError, match=r"not computed yet: node relu \(Relu\) makes it, the next node"):
@@ -96,15 +96,15 @@ def test_step_step_back_goto_run_to_restart():
         s.evaluate("m.max() + 1")  # an expression says where a value it reads is made, as a plain read does
     # goto forward: the target's inputs are computed, skipped nodes are not run as steps
     stop = s.goto("sigmoid")
-    assert stop.reason is StopReason.GOTO and s.pc.id == "sigmoid" and s.has_value("m")
+    assert stop.reason is StopReason.GOTO and s.current.id == "sigmoid" and s.has_value("m")
     s.step_back()
-    assert s.pc.id == "relu" and not s.has_value("m")
+    assert s.current.id == "relu" and not s.has_value("m")
     stop = s.run_to("mul")
     assert stop.node.id == "mul" and s.has_value("a")
     with pytest.raises(GraphDapError, match="already ran"):
         s.run_to("conv")
     stop = s.restart()
-    assert stop.reason is StopReason.ENTRY and s.pc.id == "conv" and not s.has_value("c")
+    assert stop.reason is StopReason.ENTRY and s.current.id == "conv" and not s.has_value("c")
     assert s.continue_().reason is StopReason.END
 
 
@@ -137,7 +137,7 @@ def test_conditions_on_inputs_and_outputs_and_hit_counts():
     s.start()
     stop = s.continue_()
     # v3 is the output of add2 (seen by a look-ahead) and then known at every later node
-    assert stop.node.id == "add2" and s.pc.id == "add2" and not s.has_value("v3")
+    assert stop.node.id == "add2" and s.current.id == "add2" and not s.has_value("v3")
     assert [s.continue_().node.id for _ in range(3)] == ["add3", "add4", "add5"]
     assert s.continue_().reason is StopReason.END
     assert s.executions["add2"] == 1  # the look-ahead for an output condition is not counted as a run
@@ -185,9 +185,9 @@ def test_nan_and_inf_filters_stop_at_the_producer():
     s = DebugSession(nan_model(1.0), {"x": x}, break_on=["nan"])  # d = [0, 1, 2, -0.5] -> l = [-inf, 0, .69, nan]
     s.start()
     stop = s.continue_()
-    assert stop.reason is StopReason.NAN and stop.node.id == "log" and stop.tensor == "l"
+    assert stop.reason is StopReason.NAN and stop.node.id == "log" and stop.value == "l"
     assert stop.details["count"] == 1 and stop.details["first_index"] == [3] and stop.details["input_had_it"] is False
-    assert s.pc.id == "clip" and s.last_node.id == "log"
+    assert s.current.id == "clip" and s.last_node.id == "log"
     s = DebugSession(nan_model(0.5), {"x": x}, break_on=["inf"])  # d = [.5, 1.5, 2.5, 0] -> -inf at 3
     s.start()
     stop = s.continue_()
@@ -217,7 +217,7 @@ def test_node_error_stop_carries_node_inputs_and_ort_message():
     assert stop.reason is StopReason.ERROR and stop.node.id == "bad_reshape"
     assert "bad_reshape (Reshape)" in stop.message and stop.details["ort_message"]
     assert stop.details["inputs"]["r"].startswith("float32[6]")
-    assert s.pc.id == "bad_reshape"
+    assert s.current.id == "bad_reshape"
 
 
 def test_set_value_recomputes_exactly_the_dependents():

@@ -165,6 +165,6 @@ def test_a_nan_made_inside_a_fused_group_is_named_at_its_original_node() -> None
     s = DebugSession(model, feeds, break_on=["nan", "inf"])
     s.start()
     stop = s.continue_()
-    assert stop.reason is StopReason.NAN and stop.node.id == "fc1" and stop.tensor == "m1", stop.message
+    assert stop.reason is StopReason.NAN and stop.node.id == "fc1" and stop.value == "m1", stop.message
     assert "input w1 already held NaN" in stop.message
     assert stop.details["count"] == int(np.isnan(ort_values(model, feeds, ["m1"])["m1"]).sum())

@@ -42,8 +42,8 @@ def test_a_fault_in_a_late_part_stops_there(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(runs, "_PARTS_MIN_S", 0.0)
     model = poisoned(4)
     s, first, second, built = stop_twice(model)
-    assert (first.reason, first.node.id, first.tensor) == (StopReason.NAN, "b4b", "b4b")
-    assert (second.reason, second.node.id, second.tensor) == (StopReason.NAN, "b4b", "b4b")
+    assert (first.reason, first.node.id, first.value) == (StopReason.NAN, "b4b", "b4b")
+    assert (second.reason, second.node.id, second.value) == (StopReason.NAN, "b4b", "b4b")
     assert second.message == first.message
     assert built >= 2  # the second continue built its parts' sessions...
     assert s.executions["b5out"] == 1  # ...and stopped in the part of the fault: the last block ran only in the first, whole run
@@ -71,5 +71,5 @@ def test_a_weight_holding_nan_or_inf_bounds_nothing(bad: float) -> None:
     s.start()
     stop = s.continue_()
     truth = ort_values(model, {"x": X}, ["b2b"])["b2b"]
-    assert (stop.node.id, stop.tensor) == ("b2b", "b2b") and not np.isfinite(truth).all()
+    assert (stop.node.id, stop.value) == ("b2b", "b2b") and not np.isfinite(truth).all()
     np.testing.assert_array_equal(s.value("b2b"), truth)

@@ -65,7 +65,7 @@ _SUMMARY = {"name": "x", "text": "", "type": "tensor(float)", "dtype": "float32"
         (p.LoadArgs, {"dims": {}}, "LoadArgs: missing field 'model' of LoadArgs"),
         (p.RunArgs, {"command": "fly"}, "RunArgs.command: expected one of 'start', "),
         (p.ChildrenArgs, {"name": "x", "count": True}, "ChildrenArgs.count: expected an integer, got bool True"),
-        (p.StopInfo, {"reason": "end", "node": {"id": "n", "name": "n"}, "pc": None, "last_node": None}, "StopInfo.node: missing field 'op_type'"),
+        (p.StopInfo, {"reason": "end", "node": {"id": "n", "name": "n"}, "current": None, "last_node": None}, "StopInfo.node: missing field 'op_type'"),
         (p.Summary, {"name": "x", "text": "", "type": "", "dtype": "", "shape": [1], "size": 1, "color": 1}, "unknown field 'color'"),
         (p.SUMMARIES.result, [5], "tuple[Summary, ...][0]: expected a map of Summary, got int 5"),
         (p.Summary, {**_SUMMARY, "stats": [["min", "0"], ["max", 1]]}, "Summary.stats[1][1]: expected a string, got int 1"),
@@ -145,9 +145,9 @@ def test_typed_calls_and_errors_raised_by_type(tmp_path: Path) -> None:
         graph = await worker.load(p.LoadArgs(str(model), str(inputs), write_listing=False))
         assert [n.id for n in graph.nodes] == ["conv", "relu", "add", "mul", "sigmoid", "side"]
         stop = await worker.run(p.RunArgs(p.RunCommand.START))
-        assert stop.reason == "entry" and stop.pc == "conv"
+        assert stop.reason == "entry" and stop.current == "conv"
         stop = await worker.run(p.RunArgs(p.RunCommand.STEP))
-        assert stop.reason == "step" and stop.pc == "relu" and stop.last_node == "conv"
+        assert stop.reason == "step" and stop.current == "relu" and stop.last_node == "conv"
         assert "c" in (await worker.values()).computed
         (summary,) = await worker.summaries(p.SummariesArgs(("c",)))
         assert summary.shape == (1, 4, 8, 8) and dict(summary.stats)["max"] == f"{truth['c'].max():.7g}"

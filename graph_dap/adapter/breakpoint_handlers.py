@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_dap.adapter.breakpoints import Wanted, inf_exclusions
+from graph_dap.adapter.breakpoints import BreakpointKind, Wanted, inf_exclusions
 from graph_dap.adapter.requests import InvalidRequest, Request, checked, items_of
 from graph_dap.adapter.source_handlers import SourceRequests
-from graph_dap.adapter.variables import ScopeRef, TensorRef
+from graph_dap.adapter.variables import ScopeKind, ScopeRef, TensorRef
 from graph_dap.errors import GraphDapError
 from graph_dap.kinds import BreakFilter
 from graph_dap.names import unquoted
@@ -34,23 +34,17 @@ class BreakpointRequests(SourceRequests):
             log_message = checked(bp, "logMessage", str, None) or None
             node = listing.node_at_or_after(line) if ours and listing is not None else None
             if not ours:
-                wanted.append(Wanted("source", self.breakpoints.new_id(), (), None, "not the graph listing of this session"))
+                wanted.append(Wanted(BreakpointKind.SOURCE, self.breakpoints.new_id(), (), None, "not the graph listing of this session"))
             elif node is None:
-                wanted.append(Wanted("source", self.breakpoints.new_id(), (), None, f"no node on or after line {line}"))
+                wanted.append(Wanted(BreakpointKind.SOURCE, self.breakpoints.new_id(), (), None, f"no node on or after line {line}"))
             else:
                 spec = p.BreakpointSpec(node.id, condition, hit_condition, log_message)
-                wanted.append(Wanted("source", self.breakpoints.new_id(), (spec,), node.line))
+                wanted.append(Wanted(BreakpointKind.SOURCE, self.breakpoints.new_id(), (spec,), node.line))
         if ours:
-            self.breakpoints.replace("source", wanted)
+            self.breakpoints.replace(BreakpointKind.SOURCE, wanted)
             await self._apply_breakpoints()
         src = listing.source() if ours and listing is not None else None
-        bodies = []
-        for w in wanted:
-            body = self.breakpoints.body(w, src)
-            if "line" in body:
-                body["line"] = self._line_out(body["line"])
-            bodies.append(body)
-        return {"breakpoints": bodies}
+        return {"breakpoints": self._line_bodies(wanted, src)}
 
     async def setFunctionBreakpoints_request(self, request: Request) -> dict[str, Any]:
         wanted: list[Wanted] = []
@@ -62,8 +56,8 @@ class BreakpointRequests(SourceRequests):
                 checked(bp, "hitCondition", str, None, where) or None,
                 checked(bp, "logMessage", str, None, where) or None,
             )
-            wanted.append(Wanted("function", self.breakpoints.new_id(), (spec,)))
-        self.breakpoints.replace("function", wanted)
+            wanted.append(Wanted(BreakpointKind.FUNCTION, self.breakpoints.new_id(), (spec,)))
+        self.breakpoints.replace(BreakpointKind.FUNCTION, wanted)
         await self._apply_breakpoints()
         return {"breakpoints": [self.breakpoints.body(w) for w in wanted]}
 
@@ -73,7 +67,7 @@ class BreakpointRequests(SourceRequests):
         container = self.variables.handles.get(reference) if reference else None
         if reference and container is None:
             raise InvalidRequest(f"unknown variablesReference {reference}")
-        if isinstance(container, TensorRef) or (isinstance(container, ScopeRef) and container.kind == "attributes"):
+        if isinstance(container, TensorRef) or (isinstance(container, ScopeRef) and container.kind is ScopeKind.ATTRIBUTES):
             return {"dataId": None, "description": "only whole tensors can have data breakpoints"}
         value = name if container is not None else unquoted(name)
         if self.graph is None or value not in self.graph.value_names:
@@ -99,7 +93,7 @@ class BreakpointRequests(SourceRequests):
             try:
                 targets = await worker.data_targets(p.NameArgs(name))
             except GraphDapError as error:
-                wanted.append(Wanted("data", self.breakpoints.new_id(), (), None, str(error)))
+                wanted.append(Wanted(BreakpointKind.DATA, self.breakpoints.new_id(), (), None, str(error)))
                 continue
             nodes: list[str] = []
             messages: list[str] = []
@@ -109,8 +103,8 @@ class BreakpointRequests(SourceRequests):
                     if not found:
                         messages.append(why)
             specs = tuple(p.BreakpointSpec(n, condition, hit) for n in dict.fromkeys(nodes))
-            wanted.append(Wanted("data", self.breakpoints.new_id(), specs, None, "; ".join(messages)))
-        self.breakpoints.replace("data", wanted)
+            wanted.append(Wanted(BreakpointKind.DATA, self.breakpoints.new_id(), specs, None, "; ".join(messages)))
+        self.breakpoints.replace(BreakpointKind.DATA, wanted)
         await self._apply_breakpoints()
         return {"breakpoints": [self.breakpoints.body(w) for w in wanted]}
 

@@ -10,6 +10,7 @@ the exception filters.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +18,17 @@ from typing import Any
 from graph_dap.kinds import BreakFilter
 from graph_dap.worker.protocol import BreakOnArgs, BreakpointResult, BreakpointSpec
 
-KINDS = ("source", "function", "data")
-STOP_REASONS = {"source": "breakpoint", "function": "function breakpoint", "data": "data breakpoint"}
+
+class BreakpointKind(enum.StrEnum):
+    """The kinds of breakpoint DAP sets, each with its own request."""
+
+    SOURCE = "source"  # on a line: of the listing, or of a Python file of the model's source
+    FUNCTION = "function"
+    DATA = "data"
+
+
+KINDS = tuple(BreakpointKind)
+STOP_REASONS = {BreakpointKind.SOURCE: "breakpoint", BreakpointKind.FUNCTION: "function breakpoint", BreakpointKind.DATA: "data breakpoint"}
 #: The stop reason of a breakpoint on a line of the model's Python source. Not "breakpoint": at a
 #: "breakpoint" VS Code shows the top frame that has a source (the node's, in the listing) even when
 #: it is de-emphasized; at any other reason, the first frame that is not: the breakpoint's own line.
@@ -29,7 +39,7 @@ PYTHON_REASON = "source breakpoint"
 class Wanted:
     """One client breakpoint: its DAP id and the runtime specs it stands for."""
 
-    kind: str
+    kind: BreakpointKind
     dap_id: int
     specs: tuple[BreakpointSpec, ...]
     line: int | None = None  # for line breakpoints: the line of the node it landed on (a Python file's: the line asked for)
@@ -50,7 +60,7 @@ class BreakpointBook:
         self._next_id += 1
         return self._next_id - 1
 
-    def replace(self, kind: str, wanted: list[Wanted], source: str = "") -> None:
+    def replace(self, kind: BreakpointKind, wanted: list[Wanted], source: str = "") -> None:
         """Replace one group: a kind's breakpoints, or (``source``) the line breakpoints of one Python file."""
         self.wanted[f"{kind}:{source}" if source else kind] = wanted
 
@@ -106,7 +116,7 @@ class BreakpointBook:
         owners = [self._owner[i] for i in runtime_ids if i in self._owner]
         ids = list(dict.fromkeys(w.dap_id for w in owners))
         kinds = {w.kind for w in owners}
-        if owners and all(w.file for w in owners if w.kind == "source") and kinds == {"source"}:
+        if owners and all(w.file for w in owners if w.kind is BreakpointKind.SOURCE) and kinds == {BreakpointKind.SOURCE}:
             return PYTHON_REASON, ids
         for kind in KINDS:
             if kind in kinds:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from graph_dap.adapter.access import TokenGate, Turn
-from graph_dap.adapter.breakpoints import BreakFilters, BreakpointBook
+from graph_dap.adapter.breakpoints import BreakFilters, BreakpointBook, Wanted
 from graph_dap.adapter.launch import LaunchArgs
 from graph_dap.adapter.listing import ListingSource
 from graph_dap.adapter.progress import Progress
@@ -233,7 +233,7 @@ class AdapterCore:
         stop = self.run.stop
         assert self.listing is not None and stop is not None
         if level == 0:
-            nid = stop.node_id if stop.reason in AFTER_NODE else stop.pc
+            nid = stop.node_id if stop.reason in AFTER_NODE else stop.current
         else:
             nid = stop.frames[level].node if level < len(stop.frames) else None
         return self.listing.nodes.get(nid) if nid else None
@@ -273,6 +273,16 @@ class AdapterCore:
         specs = self.breakpoints.specs()
         results = await self._configure(lambda: worker.set_breakpoints(specs))
         self.breakpoints.resolve(results)
+
+    def _line_bodies(self, wanted: list[Wanted], source: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The DAP ``Breakpoint`` of each line breakpoint, its line in the client's numbering."""
+        bodies = []
+        for w in wanted:
+            body = self.breakpoints.body(w, source)
+            if "line" in body:
+                body["line"] = self._line_out(body["line"])
+            bodies.append(body)
+        return bodies
 
     async def _apply_filters(self) -> None:
         """Send the exception filters to the runtime (pausing a run for it)."""

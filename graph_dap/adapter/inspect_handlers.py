@@ -13,6 +13,7 @@ from graph_dap.adapter.variables import (
     MAX_UNPAGED,
     PAGE,
     Handles,
+    ScopeKind,
     ScopeRef,
     TensorRef,
     element_variable,
@@ -73,8 +74,8 @@ class InspectionRequests(SourceRequests):
         if stop.reason not in EXCEPTION_NAMES:
             raise CantHandle("the run is not stopped on an exception (nan, inf, error or mismatch)")
         details: dict[str, Any] = {"message": stop.message, "typeName": EXCEPTION_NAMES[stop.reason]}
-        if stop.tensor:
-            details["evaluateName"] = quoted(stop.tensor)
+        if stop.value:
+            details["evaluateName"] = quoted(stop.value)
         facts = [f"{k}: {v}" for k, v in stop.details.items() if v not in (None, [], {})]
         if stop.path:
             where = " > ".join(f"{s.node} > {s.attribute}" + (f" (iteration {s.iteration})" if s.iteration is not None else "") for s in stop.path)
@@ -91,7 +92,7 @@ class InspectionRequests(SourceRequests):
         cache = self.variables.computed_at
         if level not in cache:
             worker = self._need_stopped()
-            computed = list((await worker.values(level)).computed)
+            computed = list((await worker.values(level, warm=not self._client.invalidated)).computed)
             weights = set(self.graph.initializers) if self.graph is not None else set()
             cache[level] = [n for n in computed if n not in weights] + [n for n in computed if n in weights]
         return cache[level]
@@ -107,12 +108,12 @@ class InspectionRequests(SourceRequests):
         last = self.listing.nodes.get(last_id) if last_id else None
         node_id = node.id if node else None
         counts = [
-            ("Inputs", ScopeRef("inputs", node_id, level), len(node.inputs) if node else 0, "arguments", False),
-            ("Attributes", ScopeRef("attributes", node_id, level), len(node.attributes) if node else 0, None, False),
-            ("Last outputs", ScopeRef("last", last.id if last else None, level), len(last.outputs) if last else 0, "returnValue", False),
-            ("Values", ScopeRef("values", None, level), len(await self._computed(level)), "locals", False),
-            ("Initializers", ScopeRef("initializers", None, level), len(self.graph.initializers), None, True),
-            ("Graph outputs", ScopeRef("outputs", None, level), len(self.graph.outputs), None, False),
+            ("Inputs", ScopeRef(ScopeKind.INPUTS, node_id, level), len(node.inputs) if node else 0, "arguments", False),
+            ("Attributes", ScopeRef(ScopeKind.ATTRIBUTES, node_id, level), len(node.attributes) if node else 0, None, False),
+            ("Last outputs", ScopeRef(ScopeKind.LAST, last.id if last else None, level), len(last.outputs) if last else 0, "returnValue", False),
+            ("Values", ScopeRef(ScopeKind.VALUES, None, level), len(await self._computed(level)), "locals", False),
+            ("Initializers", ScopeRef(ScopeKind.INITIALIZERS, None, level), len(self.graph.initializers), None, True),
+            ("Graph outputs", ScopeRef(ScopeKind.OUTPUTS, None, level), len(self.graph.outputs), None, False),
         ]
         scopes = []
         for name, ref, count, hint, expensive in counts:
@@ -132,13 +133,13 @@ class InspectionRequests(SourceRequests):
 
     async def _scope_names(self, ref: ScopeRef) -> list[str]:
         assert self.graph is not None and self.listing is not None
-        if ref.kind == "inputs":
+        if ref.kind is ScopeKind.INPUTS:
             return list(self.listing.nodes[ref.node].inputs) if ref.node else []
-        if ref.kind == "last":
+        if ref.kind is ScopeKind.LAST:
             return list(self.listing.nodes[ref.node].outputs) if ref.node else []
-        if ref.kind == "values":
+        if ref.kind is ScopeKind.VALUES:
             return await self._computed(ref.level)
-        if ref.kind == "initializers":
+        if ref.kind is ScopeKind.INITIALIZERS:
             return list(self.graph.initializers)
         return list(self.graph.outputs)
 
@@ -153,9 +154,9 @@ class InspectionRequests(SourceRequests):
         if container is None:
             raise InvalidRequest(f"unknown variablesReference {reference} (references last until the run moves on)")
         if isinstance(container, ScopeRef):
-            if container.kind == "module":
+            if container.kind is ScopeKind.MODULE:
                 return {"variables": await self._module_variables(container)}
-            if container.kind == "attributes":
+            if container.kind is ScopeKind.ATTRIBUTES:
                 node = self.listing.nodes[container.node] if self.listing and container.node else None
                 attributes = node.attributes if node else ()
                 return {"variables": [{"name": k, "value": v, "variablesReference": 0} for k, v in attributes]}
@@ -164,7 +165,12 @@ class InspectionRequests(SourceRequests):
                 names = []
             else:
                 names = names[start : start + count] if count else names[start : start + MAX_UNPAGED]
-            summaries = await worker.summaries(p.SummariesArgs(tuple(names), hex_, container.level)) if names else ()
+            # A client told when to ask again gets the weights not summarized yet shape only, at once (see SummarizedEvent)
+            quick = self._client.invalidated
+            summaries = await worker.summaries(p.SummariesArgs(tuple(names), hex_, container.level, quick)) if names else ()
+            if self.variables.shown_pending(container.level, [s.name for s in summaries if s.pending]):
+                level = container.level
+                self._later(lambda: self.channel.event("invalidated", {"areas": ["variables"], "stackFrameId": FRAME_ID + level}))
             return {"variables": [self._tensor_var(s, container.level) for s in summaries]}
         assert isinstance(container, TensorRef)
         summary: Summary | None = self.variables.handles.extra(reference)
@@ -218,8 +224,8 @@ class InspectionRequests(SourceRequests):
         if container is None:
             raise InvalidRequest(f"unknown variablesReference {reference}")
         if isinstance(container, ScopeRef):
-            if container.kind in ("attributes", "module"):
-                raise CantHandle(f"{'node attributes' if container.kind == 'attributes' else 'a module scope'} cannot be set")
+            if container.kind in (ScopeKind.ATTRIBUTES, ScopeKind.MODULE):
+                raise CantHandle(f"{'node attributes' if container.kind is ScopeKind.ATTRIBUTES else 'a module scope'} cannot be set")
             return await self._set(name, (), value, container.level)
         assert isinstance(container, TensorRef)
         if container.temp is not None:

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from graph_dap.files import write_text_atomic
+from graph_dap.paths import same_file
 from graph_dap.worker.protocol import GraphInfo, NodeInfo
 
 
@@ -73,7 +74,7 @@ class ListingSource:
         if isinstance(ref, int) and ref > 0:
             return ref == self.reference
         path = source.get("path")
-        return isinstance(path, str) and any(_same_file(path, p) for p in self._paths)
+        return isinstance(path, str) and any(same_file(path, p) for p in self._paths)
 
     def node(self, node_id: str) -> NodeInfo:
         return self.nodes[node_id]
@@ -87,10 +88,3 @@ class ListingSource:
                 return node
             i += 1
         return None
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))

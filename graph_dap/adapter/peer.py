@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from graph_dap.adapter.protocol import Message
+from graph_dap.adapter.protocol import Message, MessageType
 from graph_dap.adapter.requests import CantHandle, RequestError
 
 __all__ = ["DapPeer", "Refused"]
@@ -53,7 +53,7 @@ class DapPeer:
         if self.gone is not None:
             future.set_exception(CantHandle(self.gone))
             return future
-        message: Message = {"type": "request", "command": command}
+        message: Message = {"type": MessageType.REQUEST, "command": command}
         if arguments is not None:
             message["arguments"] = arguments
         self._send(message)
@@ -72,7 +72,7 @@ class DapPeer:
 
     def respond(self, request_seq: int, command: str, success: bool, body: Any = None, text: str = "") -> None:
         """Answer one of the peer's reverse requests (``runInTerminal``)."""
-        message: Message = {"type": "response", "request_seq": request_seq, "command": command, "success": success}
+        message: Message = {"type": MessageType.RESPONSE, "request_seq": request_seq, "command": command, "success": success}
         if body is not None:
             message["body"] = body
         if not success:
@@ -82,13 +82,13 @@ class DapPeer:
     def received(self, message: Message) -> None:
         """One message from the peer: a response to its request's future, an event or a reverse request to the callbacks."""
         kind = message.get("type")
-        if kind == "response":
+        if kind == MessageType.RESPONSE:
             future = self._pending.pop(message.get("request_seq", -1), None)
             if future is not None and not future.done():
                 future.set_result(message)
-        elif kind == "event":
+        elif kind == MessageType.EVENT:
             self._on_event(message)
-        elif kind == "request":
+        elif kind == MessageType.REQUEST:
             self._on_request(message)
 
     def end(self, why: str) -> None:

@@ -10,6 +10,7 @@ only when the stream can no longer be framed, which ends the connection cleanly.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import math
 import os
@@ -21,6 +22,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from graph_dap.stdio import take_over_stdout, write_all
+
+
+class MessageType(enum.StrEnum):
+    """The three kinds of DAP message (a message's ``type``)."""
+
+    REQUEST = "request"
+    RESPONSE = "response"
+    EVENT = "event"
 
 MAX_HEADER_BYTES = 8 * 1024
 MAX_CONTENT_LENGTH = 16 * 1024 * 1024
@@ -116,15 +125,15 @@ def decode_body(body: bytes) -> Message | Malformed:
     usable_seq = seq if isinstance(seq, int) and not isinstance(seq, bool) and 1 <= seq <= MAX_SEQ else None
     problem = _structure_problem(message, body)
     if problem:
-        if message.get("type") != "request":
+        if message.get("type") != MessageType.REQUEST:
             return Malformed(problem)
         return Malformed(problem, usable_seq, _printable(message.get("command")))
     kind = message.get("type")
-    if kind not in ("request", "response", "event"):
+    if kind not in tuple(MessageType):
         return Malformed(f"unknown message type {kind!r}", usable_seq if kind is None else None)
     if usable_seq is None:
         return Malformed(f"'seq' must be a positive integer, got {_clip(seq)}")
-    if kind == "request":
+    if kind == MessageType.REQUEST:
         command = message.get("command")
         if not isinstance(command, str) or not command:
             return Malformed("a request needs a 'command' string", usable_seq, "")
@@ -356,12 +365,12 @@ class Channel:
             # A body that is not JSON (a NaN, an object no encoder knows): a bug, but the
             # request still gets an answer, and an event is dropped rather than the session.
             print(f"graph-dap: cannot encode a {message.get('type')}: {error!r}", file=sys.stderr)
-            if message.get("type") != "response":
+            if message.get("type") != MessageType.RESPONSE:
                 return
             data = encode(
                 {
                     "seq": self._seq,
-                    "type": "response",
+                    "type": MessageType.RESPONSE,
                     "request_seq": message.get("request_seq", 0),
                     "success": False,
                     "command": message.get("command", ""),
@@ -371,14 +380,14 @@ class Channel:
         self._stream.write(data)
 
     def event(self, event: str, body: dict[str, Any] | None = None) -> None:
-        message: Message = {"type": "event", "event": event}
+        message: Message = {"type": MessageType.EVENT, "event": event}
         if body is not None:
             message["body"] = body
         self.send(message)
 
     def response(self, request_seq: int, command: str, body: dict[str, Any] | None = None) -> None:
         message: Message = {
-            "type": "response",
+            "type": MessageType.RESPONSE,
             "request_seq": request_seq,
             "success": True,
             "command": command,
@@ -394,7 +403,7 @@ class Channel:
             error["showUser"] = True
         self.send(
             {
-                "type": "response",
+                "type": MessageType.RESPONSE,
                 "request_seq": request_seq,
                 "success": False,
                 "command": command,

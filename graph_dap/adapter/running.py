@@ -65,7 +65,7 @@ class RunControl(AdapterCore):
                 where = await worker.where()
             except GraphDapError:
                 return
-            stop = dataclasses.replace(where, reason=StopReason.ERROR, tensor=None, message=str(error), details={})
+            stop = dataclasses.replace(where, reason=StopReason.ERROR, value=None, message=str(error), details={})
         finally:
             run.interrupting = False
             run.user_paused = False

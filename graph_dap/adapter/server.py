@@ -23,7 +23,7 @@ from graph_dap.adapter.breakpoint_handlers import BreakpointRequests
 from graph_dap.adapter.core import Deferred
 from graph_dap.adapter.custom_handlers import CUSTOM_REQUESTS, CustomRequests
 from graph_dap.adapter.inspect_handlers import InspectionRequests
-from graph_dap.adapter.protocol import FramingError, Malformed, Message
+from graph_dap.adapter.protocol import FramingError, Malformed, Message, MessageType
 from graph_dap.adapter.requests import InvalidRequest, Request, RequestError
 from graph_dap.adapter.run_handlers import RunRequests
 from graph_dap.adapter.session_handlers import CAPABILITIES, SessionRequests
@@ -56,9 +56,9 @@ class DebugAdapter(SessionRequests, RunRequests, InspectionRequests, BreakpointR
                     break
                 if isinstance(message, Malformed):
                     self._malformed(message)
-                elif message.get("type") == "request":
+                elif message.get("type") == MessageType.REQUEST:
                     await self.dispatch(Request(message["seq"], message["command"], message.get("arguments") or {}))
-                elif message.get("type") == "response" and self.program is not None:
+                elif message.get("type") == MessageType.RESPONSE and self.program is not None:
                     self.program.client_response(message)  # to a reverse request of a mixed session's debugpy
                 # events from the client are ignored
         finally:

@@ -11,7 +11,7 @@ import asyncio
 import os
 from typing import Any
 
-from graph_dap.adapter.core import EXCEPTION_FILTERS, Handover
+from graph_dap.adapter.core import EXCEPTION_FILTERS, FRAME_ID, Handover
 from graph_dap.adapter.launch import LaunchArgs, is_program_launch
 from graph_dap.adapter.listing import ListingSource, ensure_listing, holds
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, UserError
@@ -217,6 +217,10 @@ class SessionRequests(RunControl):
     def _worker_event(self, event: p.Event) -> None:
         if isinstance(event, p.LogEvent):
             self._output(event.text + "\n", "console")
+        elif isinstance(event, p.SummarizedEvent):
+            # weights a page showed shape only at this stop are summarized: the client asks for the page again
+            if self.variables.summarized(event.level, event.names):
+                self.channel.event("invalidated", {"areas": ["variables"], "stackFrameId": FRAME_ID + event.level})
         else:
             self.progress.nodes(event.done, event.total)
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from graph_dap.adapter.breakpoints import Wanted
+from graph_dap.adapter.breakpoints import BreakpointKind, Wanted
 from graph_dap.adapter.core import SOURCE_FRAME_ID, AdapterCore
 from graph_dap.adapter.requests import checked
 from graph_dap.adapter.sources import SourceFiles
-from graph_dap.adapter.variables import ScopeRef
+from graph_dap.adapter.variables import ScopeKind, ScopeRef
 from graph_dap.kinds import SourceKind, StopReason
 from graph_dap.paths import split_path
 from graph_dap.worker import protocol as p
@@ -109,7 +109,7 @@ class SourceRequests(AdapterCore):
             return None
         held = self.node_source
         assert held is not None
-        ref = ScopeRef("module", held[1].node, 0, frame_id - SOURCE_FRAME_ID)
+        ref = ScopeRef(ScopeKind.MODULE, held[1].node, 0, frame_id - SOURCE_FRAME_ID)
         count = len(_module_facts(f)) + min(len(f.produced), _MAX_PRODUCED)
         return {"name": "Module", "variablesReference": self.variables.handles.create(ref), "namedVariables": count, "expensive": False}
 
@@ -126,7 +126,7 @@ class SourceRequests(AdapterCore):
         for n in nodes:
             first = summaries.get(n.outputs[0]) if n.outputs else None
             value = f"{first.name}: {first.text}" if first is not None else "no outputs"
-            handle = self.variables.handles.create(ScopeRef("last", n.id, 0)) if n.outputs else 0
+            handle = self.variables.handles.create(ScopeRef(ScopeKind.LAST, n.id, 0)) if n.outputs else 0
             var: dict[str, Any] = {"name": n.label, "value": value, "variablesReference": handle}
             if handle:
                 var["namedVariables"] = len(n.outputs)
@@ -154,7 +154,7 @@ class SourceRequests(AdapterCore):
         for i, bp in enumerate(wanted_lines):
             line = self._line_in(checked(bp, "line", int, where=f"breakpoints[{i}]"))
             if remote is None:
-                wanted.append(Wanted("source", self.breakpoints.new_id(), (), line, reason))
+                wanted.append(Wanted(BreakpointKind.SOURCE, self.breakpoints.new_id(), (), line, reason))
                 continue
             spec = p.BreakpointSpec(
                 f"{remote}:{line}",
@@ -162,17 +162,11 @@ class SourceRequests(AdapterCore):
                 checked(bp, "hitCondition", str, None) or None,
                 checked(bp, "logMessage", str, None) or None,
             )
-            wanted.append(Wanted("source", self.breakpoints.new_id(), (spec,), line, file=remote))
-        self.breakpoints.replace("source", wanted, source=str(path))
+            wanted.append(Wanted(BreakpointKind.SOURCE, self.breakpoints.new_id(), (spec,), line, file=remote))
+        self.breakpoints.replace(BreakpointKind.SOURCE, wanted, source=str(path))
         if graph is not None:
             await self._apply_breakpoints()
-        bodies = []
-        for w in wanted:
-            body = self.breakpoints.body(w, source)
-            if "line" in body:
-                body["line"] = self._line_out(body["line"])
-            bodies.append(body)
-        return bodies
+        return self._line_bodies(wanted, source)
 
 
 def _module_facts(f: p.SourceFrameInfo, files: SourceFiles | None = None) -> list[tuple[str, str]]:

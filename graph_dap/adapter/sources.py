@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from graph_dap.paths import LIBRARY, split_path, tail_length
+from graph_dap.paths import LIBRARY, same_file, split_path, tail_length
 
 #: Folders the tail search does not enter (environments, caches, other tools' trees).
 _SKIP = frozenset({"node_modules", "__pycache__", "site-packages", "dist-packages", "venv", "env"})
@@ -63,7 +63,7 @@ class SourceFiles:
         """Which of ``remotes`` (stack-trace paths) is the file ``local`` here."""
         for remote in remotes:
             found = self.local(remote)
-            if found is not None and _same_file(found, local):
+            if found is not None and same_file(found, local):
                 return remote
         return None
 
@@ -111,10 +111,3 @@ def _index_files(roots: Iterable[str]) -> dict[str, list[str]]:
     for paths in index.values():
         paths[:] = list(dict.fromkeys(paths))
     return index
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))

@@ -7,10 +7,13 @@ at every stop, since the values may have changed.
 
 from __future__ import annotations
 
+import enum
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from graph_dap.kinds import ValueKind
 from graph_dap.names import unquoted
 from graph_dap.worker.protocol import Summary
 
@@ -26,14 +29,26 @@ QUANT_PARTS = ("integer", "dequantized", "reference", "error")
 TENSOR_MENU_KEY = "__vscodeVariableMenuContext"
 
 
+class ScopeKind(enum.StrEnum):
+    """The scopes of a frame."""
+
+    INPUTS = "inputs"  # the node's inputs
+    ATTRIBUTES = "attributes"  # the node's attributes
+    LAST = "last"  # the outputs of the node that ran last
+    VALUES = "values"  # every value computed so far
+    INITIALIZERS = "initializers"
+    OUTPUTS = "outputs"  # the graph's outputs
+    MODULE = "module"  # a Python frame's module scope
+
+
 @dataclass(frozen=True, slots=True)
 class ScopeRef:
-    """One scope of a frame: inputs, attributes, last, values, initializers, outputs, module; ``level``: the frame's.
+    """One scope of a frame, of its ``kind``; ``level``: the frame's.
 
     ``source``: for the module scope of a Python (or module) frame, which one (0: the innermost).
     """
 
-    kind: str
+    kind: ScopeKind
     node: str | None
     level: int = 0
     source: int | None = None
@@ -94,6 +109,8 @@ class VariableState:
     memory: Handles[Any] = field(default_factory=Handles)
     settable: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # evaluateName -> value, index
     computed_at: dict[int, list[str]] = field(default_factory=dict)  # per frame level, its values computed at this stop
+    pending: set[tuple[int, str]] = field(default_factory=set)  # (level, name): shown shape only, being summarized
+    ready: set[tuple[int, str]] = field(default_factory=set)  # summarized before the page that showed them was answered
 
     def reset(self) -> None:
         """The run moves on: every reference handed out so far is gone."""
@@ -101,6 +118,25 @@ class VariableState:
         self.memory.reset()
         self.settable.clear()
         self.computed_at.clear()
+        self.pending.clear()
+        self.ready.clear()
+
+    def shown_pending(self, level: int, names: Iterable[str]) -> bool:
+        """A page showed these weights shape only; True when some are summarized already (the worker's event came
+        before its answer): the client is to ask again at once."""
+        shown = {(level, n) for n in names}
+        early = shown & self.ready
+        self.ready -= early
+        self.pending |= shown - early
+        return bool(early)
+
+    def summarized(self, level: int, names: Iterable[str]) -> bool:
+        """The worker summarized these weights; True when a page of this stop showed some of them shape only."""
+        done = {(level, n) for n in names}
+        shown = done & self.pending
+        self.pending -= shown
+        self.ready |= done - shown
+        return bool(shown)
 
     def remember(self, ref: TensorRef) -> None:
         """A value (or a slice of one) shown to the client: ``setExpression`` may name it by its expression."""
@@ -150,8 +186,8 @@ def tensor_variable(
         var["presentationHint"] = {"kind": "data", "attributes": ["readOnly"]}
         return var
     named = len(summary.stats) + (len(QUANT_PARTS) if summary.quantized else 0)
-    indexed = summary.shape[0] if summary.kind == "sequence" or summary.shape else 0
-    if summary.kind == "sequence":
+    indexed = summary.shape[0] if summary.kind == ValueKind.SEQUENCE or summary.shape else 0
+    if summary.kind == ValueKind.SEQUENCE:
         indexed, named = summary.size, 0
     if named or indexed:
         var["variablesReference"] = handles.create(ref, summary)
@@ -159,9 +195,9 @@ def tensor_variable(
             var["namedVariables"] = named
         if indexed:
             var["indexedVariables"] = indexed
-    if memory is not None and summary.kind == "tensor" and summary.size:
+    if memory is not None and summary.kind == ValueKind.TENSOR and summary.size:
         var["memoryReference"] = f"m{memory.create(ref)}"
-    if summary.kind == "tensor":
+    if summary.kind == ValueKind.TENSOR:
         var[TENSOR_MENU_KEY] = "tensor"  # VS Code's context key for the View Tensor menu item
     hint: dict[str, Any] = {"kind": "data"}
     if summary.stale:

@@ -11,9 +11,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from graph_dap.cli.options import EXIT_COMPLETED, EXIT_DIVERGED, EXIT_STOPPED, UsageError, parse_dims, parse_filters
+from graph_dap.cli.options import EXIT_COMPLETED, EXIT_DIVERGED, EXIT_STOPPED, Grouping, UsageError, parse_dims, parse_filters
 from graph_dap.cli.progress import ProgressBar as _ProgressBar
-from graph_dap.cli.report import json_default, stop_report, stop_text
+from graph_dap.cli.report import RunStatus, json_default, stop_report, stop_text
 from graph_dap.kinds import OptLevel
 
 
@@ -67,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
     if injection.applied:
         report["injected"] = list(injection.applied)
     if args.repeat > 1:
-        report["repeat"] = repeats.to_dict(report["status"] == "completed")
+        report["repeat"] = repeats.to_dict(report["status"] == RunStatus.COMPLETED)
     if args.json:
         print(json.dumps(report, default=json_default))
     else:
@@ -77,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.repeat > 1:
             text += "\n" + repeat_text(report["repeat"])
         print(text)
-    return EXIT_COMPLETED if report["status"] == "completed" else EXIT_STOPPED
+    return EXIT_COMPLETED if report["status"] == RunStatus.COMPLETED else EXIT_STOPPED
 
 
 def _dump(args: argparse.Namespace) -> int:
@@ -115,6 +115,7 @@ def _compare(args: argparse.Namespace) -> int:
     from graph_dap.runtime import load_graph
     from graph_dap.runtime.selection import Selection
     from graph_dap.runtime.tools.compare import METRICS, Reference, Tolerance, compare_model
+    from graph_dap.runtime.tools.references import ReferenceKind
 
     metrics = [m.strip() for m in args.metric.split(",") if m.strip()]
     bad = [m for m in metrics if m not in METRICS]
@@ -123,15 +124,15 @@ def _compare(args: argparse.Namespace) -> int:
             f"graph-dap: --metric: unknown metric '{bad[0] if bad else args.metric}'; expected any of {', '.join(METRICS)}"
         )
     if args.reference:
-        ref = Reference("dump", args.reference)
+        ref = Reference(ReferenceKind.DUMP, args.reference)
     elif args.against_provider:
-        ref = Reference("provider", args.against_provider)
+        ref = Reference(ReferenceKind.PROVIDER, args.against_provider)
     elif args.against_model:
-        ref = Reference("model", args.against_model)
+        ref = Reference(ReferenceKind.MODEL, args.against_model)
     else:
-        ref = Reference("opt_level", args.against_opt_level)
-    opt_level = args.opt_level or (OptLevel.ALL if ref.kind == "opt_level" and ref.target != OptLevel.ALL else OptLevel.NONE)
-    if ref.kind == "opt_level" and ref.target == opt_level:
+        ref = Reference(ReferenceKind.OPT_LEVEL, args.against_opt_level)
+    opt_level = args.opt_level or (OptLevel.ALL if ref.kind is ReferenceKind.OPT_LEVEL and ref.target != OptLevel.ALL else OptLevel.NONE)
+    if ref.kind is ReferenceKind.OPT_LEVEL and ref.target == opt_level:
         raise UsageError(
             f"graph-dap: both sides would run at optimization level '{opt_level}'; give the run another --opt-level"
         )
@@ -155,7 +156,7 @@ def _compare(args: argparse.Namespace) -> int:
     if chosen is not None:  # (every value is compared: where a difference starts is found before the values chosen too)
         result.comparison.chosen = chosen.value
     report = result.to_dict()
-    if args.by == "module":
+    if args.by == Grouping.MODULE:
         report["by_module"] = result.comparison.by_module()
     if args.json:
         print(json.dumps(report))
@@ -164,7 +165,7 @@ def _compare(args: argparse.Namespace) -> int:
     return EXIT_DIVERGED if report["failed"] else EXIT_COMPLETED
 
 
-def _compare_text(result: Any, report: dict[str, Any], only_failed: bool, by: str = "value") -> str:
+def _compare_text(result: Any, report: dict[str, Any], only_failed: bool, by: str = Grouping.VALUE) -> str:
     comparison = result.comparison
     lines = [
         f"run:       {report['run']}",
@@ -173,7 +174,7 @@ def _compare_text(result: Any, report: dict[str, Any], only_failed: bool, by: st
     ]
     lines += [f"note:      {n}" for n in report["notes"]]
     lines.append("")
-    lines.append(comparison.module_text() if by == "module" else comparison.table_text(only_failed))
+    lines.append(comparison.module_text() if by == Grouping.MODULE else comparison.table_text(only_failed))
     lines.append("")
     lines.append(
         f"compared {report['compared']} values: {report['compared'] - report['failed']} within tolerance, {report['failed']} not; "
@@ -234,7 +235,7 @@ def _profile(args: argparse.Namespace) -> int:
         repeat=args.repeat,
     )
     if args.depth is not None:
-        if args.by != "module":
+        if args.by != Grouping.MODULE:
             raise UsageError("graph-dap: --depth cuts module paths: it goes with --by module")
         prof = replace(prof, depth=args.depth)
     if args.nodes:
@@ -247,13 +248,13 @@ def _profile(args: argparse.Namespace) -> int:
         fused_graph(args.model, opt_level, args.provider or None, save_to=args.save_optimized)
     if args.json:
         print(json.dumps(prof.to_dict()))
-    elif args.by != "node":
-        from graph_dap.runtime.tools.by_source import NO_MODULE, NO_SOURCE, table_text
+    elif args.by != Grouping.NODE:
+        from graph_dap.runtime.tools.by_source import NO_MODULE, NO_SOURCE, SourceUnit, table_text
 
-        rows = prof.by_line() if args.by == "line" else prof.by_module()
+        rows = prof.by_line() if args.by == Grouping.LINE else prof.by_module()
         print(prof.text(args.top).split("\n", 2)[0])
         known = [r for r in rows if r.key not in (NO_SOURCE, NO_MODULE)]
-        print(table_text(rows, args.by, args.top) if known else f"no node of this model says which {args.by} it came from")
+        print(table_text(rows, SourceUnit(args.by), args.top) if known else f"no node of this model says which {args.by} it came from")
         if args.chrome_trace:
             print(f"chrome trace: {args.chrome_trace}")
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import enum
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,17 @@ def parse_filters(text: str | None) -> list[str]:
     return [f.strip() for f in text.split(",") if f.strip()]
 
 
+class Grouping(enum.StrEnum):
+    """What a row of ``compare`` or ``profile`` is (``--by``)."""
+
+    VALUE = "value"
+    NODE = "node"
+    LINE = "line"  # of the model's Python source
+    MODULE = "module"  # a module scope of the model's source
+
+
+COMPARE_BY = (Grouping.VALUE, Grouping.MODULE)
+PROFILE_BY = (Grouping.NODE, Grouping.LINE, Grouping.MODULE)
 _SHAPE_HELP = "the whole shape of a made-up input (dimensions without a name, or -1); repeatable"
 
 
@@ -206,8 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp_.add_argument(
         "--by",
-        choices=("value", "module"),
-        default="value",
+        choices=[g.value for g in COMPARE_BY],
+        default=Grouping.VALUE.value,
         help="value: a row per value (default); module: the metrics aggregated per module scope of the model's source",
     )
     cmp_.add_argument("--json", action="store_true", help="print {rows, first_divergence, ...} as one JSON object")
@@ -266,8 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--top", type=int, default=25, metavar="K", help="rows to print, slowest first (0: all; default 25)")
     prof.add_argument(
         "--by",
-        choices=("node", "line", "module"),
-        default="node",
+        choices=[g.value for g in PROFILE_BY],
+        default=Grouping.NODE.value,
         help="node (default), or the times per line of the model's Python source or per module scope "
         "(a fused node's time split over its original nodes')",
     )
@@ -331,6 +343,7 @@ def _scan_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--batch", type=positive_int, default=1, metavar="N", help="with --sample-axis: N slices per run (default 1)")
     p.add_argument("--break-on", default=None, metavar="FILTERS", help="comma list of nan, inf, error, mismatch (default: nan,inf,error; +mismatch with --reference)")
     p.add_argument("--inf-exclude", action="append", default=[], metavar="PATTERN", help="node glob or op:TYPE whose Inf is expected")
+    p.add_argument("--nan-exclude", action="append", default=[], metavar="PATTERN", help="node glob or op:TYPE whose NaN is expected")
     p.add_argument("--reference", metavar="REF", help="compare each input's outputs with provider:NAME, opt_level:LEVEL or model:OTHER.onnx")
     p.add_argument(
         "--tolerance",

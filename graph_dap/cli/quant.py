@@ -13,6 +13,7 @@ from typing import Any
 
 from graph_dap.cli.options import EXIT_COMPLETED, EXIT_DIVERGED, UsageError, parse_dims
 from graph_dap.cli.progress import ProgressBar
+from graph_dap.kinds import OptLevel
 
 #: Options that only mean something against a float model.
 QUANT_OPTIONS = ("structure", "show_pairs", "pairs", "sensitivity", "target_snr", "report")
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         if bar:
             bar.close()
-    if args.opt_level not in (None, "none"):
+    if args.opt_level not in (None, OptLevel.NONE):
         from graph_dap.runtime.tools.quant.kernels import compare_kernels
 
         result.kernels = compare_kernels(result, args.inputs, dims=parse_dims(args.dim), providers=args.provider or None,
@@ -98,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def quant_text(result: Any, args: argparse.Namespace, report: dict[str, Any]) -> str:
+    from graph_dap.runtime.tools.quant.analysis import GroupOrder
+
     lines = [
         f"run:       {result.run_label}",
         f"reference: {result.reference_label}",
@@ -108,7 +111,7 @@ def quant_text(result: Any, args: argparse.Namespace, report: dict[str, Any]) ->
     if args.show_pairs:
         lines += ["", result.pairing.text()]
     lines.append("")
-    order = "ranked by local error, worst first" if args.order == "local" else "in graph order"
+    order = "ranked by local error, worst first" if args.order == GroupOrder.LOCAL else "in graph order"
     lines.append(f"{len(result.groups)} groups, {order} (SQNR in dB: accumulated, local, quantization-only; steps: local max error / scale):")
     groups = result.table_text(args.order, args.top)
     if args.failed:

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import enum
 from typing import TYPE_CHECKING, Any
+
+from graph_dap.kinds import OptLevel, StopReason
 
 if TYPE_CHECKING:
     from graph_dap.runtime import DebugSession, Stop
 
 
+class RunStatus(enum.StrEnum):
+    """How ``graph-dap run`` ended (the report's ``status``)."""
+
+    COMPLETED = "completed"  # the run reached the end of the graph
+    STOPPED = "stopped"  # at a breakpoint or a fault the filters catch
+    FAILED = "failed"  # a node failed with the error filter off
+
+
+#: How the text report names the reason of a stop, where it is not the reason's own word.
+_REASON_TEXT = {StopReason.NAN: "NaN", StopReason.INF: "Inf", StopReason.ERROR: "node error"}
+
+
 def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
     """``run --json``: the stop as :meth:`Stop.to_dict` gives it, with a status and the summaries of what it is about."""
-    from graph_dap.runtime import StopReason, summarize
+    from graph_dap.runtime import summarize
     from graph_dap.runtime.graph.source import source_fields
 
     completed = stop.completed
@@ -25,7 +40,7 @@ def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
             summaries[name] = summarize(v).to_dict()
     d = stop.to_dict()
     reason = None if completed else d["reason"]
-    status = "completed" if completed else "failed" if stop.reason is StopReason.FAILED else "stopped"
+    status = RunStatus.COMPLETED if completed else RunStatus.FAILED if stop.reason is StopReason.FAILED else RunStatus.STOPPED
     out = {
         "status": status,
         "reason": reason,
@@ -41,22 +56,20 @@ def stop_report(session: DebugSession, stop: Stop) -> dict[str, Any]:
 
 
 def stop_text(session: DebugSession, stop: Stop, report: dict[str, Any]) -> str:
-    from graph_dap.runtime import StopReason, summarize
+    from graph_dap.runtime import summarize
     from graph_dap.runtime.stops import path_text
     node = stop.node
     lines: list[str] = []
     level = report["opt_level"]
-    if report["status"] == "completed":
+    if report["status"] == RunStatus.COMPLETED:
         lines.append(f"completed: {len(session.sequence)} nodes ran")
-        how = "" if level["asked"] == "none" else " (as the run computed them" + (f", at optimization level {level['asked']})" if level["kept"] else ")")
+        how = "" if level["asked"] == OptLevel.NONE else " (as the run computed them" + (f", at optimization level {level['asked']})" if level["kept"] else ")")
         lines.append(f"outputs{how}:")
         for name, v in session.outputs().items():
             lines.append(f"  {name}: {summarize(v).text()}")
         return "\n".join(lines + level_lines(level))
     assert node is not None
-    why = {"nan": "NaN", "inf": "Inf", "error": "node error", "breakpoint": "breakpoint"}.get(
-        str(report["reason"]), str(report["reason"])
-    )
+    why = _REASON_TEXT.get(report["reason"], str(report["reason"]))
     lines.append(f"stopped ({why}) at {node.id} ({node.op_type})")
     if stop.path:
         scope = session.graph.scope_of(node)

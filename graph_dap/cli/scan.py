@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the scan the options describe, print as it goes and at the end; the exit status."""
     from graph_dap.cli.progress import ProgressBar
     from graph_dap.runtime.loading import load_graph
-    from graph_dap.runtime.tools.scan import open_source, run_scan
+    from graph_dap.runtime.tools.scan import ScanEvent, open_source, run_scan
 
     config = _config(args)
     graph = load_graph(config.model)
@@ -36,16 +36,16 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     state: dict[str, Any] = {"total": source.total, "resumed": 0, "started": False}
 
-    def on_event(kind: str, data: dict[str, Any]) -> None:
+    def on_event(kind: ScanEvent, data: dict[str, Any]) -> None:
         if args.json:
             _json_line({"event": kind, **data})
-        if kind == "start":
+        if kind is ScanEvent.START:
             state["resumed"], state["started"] = data["resumed"], True
-        elif kind == "result" and bar is not None:
+        elif kind is ScanEvent.RESULT and bar is not None:
             ran = data["done"] - state["resumed"]
             rate = ran / max(time.monotonic() - began, 1e-9)
             bar.update(data["done"], state["total"], f"{rate:.1f}/s, {data['failed']} failing")
-        elif kind == "incident" and not args.json:
+        elif kind is ScanEvent.INCIDENT and not args.json:
             if bar is not None:
                 bar.close()
             print(f"graph-dap scan: {data['message']}", file=sys.stderr)
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if state["started"] and not finished:
             print(f"graph-dap scan: stopped; the results so far are in {out / 'scan.json'} (go on with --resume)", file=sys.stderr)
     if args.json:
-        _json_line({"event": "end", **summary.to_dict()})
+        _json_line({"event": ScanEvent.END, **summary.to_dict()})
     else:
         print(scan_text(summary))
     return EXIT_FAILED if summary.failed else EXIT_CLEAN
@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> Any:
     from graph_dap.runtime.tools.metrics import METRICS, Tolerance
+    from graph_dap.runtime.tools.references import ReferenceKind
     from graph_dap.runtime.tools.scan import ScanConfig
     from graph_dap.runtime.tools.scan.reference import check_reference
 
@@ -75,7 +76,7 @@ def _config(args: argparse.Namespace) -> Any:
     reference = args.reference
     if reference:
         ref = check_reference(reference)
-        if ref.kind == "model":
+        if ref.kind is ReferenceKind.MODEL:
             reference = f"model:{Path(ref.target).resolve()}"  # workers elsewhere (or resumed scans) need no cwd
     elif args.tolerance or args.metric:
         raise UsageError("graph-dap scan: --tolerance and --metric need a --reference")
@@ -107,6 +108,7 @@ def _config(args: argparse.Namespace) -> Any:
         model=str(model.resolve()),
         break_on=tuple(dict.fromkeys(filters)),
         inf_exclude=tuple(args.inf_exclude),
+        nan_exclude=tuple(args.nan_exclude),
         reference=reference,
         tolerance=tolerance,
         metric=metric,
@@ -148,11 +150,13 @@ def _backend(args: argparse.Namespace, config: Any, graph: Any, source: Any) -> 
 
 def scan_text(summary: Any) -> str:
     """The end of a scan, for people: counts, where inputs first go wrong, the failing inputs, the files."""
+    from graph_dap.runtime.tools.scan.backend import BackendKind
+    from graph_dap.runtime.tools.scan.results import ScanStatus
     from graph_dap.runtime.tools.scan.scanfile import read_scan
 
     data = read_scan(summary.results_path)
     b = summary.backend
-    where = "local" if b.get("backend") == "local" else f"Ray ({b.get('address')})"
+    where = "local" if b.get("backend") == BackendKind.LOCAL else f"Ray ({b.get('address')})"
     rate = summary.ran / summary.seconds if summary.seconds > 0 else 0.0
     counts = ", ".join(f"{n} {s}" for s, n in summary.counts.items() if n)
     lines = [
@@ -165,7 +169,7 @@ def scan_text(summary: Any) -> str:
         for g in nodes[:10]:
             how = ", ".join(f"{n} {s}" for s, n in g["statuses"].items())
             lines.append(f"  {g['count']:>6}  {g['node']} ({g['op_type']}): {how}")
-    failing = [r for r in data.get("results", []) if r["status"] != "clean"]
+    failing = [r for r in data.get("results", []) if r["status"] != ScanStatus.CLEAN]
     if failing:
         lines.append(f"failing inputs ({len(failing)}):")
         for r in failing[:_SHOWN]:
@@ -197,7 +201,9 @@ def _db(v: Any) -> str:
 
 def _quantized_pair(model: Path, ref: Any) -> bool:
     """Whether the scan compares a quantized model with its float model (exactly one of the two quantized)."""
-    if ref.kind != "model":
+    from graph_dap.runtime.tools.references import ReferenceKind
+
+    if ref.kind is not ReferenceKind.MODEL:
         return False
     from graph_dap.runtime.loading import read_model
     from graph_dap.runtime.tools.quant.view import QUANT_OPS

@@ -109,7 +109,7 @@ class CaptureHandler(hook.Handler):
         left_out: list[str] = []
         if results is not None:
             for name, value in zip(call.names, results):
-                array = value.numpy() if call.kind == "ort_values" else value
+                array = value.numpy() if call.kind is hook.CallKind.ORT_VALUES else value
                 if isinstance(array, np.ndarray):
                     outputs[name] = array
                 else:
@@ -146,7 +146,7 @@ class CaptureHandler(hook.Handler):
             "started": started,
             "thread": threading.current_thread().name,
             "pid": os.getpid(),
-            "api": "run" if call.kind == "run" else "run_with_ort_values",
+            "api": "run" if call.kind is hook.CallKind.RUN else "run_with_ort_values",
         }
         if error:
             record["error"] = error

@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -59,7 +60,7 @@ class DebuggedHandler(hook.Handler):
         if model.key in self._debuggable:
             return
         announced = hp.ModelLoaded(model.key, model.file(self.folder), model.name, providers_of(session), opt_level_of(session))
-        ack = self.link.call("model", announced, hp.ModelAck, MODEL_TIMEOUT)
+        ack = self.link.call(hp.CallName.MODEL, announced, hp.ModelAck, MODEL_TIMEOUT)
         self._debuggable[model.key] = ack is not None and ack.debuggable
 
     # -- runs ---------------------------------------------------------------------------------
@@ -72,10 +73,16 @@ class DebuggedHandler(hook.Handler):
         if config.stop_every or config.every_run:
             return self._debug(call, "every")
         if model.key in config.armed:
-            return self._debug(call, StopReason.BREAKPOINT)
+            # a call its breakpoints cannot stop in (a decode step not asked for) comes back: watched as any other
+            return self._debug(call, StopReason.BREAKPOINT, otherwise=functools.partial(self._unarmed, call))
+        return self._unarmed(call)
+
+    def _unarmed(self, call: hook.Call) -> Any:
+        """A run no breakpoint stops in: watched by the filters nan/inf (debugged when flagged), else onnxruntime's."""
+        config = self.config
         watching: list[str] = [f for f in VALUE_FILTERS if f in config.filters]
         if watching:
-            watcher = self._watcher(call, watching, config.inf_exclude)
+            watcher = self._watcher(call, watching, config.inf_exclude, config.nan_exclude)
             if watcher is not None:
                 try:
                     results, flagged = watcher.run(call)
@@ -96,22 +103,23 @@ class DebuggedHandler(hook.Handler):
             raise error
         return self._debug(call, StopReason.ERROR, error)
 
-    def _watcher(self, call: hook.Call, filters: list[str], inf_exclude: tuple[str, ...]) -> Watcher | None:
+    def _watcher(self, call: hook.Call, filters: list[str], inf_exclude: tuple[str, ...], nan_exclude: tuple[str, ...]) -> Watcher | None:
         """The session's watcher for these filters, built on first use (None when its model cannot be watched)."""
-        key = f"watcher:{','.join(filters)}:{','.join(inf_exclude)}"
+        key = f"watcher:{filters!r}:{inf_exclude!r}:{nan_exclude!r}"
         state = call.bound.state
         if key not in state:
             assert call.model is not None
             try:
-                state[key] = Watcher(call.session, call.model, filters, inf_exclude)
+                state[key] = Watcher(call.session, call.model, filters, inf_exclude, nan_exclude)
             except Exception as error:  # noqa: BLE001 - a model the watch cannot rewrite runs unwatched
                 state[key] = None
                 self.note(f"{call.model.name}: runs are not watched for {'/'.join(filters)}: {error}")
         watcher: Watcher | None = state[key]
         return watcher
 
-    def _debug(self, call: hook.Call, why: str, error: BaseException | None = None) -> Any:
-        """Hand the call to the adapter, wait (stopped in the Python debugger once the graph stops), apply its result."""
+    def _debug(self, call: hook.Call, why: str, error: BaseException | None = None, otherwise: Callable[[], Any] | None = None) -> Any:
+        """Hand the call to the adapter, wait (stopped in the Python debugger once the graph stops), apply its result
+        (``otherwise``: how the call runs when the adapter leaves it to the program; onnxruntime's own run if None)."""
         from graph_dap.files import save_npz_atomic
 
         assert call.model is not None and self.link is not None
@@ -129,7 +137,7 @@ class DebuggedHandler(hook.Handler):
             why,
             str(error) if error is not None else "",
         )
-        pending = self.link.start("run", request, hp.RunResult)
+        pending = self.link.start(hp.CallName.RUN, request, hp.RunResult)
         try:
             self._wait(pending, thread, call.caller)
         finally:
@@ -138,7 +146,7 @@ class DebuggedHandler(hook.Handler):
         if result is None or result.action is RunAction.PLAIN:
             if error is not None:
                 raise error
-            return call.original()
+            return otherwise() if otherwise is not None else call.original()
         if result.action is RunAction.RAISE:
             if error is not None:
                 raise error

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import enum
 import itertools
 import os
 import sys
@@ -73,9 +74,16 @@ class Bound:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+class CallKind(enum.StrEnum):
+    """Which of onnxruntime's run methods the program called."""
+
+    RUN = "run"  # InferenceSession.run
+    ORT_VALUES = "ort_values"  # InferenceSession.run_with_ort_values
+
+
 @dataclass(slots=True)
 class Call:
-    """One ``run`` (``kind`` "run") or ``run_with_ort_values`` (``kind`` "ort_values") call of the program."""
+    """One ``run`` or ``run_with_ort_values`` call of the program (``kind``)."""
 
     session: Any
     bound: Bound
@@ -83,7 +91,7 @@ class Call:
     output_names: Any
     feeds: Any
     run_options: Any
-    kind: str
+    kind: CallKind
     caller: FrameType | None
 
     @property
@@ -92,7 +100,7 @@ class Call:
 
     def original(self) -> Any:
         """The call as the program made it, in onnxruntime."""
-        method = _RUN if self.kind == "run" else _RUN_ORT_VALUES
+        method = _RUN if self.kind is CallKind.RUN else _RUN_ORT_VALUES
         assert method is not None
         return method(self.session, self.output_names, self.feeds, self.run_options)
 
@@ -127,7 +135,7 @@ class Call:
     def results(self, outputs: dict[str, Any]) -> list[Any]:
         """What the call returns, from ``outputs`` by name: arrays for ``run``, OrtValues for ``run_with_ort_values``."""
         values = [outputs[n] for n in self.names]
-        if self.kind == "run":
+        if self.kind is CallKind.RUN:
             return values
         import onnxruntime as ort
 
@@ -173,14 +181,14 @@ def _run(self: Any, output_names: Any, input_feed: Any, run_options: Any = None)
     number = next(bound.calls)
     handler = _HANDLER
     if handler.engaged:
-        return handler.run(Call(self, bound, number, output_names, input_feed, run_options, "run", sys._getframe(1)))
+        return handler.run(Call(self, bound, number, output_names, input_feed, run_options, CallKind.RUN, sys._getframe(1)))
     assert _RUN is not None
     try:
         return _RUN(self, output_names, input_feed, run_options)
     except _ORT_FAILURES as error:
         if not handler.on_error or not is_node_failure(error):
             raise
-        call = Call(self, bound, number, output_names, input_feed, run_options, "run", sys._getframe(1))
+        call = Call(self, bound, number, output_names, input_feed, run_options, CallKind.RUN, sys._getframe(1))
         return handler.failed(call, error)
 
 
@@ -188,7 +196,7 @@ def _run_with_ort_values(self: Any, output_names: Any, input_dict_ort_values: An
     bound = self.__dict__.get("_graph_dap") or _bind(self)
     number = next(bound.calls)
     handler = _HANDLER
-    call = Call(self, bound, number, output_names, input_dict_ort_values, run_options, "ort_values", sys._getframe(1))
+    call = Call(self, bound, number, output_names, input_dict_ort_values, run_options, CallKind.ORT_VALUES, sys._getframe(1))
     if handler.engaged:
         return handler.run(call)
     try:

@@ -93,7 +93,7 @@ class Link:
 
     # -- calls ------------------------------------------------------------------------------
 
-    def start(self, kind: str, args: Any, result: type[R]) -> Pending:
+    def start(self, kind: hp.CallName, args: Any, result: type[R]) -> Pending:
         """Send a call; its result (decoded as ``result``) arrives on the returned :class:`Pending`."""
         pending = Pending()
         with self._lock:
@@ -106,7 +106,7 @@ class Link:
         self._send({"id": request, "call": kind, "args": hp.encode(args)})
         return pending
 
-    def call(self, kind: str, args: Any, result: type[R], timeout: float | None = None) -> R | None:
+    def call(self, kind: hp.CallName, args: Any, result: type[R], timeout: float | None = None) -> R | None:
         """Send a call and wait for its result (None when the link is lost or ``timeout`` passes)."""
         pending = self.start(kind, args, result)
         pending.done.wait(timeout)
@@ -140,10 +140,10 @@ class Link:
         if not isinstance(message, dict):
             raise ProtocolError("a message from the adapter is not a map")
         push = message.get("push")
-        if push == "config":
+        if push == hp.Push.CONFIG:
             self._on_config(hp.decode(hp.Config, message.get("body"), "config"))
             self._first_config.set()
-        elif push == "suspend":
+        elif push == hp.Push.SUSPEND:
             suspend = hp.decode(hp.Suspend, message.get("body"), "suspend")
             with self._lock:
                 entry = self._pending.get(suspend.request)

@@ -16,6 +16,7 @@ No numpy: the adapter imports this module.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from graph_dap.kinds import BreakFilter, OptLevel, RunAction
@@ -24,11 +25,13 @@ from graph_dap.worker.codec import decode, encode
 __all__ = [
     "HOST_VERSION",
     "TOKEN_ENV",
+    "CallName",
     "Config",
     "Hello",
     "ModelAck",
     "ModelLoaded",
     "PyFrame",
+    "Push",
     "RunCall",
     "RunResult",
     "Suspend",
@@ -38,6 +41,20 @@ __all__ = [
 
 #: Changes whenever a message changes shape: a host of another version is refused.
 HOST_VERSION = 1
+
+
+class CallName(enum.StrEnum):
+    """The host's calls to the adapter (a message's ``call``)."""
+
+    MODEL = "model"  # args ModelLoaded, answered by ModelAck
+    RUN = "run"  # args RunCall, answered by RunResult
+
+
+class Push(enum.StrEnum):
+    """What the adapter pushes to the host (a message's ``push``)."""
+
+    CONFIG = "config"  # body Config
+    SUSPEND = "suspend"  # body Suspend
 #: The environment variable that hands the host its token.
 TOKEN_ENV = "GRAPH_DAP_HOST_TOKEN"
 
@@ -58,7 +75,8 @@ class Config:
 
     ``stop_every``: every run stops at its entry (``stopOnSessionRun``); ``every_run``:
     every run goes through graph-dap (a ``reference`` compares each one); ``filters``:
-    of nan, inf, error; ``armed``: the models (by key) that have a graph breakpoint.
+    of nan, inf, error; ``inf_exclude``/``nan_exclude``: the nodes whose Inf/NaN the watch leaves alone;
+    ``armed``: the models (by key) that have a graph breakpoint.
     """
 
     stop_every: bool = False
@@ -66,6 +84,7 @@ class Config:
     filters: tuple[BreakFilter, ...] = ()
     inf_exclude: tuple[str, ...] = ()
     armed: tuple[str, ...] = ()
+    nan_exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,7 +91,7 @@ class Watcher:
         if self.session is None:
             return call.original(), False
         names = call.names
-        ort_values = call.kind == "ort_values"
+        ort_values = call.kind is hook.CallKind.ORT_VALUES
         results = hook.run_internal(self.session, [*names, self.watch.sentinel], call.feeds, call.run_options, ort_values)
         sums = results[-1].numpy() if ort_values else results[-1]
         return list(results[:-1]), self.watch.flagged(sums)

@@ -71,7 +71,7 @@ def create_server() -> ListingServer:
             return None
         node = a.index.node_on(line)
         text: str | None
-        if which[0] == "value":
+        if which is hover.HoverKind.VALUE:
             hit = a.index.value_at(line, col)
             if hit is None:
                 return None
@@ -80,11 +80,11 @@ def create_server() -> ListingServer:
             if ref.top_level and ls.live.stopped(a.version.path):
                 live = (await ls.live.summaries(a.version.path, [ref.name])).get(ref.name)
             text = hover.value_markdown(a, ref, live)
-        elif which[0] == "op":
+        elif which is hover.HoverKind.OP:
             assert token is not None
             inner = a.index.inner_nodes.get(line)
             text = hover.op_markdown(a, token, node, inner.op_type if inner else None)
-        elif which[0] == "attribute":
+        elif which is hover.HoverKind.ATTRIBUTE:
             assert token is not None
             text = hover.attribute_markdown(a, token, node)
         else:

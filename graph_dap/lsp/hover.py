@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from graph_dap.lsp import schemas
@@ -165,17 +166,26 @@ def _file_uri(path: str) -> str:
         return path
 
 
-def hover_token(a: Analysis, line: int, token: Token | None) -> tuple[str, str | None] | None:
-    """Which hover a position asks for: ``("value"|"op"|"attribute"|"node", detail)``."""
+class HoverKind(enum.StrEnum):
+    """What a hover shows."""
+
+    VALUE = "value"
+    OP = "op"
+    ATTRIBUTE = "attribute"
+    NODE = "node"
+
+
+def hover_token(a: Analysis, line: int, token: Token | None) -> HoverKind | None:
+    """Which hover a position asks for (None: none)."""
     node = a.index.node_on(line)
     if token is None:
-        return ("node", None) if node is not None else None
+        return HoverKind.NODE if node is not None else None
     if token.kind in (TokenKind.VALUE, TokenKind.TYPE):
-        return ("value", None)
+        return HoverKind.VALUE
     if token.kind is TokenKind.OP:
-        return ("op", None)
+        return HoverKind.OP
     if token.kind is TokenKind.ATTRIBUTE:
-        return ("attribute", None)
+        return HoverKind.ATTRIBUTE
     if token.kind is TokenKind.NODE_ID and node is not None:
-        return ("node", None)
+        return HoverKind.NODE
     return None

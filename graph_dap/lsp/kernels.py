@@ -13,6 +13,7 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from graph_dap.kinds import ValueKind
 from graph_dap.lsp import schemas
 from graph_dap.runtime.graph import Graph, Node
 
@@ -119,7 +120,7 @@ def _input_types(graph: Graph, node: Node, schema: object) -> dict[str, str]:
             continue
         info = graph.value_info(name)
         onnx_type = _DTYPE_TO_ONNX.get(info.dtype or "")
-        if info.kind == "tensor" and onnx_type:
+        if info.kind == ValueKind.TENSOR and onnx_type:
             out.setdefault(formal.type_str, f"tensor({onnx_type})")
     return out
 

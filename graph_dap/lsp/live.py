@@ -12,6 +12,7 @@ Answers are kept until the session moves on (each stop is a new epoch).
 from __future__ import annotations
 
 import asyncio
+import enum
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,14 @@ _logger = _log.get_logger(__name__)
 DEBUG_STATE = "graphDap/debugState"
 LIVE_SUMMARIES = "graphDap/liveSummaries"
 _TIMEOUT = 2.0  # seconds the server waits for the editor's answer
+
+
+class DebugState(enum.StrEnum):
+    """Where the debug session of a model is (``graphDap/debugState``'s ``state``)."""
+
+    STOPPED = "stopped"
+    RUNNING = "running"
+    ENDED = "ended"
 
 
 @dataclass(slots=True)
@@ -48,9 +57,9 @@ class LiveValues:
     def key(path: str | os.PathLike[str]) -> str:
         return os.path.normcase(os.path.realpath(os.fspath(path)))
 
-    def set_state(self, model: str, state: str) -> None:
+    def set_state(self, model: str, state: DebugState) -> None:
         s = self._sessions.setdefault(self.key(model), _Session())
-        s.stopped = state == "stopped"
+        s.stopped = state is DebugState.STOPPED
         s.epoch += 1
         s.summaries = {}
 

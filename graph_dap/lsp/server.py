@@ -32,7 +32,7 @@ from graph_dap import log as _log
 from graph_dap.files import write_text_atomic
 from graph_dap.lsp import actions, diagnostics, highlighting, outline
 from graph_dap.lsp.analysis import Analysis
-from graph_dap.lsp.live import DEBUG_STATE, LiveValues
+from graph_dap.lsp.live import DEBUG_STATE, DebugState, LiveValues
 from graph_dap.lsp.versions import LoadFailure, load_version, release_memory, stamp_of
 from graph_dap.lsp.wire import ListingProtocol, RawResult, raw
 from graph_dap.runtime.listing import read_header
@@ -327,10 +327,10 @@ class ListingServer(LanguageServer):
 
     def debug_state(self, params: Any) -> None:
         p = _plain(params)
-        if not isinstance(p, dict) or not isinstance(p.get("model"), str) or p.get("state") not in ("stopped", "running", "ended"):
+        if not isinstance(p, dict) or not isinstance(p.get("model"), str) or p.get("state") not in tuple(DebugState):
             _logger.info("ignored %s: %r", DEBUG_STATE, p)
             return
-        self.live.set_state(p["model"], p["state"])
+        self.live.set_state(p["model"], DebugState(p["state"]))
         caps = self.client_capabilities.workspace
         refresh = caps and caps.inlay_hint and caps.inlay_hint.refresh_support
         if self.settings.live_inlay_hints and refresh:

@@ -23,8 +23,8 @@ import numpy as np
 from graph_dap.errors import BreakpointError, ExpressionError, GraphDapError
 from graph_dap.runtime import expr as _expr
 from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph.source import LineSpec, base_name, parse_line_spec
 from graph_dap.runtime.selection import LAYER_NAME, MODULE, MODULE_NAME, module_nodes, no_module_message, where_names
-from graph_dap.runtime.source import LineSpec, base_name, parse_line_spec
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _HIT = re.compile(r"^\s*(==|=|>=|<=|>|<|%)?\s*(\d+)\s*$")

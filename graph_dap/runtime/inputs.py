@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from graph_dap.errors import InputError
 from graph_dap.files import ARCHIVE_ERRORS, path_problem
+from graph_dap.kinds import ValueKind
 from graph_dap.runtime.dtypes import dtype_of, is_extra, is_float, is_integer
 from graph_dap.runtime.graph import Graph, ValueInfo
 from graph_dap.runtime.tensor import numel
@@ -74,7 +75,7 @@ def _split_dims(dims: Dims, expected: Mapping[str, ValueInfo]) -> tuple[dict[str
             info = expected.get(k)
             if info is None:
                 raise InputError(f"a shape is set for '{k}', but the model has no such input (its inputs: {', '.join(expected) or 'none'})")
-            if info.kind == "tensor" and info.shape is not None:
+            if info.kind == ValueKind.TENSOR and info.shape is not None:
                 declared = info.type_text()
                 if len(info.shape) != len(v):
                     raise InputError(f"input '{k}' is {declared}, of rank {len(info.shape)}; the shape set has {len(v)} dimensions: {list(v)}")
@@ -157,16 +158,16 @@ def _dtype_text(a: np.ndarray) -> str:
 def _check(info: ValueInfo, value: Any, dims: Mapping[str, int], what: str = "") -> Any:
     label = what or f"input '{info.name}'"
     want = info.type_text()
-    if info.kind == "optional":
+    if info.kind == ValueKind.OPTIONAL:
         if value is None:
             return None
-        return _check(ValueInfo(info.name, info.dtype, info.shape, "sequence" if isinstance(value, list) else "tensor"), value, dims, label)
-    if info.kind == "sequence":
+        return _check(ValueInfo(info.name, info.dtype, info.shape, ValueKind.SEQUENCE if isinstance(value, list) else ValueKind.TENSOR), value, dims, label)
+    if info.kind == ValueKind.SEQUENCE:
         if not isinstance(value, (list, tuple)):
             raise InputError(f"{label} expects {want} (a list of arrays), got {type(value).__name__}")
         element = ValueInfo(info.name, info.dtype, info.shape)
         return [_check(element, v, dims, f"{label}[{k}]") for k, v in enumerate(value)]
-    if info.kind == "map":
+    if info.kind == ValueKind.MAP:
         if not isinstance(value, dict):
             raise InputError(f"{label} expects a map (a dict), got {type(value).__name__}")
         return value
@@ -194,7 +195,7 @@ def _check(info: ValueInfo, value: Any, dims: Mapping[str, int], what: str = "")
 def random_input(info: ValueInfo, dims: Mapping[str, int] | None = None, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Deterministic values for an input: its declared dtype and shape (or ``shape``), symbolic dims from ``dims`` or 1."""
     dims = dims or {}
-    if info.kind != "tensor":
+    if info.kind != ValueKind.TENSOR:
         raise InputError(f"input '{info.name}' is a {info.kind}; graph-dap cannot make one up, give it explicitly")
     if info.dtype is None or info.dtype == "string":
         raise InputError(f"input '{info.name}' has type {info.dtype or 'unknown'}; give it explicitly")

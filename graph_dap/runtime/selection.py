@@ -16,6 +16,7 @@ blocks (``model.layers.8`` -> 8): what a breakpoint's condition reads as ``layer
 
 from __future__ import annotations
 
+import enum
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
@@ -27,7 +28,7 @@ from graph_dap.module_paths import MODULE, in_module
 if TYPE_CHECKING:
     from graph_dap.runtime.graph import Graph, Node
 
-__all__ = ["MODULE", "Selection", "at_depth", "in_module", "layer_of", "module_nodes", "module_paths", "where_names"]
+__all__ = ["MODULE", "PatternKind", "Selection", "at_depth", "in_module", "layer_of", "module_nodes", "module_paths", "where_names"]
 
 _INDEX = re.compile(r"^\d+$")
 
@@ -96,6 +97,14 @@ def at_depth(path: str, depth: int) -> str:
     return sep.join(path.split(sep)[:depth])
 
 
+class PatternKind(enum.StrEnum):
+    """How a pattern of a :class:`Selection` chooses."""
+
+    MODULE = "module"  # ``module:PATH``, or a glob that matches module paths only: the nodes of those modules
+    OP = "op"  # ``op:TYPE``: the nodes of that op type
+    NAME = "name"  # a glob over value names and node ids
+
+
 @dataclass(frozen=True, slots=True)
 class Selection:
     """The nodes and values some patterns choose: ``module:PATH``, ``op:TYPE``, or globs over value names and
@@ -104,23 +113,23 @@ class Selection:
 
     graph: Graph
     patterns: tuple[str, ...]  # as given
-    kinds: tuple[tuple[str, str], ...]  # each as understood: ("module" | "op" | "name", its text)
+    kinds: tuple[tuple[PatternKind, str], ...]  # each as understood, with its text
 
     @classmethod
     def of(cls, graph: Graph, patterns: Iterable[str]) -> Selection:
         given = tuple(p.strip() for p in patterns)
-        kinds: list[tuple[str, str]] = []
+        kinds: list[tuple[PatternKind, str]] = []
         names: list[str] | None = None
         for p in given:
             if p.startswith(MODULE):
-                kinds.append(("module", p[len(MODULE) :].strip()))
+                kinds.append((PatternKind.MODULE, p[len(MODULE) :].strip()))
             elif p.startswith("op:"):
-                kinds.append(("op", p[3:].strip()))
+                kinds.append((PatternKind.OP, p[3:].strip()))
             else:
                 if names is None:
                     names = [v for n in graph.all_nodes() for v in (n.id, *n.outputs) if v] + list(graph.input_names)
                 named = any(fnmatch.fnmatchcase(v, p) for v in names)
-                kinds.append(("module", p) if not named and module_nodes(graph, p) else ("name", p))
+                kinds.append((PatternKind.MODULE, p) if not named and module_nodes(graph, p) else (PatternKind.NAME, p))
         return cls(graph, given, tuple(kinds))
 
     @classmethod
@@ -133,10 +142,10 @@ class Selection:
             raise error(f"{flag} {missed[0]}: {selection.explain(missed[0])}")
         return selection
 
-    def _node_matches(self, node: Node, kind: str, text: str) -> bool:
-        if kind == "module":
+    def _node_matches(self, node: Node, kind: PatternKind, text: str) -> bool:
+        if kind is PatternKind.MODULE:
             return in_module(module_paths(self.graph, node), text)
-        if kind == "op":
+        if kind is PatternKind.OP:
             return node.op_type == text or f"{node.domain}.{node.op_type}" == text
         return fnmatch.fnmatchcase(node.id, text)
 
@@ -148,10 +157,10 @@ class Selection:
         """Whether the value ``name`` (made by ``producer``; None for a graph input) is chosen: by its name, or by its producer."""
         return not self.kinds or any(self._value_matches(name, producer, k, t) for k, t in self.kinds)
 
-    def _value_matches(self, name: str, producer: Node | None, kind: str, text: str) -> bool:
+    def _value_matches(self, name: str, producer: Node | None, kind: PatternKind, text: str) -> bool:
         if producer is not None and self._node_matches(producer, kind, text):
             return True
-        return kind == "name" and fnmatch.fnmatchcase(name, text)
+        return kind is PatternKind.NAME and fnmatch.fnmatchcase(name, text)
 
     def unmatched(self, values: Iterable[tuple[str, Node | None]]) -> list[str]:
         """The patterns that choose none of ``values`` ((name, producer) pairs): each a mistake worth one clear line."""
@@ -165,9 +174,9 @@ class Selection:
     def explain(self, pattern: str) -> str:
         """Why ``pattern`` chose nothing."""
         kind, text = self.kinds[self.patterns.index(pattern.strip())]
-        if kind == "module":
+        if kind is PatternKind.MODULE:
             return no_module_message(self.graph, text)
-        if kind == "op":
+        if kind is PatternKind.OP:
             ops = sorted({n.op_type for n in self.graph.all_nodes()})
             return f"no node has op type '{text}' (this graph has: {', '.join(ops)})"
         layers = sorted({at_depth(p, _layer_depth(p)) for n in self.graph.nodes for p in module_paths(self.graph, n) if layer_of([p]) is not None})

@@ -60,13 +60,13 @@ class Stop:
     ``node`` is the node the stop is about: the next to run for entry, breakpoint,
     step, goto and pause; the node that failed for ``error``; the node whose output
     holds the NaN or Inf for ``nan``/``inf``, or breaks the tolerance for ``mismatch``
-    (it has run; ``DebugSession.pc`` is past it).
+    (it has run; ``DebugSession.current`` is past it).
     """
 
     reason: StopReason
     node: Node | None
     message: str = ""
-    tensor: str | None = None
+    value: str | None = None  # the value the stop is about (nan/inf/mismatch: the output that holds it)
     details: dict[str, Any] = field(default_factory=dict)
     breakpoint_ids: tuple[int, ...] = ()
     path: tuple[PathStep, ...] = ()  # the levels the node is nested in, outermost first; () in the main graph
@@ -82,7 +82,7 @@ class Stop:
             "reason": self.reason.value,
             "node": None if self.node is None else node_ref(self.node, self.path),
             "message": self.message,
-            "tensor": self.tensor,
+            "tensor": self.value,  # the report's key, which users read, stays "tensor"
             "details": self.details,
             "breakpoint_ids": list(self.breakpoint_ids),
         }

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from graph_dap.kinds import Fault, ValueKind
 from graph_dap.runtime import dtypes
 
 _CHUNK = 1 << 20  # elements per pass
@@ -40,7 +41,7 @@ class TensorSummary:
     posinf: int = 0
     neginf: int = 0
     zeros: int = 0
-    kind: str = "tensor"  # or "sequence", "optional" (None: an optional without a value), "map"
+    kind: ValueKind = ValueKind.TENSOR  # OPTIONAL: an optional without a value (None)
     preview: str = ""  # a string tensor's or a map's first items, as text
 
     @property
@@ -53,11 +54,11 @@ class TensorSummary:
 
     def text(self) -> str:
         """One line: ``float32[1,64,80,80] min=-3.2 max=5.1 mean=0.013 nan=3 inf=1``."""
-        if self.kind == "sequence":
+        if self.kind == ValueKind.SEQUENCE:
             return f"seq({self.dtype}) len={self.size}" + (f" {self.preview}" if self.preview else "")
-        if self.kind == "optional":
+        if self.kind == ValueKind.OPTIONAL:
             return "optional: no value"
-        if self.kind == "map":
+        if self.kind == ValueKind.MAP:
             return f"{self.dtype} len={self.size}" + (f" {self.preview}" if self.preview else "")
         if self.dtype == "string":
             return f"{self.type_text} {self.preview}" if self.preview else self.type_text
@@ -156,13 +157,13 @@ def map_text(value: dict[Any, Any]) -> str:
 def summarize(value: Any) -> TensorSummary:
     """Summary of an array, a sequence (a list: of arrays, or of maps), a map (a dict) or an empty optional (None)."""
     if value is None:
-        return TensorSummary("none", (), 0, kind="optional")
+        return TensorSummary("none", (), 0, kind=ValueKind.OPTIONAL)
     if isinstance(value, dict):
-        return TensorSummary(element_type(value), (len(value),), len(value), kind="map", preview=map_text(value))
+        return TensorSummary(element_type(value), (len(value),), len(value), kind=ValueKind.MAP, preview=map_text(value))
     if isinstance(value, list):
         inner = element_type(value[0]) if value else "?"
         preview = "[" + _preview(map_text(v) for v in value) + "]" if value and isinstance(value[0], dict) else ""
-        return TensorSummary(inner, (len(value),), len(value), kind="sequence", preview=preview)
+        return TensorSummary(inner, (len(value),), len(value), kind=ValueKind.SEQUENCE, preview=preview)
     a = np.asarray(value)
     if a.dtype.kind in "OUS":
         flat = a.reshape(-1)
@@ -170,7 +171,7 @@ def summarize(value: Any) -> TensorSummary:
         preview = _item_text(flat[0]) if a.size == 1 else ("[" + _preview(texts) + "]" if a.size else "empty")
         return TensorSummary("string", tuple(a.shape), int(a.size), preview=preview)
     if not dtypes.is_numeric(a.dtype):
-        return TensorSummary(str(a.dtype), tuple(a.shape), int(a.size), kind="tensor")
+        return TensorSummary(str(a.dtype), tuple(a.shape), int(a.size), kind=ValueKind.TENSOR)
     flat = a.reshape(-1)
     return summarize_chunks(str(a.dtype), tuple(a.shape), (flat[start : start + _CHUNK] for start in range(0, flat.size, _CHUNK)))
 
@@ -225,13 +226,13 @@ def summarize_chunks(dtype: str, shape: tuple[int, ...], chunks: Iterable[np.nda
     return TensorSummary(dtype, shape, n, lo, hi, mean, std, nan, posinf, neginf, zeros)
 
 
-def first_nonfinite(a: np.ndarray, want: str = "any") -> tuple[int, ...] | None:
-    """Index of the first NaN (``want="nan"``), Inf (``"inf"``) or either, in C order."""
+def first_nonfinite(a: np.ndarray, want: Fault | None = None) -> tuple[int, ...] | None:
+    """Index of the first NaN (``want`` NAN), Inf (INF) or either (None), in C order."""
     if not dtypes.can_fault(a.dtype):
         return None
-    if want == "nan":
+    if want is Fault.NAN:
         mask = np.isnan(a)
-    elif want == "inf":
+    elif want is Fault.INF:
         mask = np.isinf(a)
     else:
         mask = ~np.isfinite(a)

@@ -16,7 +16,7 @@ from graph_dap.runtime.graph import Node
 class Entry(NamedTuple):
     """One entry of the history: the counter before, the nodes it marked as run, the last node before."""
 
-    pc: int
+    position: int
     ran: tuple[int, ...]  # orders of the nodes this entry marked as run
     last: Node | None
 
@@ -45,7 +45,7 @@ class Timeline:
         self.reset()
 
     def reset(self) -> None:
-        self.pc = 0
+        self.position = 0
         self.ran: set[int] = set()
         self.history: list[Entry | _Run] = []
         self.last: Node | None = None
@@ -55,38 +55,39 @@ class Timeline:
     @property
     def next_node(self) -> Node | None:
         """The node the counter is at; None at the end."""
-        return self.sequence[self.pc] if self.pc < len(self.sequence) else None
+        return self.sequence[self.position] if self.position < len(self.sequence) else None
 
     @property
     def at_end(self) -> bool:
-        return self.pc >= len(self.sequence)
+        return self.position >= len(self.sequence)
 
-    def position(self, node: Node) -> int:
+    def position_of(self, node: Node) -> int:
+        """Where ``node`` is in the run sequence."""
         return self.positions[node.id]
 
     # -- moving -------------------------------------------------------------------------
 
     def advance(self, node: Node) -> None:
         """``node`` (at the counter) ran: record it and move past it."""
-        self.history.append(Entry(self.pc, (node.order,), self.last))
+        self.history.append(Entry(self.position, (node.order,), self.last))
         self.ran.add(node.order)
         self.last = node
-        self.pc += 1
+        self.position += 1
 
     def advance_segment(self, nodes: Sequence[Node], end: int) -> None:
-        """The nodes at positions ``pc..end-1`` ran in one call: one record, undone a node at a time (see ``undo``)."""
+        """The nodes at positions ``position..end-1`` ran in one call: one record, undone a node at a time (see ``undo``)."""
         if nodes:
-            self.history.append(_Run(self.pc, nodes, self.last))
+            self.history.append(_Run(self.position, nodes, self.last))
             self.ran.update(n.order for n in nodes)
             self.last = nodes[-1]
-        self.pc = end
+        self.position = end
 
-    def jump(self, pc: int, computed: Iterable[int] = ()) -> None:
-        """A goto to ``pc``; ``computed``: orders of nodes run to supply the target's inputs."""
+    def jump(self, position: int, computed: Iterable[int] = ()) -> None:
+        """A goto to ``position``; ``computed``: orders of nodes run to supply the target's inputs."""
         added = tuple(o for o in computed if o not in self.ran)
-        self.history.append(Entry(self.pc, added, self.last))
+        self.history.append(Entry(self.position, added, self.last))
         self.ran.update(added)
-        self.pc = pc
+        self.position = position
 
     def undo(self) -> bool:
         """Take back the last entry; False when the history is empty."""
@@ -101,18 +102,18 @@ class Timeline:
             order = run.nodes[k].order
             self.ran.discard(order)
             self._on_forget(order)
-            self.pc = run.start + k
+            self.position = run.start + k
             self.last = run.nodes[k - 1] if k else run.last
             return True
         self.history.pop()
         for order in run.ran:
             self.ran.discard(order)
             self._on_forget(order)
-        self.pc = run.pc
+        self.position = run.position
         self.last = run.last
         return True
 
-    def rewind_to(self, pc: int) -> None:
-        """Undo entries until the counter is at ``pc`` (positions from there on did not run)."""
-        while self.pc > pc and self.undo():
+    def rewind_to(self, position: int) -> None:
+        """Undo entries until the counter is at ``position`` (positions from there on did not run)."""
+        while self.position > position and self.undo():
             pass

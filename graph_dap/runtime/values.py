@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import GraphDapError, ValueNotFoundError
+from graph_dap.kinds import Fault
 from graph_dap.runtime.engine.executor import Executor
-from graph_dap.runtime.engine.faults import Fault, FaultFilter
+from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.store import ValueStore
 from graph_dap.runtime.graph import Graph, Node, Scope
 from graph_dap.runtime.tensor import type_text
@@ -67,15 +68,15 @@ class Constants:
         self.overridden = False
         self.version = 0
 
-    def changed(self, name: str, static_output: bool, embedded: bool) -> None:
+    def changed(self, name: str, constant_output: bool, embedded: bool) -> None:
         """A fixed value was set: forget the fault cache; new sessions where it is embedded.
 
-        ``static_output``: it is a constant node's output (segments must then be fed it).
+        ``constant_output``: it is a constant node's output (segments must then be fed it).
         """
         self.faults.clear()
         self._faults_stale = True
         self.generation += 1
-        if static_output:
+        if constant_output:
             self.overridden = True
         if embedded:
             self._versions += 1
@@ -170,7 +171,7 @@ class Values:
         position = self.timeline.positions.get(producer.id)
         if position is None:
             return made
-        ahead = position - self.timeline.pc
+        ahead = position - self.timeline.position
         if ahead < 0:
             return f"{made}, {-ahead} node{'s' if ahead != -1 else ''} back, not run in this run (a goto passed it)"
         return f"{made}, the next node" if ahead == 0 else f"{made}, {ahead} nodes ahead"
@@ -231,9 +232,13 @@ class Values:
 
         return self.executor.execute(node, get, self.fixed, self.constants.version, count, self.embedded)
 
+    def due(self, names: Sequence[str]) -> list[str]:
+        """Those of ``names`` (this level's) that :meth:`value` would recompute."""
+        return [n for n in names if self.own(n) and n not in self.store.fixed and not self._fresh(n) and self.available(n)]
+
     def prefetch(self, names: Sequence[str]) -> None:
         """Recompute, in one run, those of ``names`` (this level's) that :meth:`value` would recompute."""
-        due = [n for n in names if self.own(n) and n not in self.store.fixed and not self._fresh(n) and self.available(n)]
+        due = self.due(names)
         if due:
             self.compute(due)
 
@@ -284,8 +289,8 @@ class Values:
 
     def evict(self) -> None:
         """Stay within the budget; what the next nodes read and what the user set stay."""
-        pc = self.timeline.pc
-        self.store.evict(lambda name: self.last_use.get(name, -1) >= pc or name in self.overrides)
+        position = self.timeline.position
+        self.store.evict(lambda name: self.last_use.get(name, -1) >= position or name in self.overrides)
 
     def forget(self, node: Node) -> None:
         """``node`` is undone: its outputs are not known any more."""
@@ -344,7 +349,7 @@ class Values:
         stale = [v for v in self.scope.value_names() if v in self.stale]
         if self.outer is not None:
             self.outer.refresh()
-        pinned = [v for v in stale if v in self.store and self.last_use.get(v, -1) >= self.timeline.pc]
+        pinned = [v for v in stale if v in self.store and self.last_use.get(v, -1) >= self.timeline.position]
         for v in stale:
             if v not in pinned and v not in self.store.fixed:
                 self.store.drop(v)

@@ -218,6 +218,11 @@ class Weights:
                 self._summarizing.pop(tensor.name).set()
         return found
 
+    def known(self, tensor: onnx.TensorProto) -> TensorSummary | None:
+        """The summary of an initializer's data when it is made already (None: :meth:`summary` would read the data)."""
+        with self._lock:
+            return self._summaries.get(tensor.name)
+
     def summarize_all(self) -> None:
         """Summarize every external initializer (in their files' order) that is not yet: what a debugger does in the
         background once a client looks at the scopes, so that opening the Initializers scope finds them done."""

@@ -254,8 +254,8 @@ class WorkerClient:
         """Where a node came from in the model's Python source."""
         return await self._call(p.SOURCE, p.NameArgs(node))
 
-    async def values(self, level: int = 0) -> p.ValueNames:
-        return await self._call(p.VALUES, p.LevelArgs(level))
+    async def values(self, level: int = 0, warm: bool = True) -> p.ValueNames:
+        return await self._call(p.VALUES, p.LevelArgs(level, warm))
 
     async def summaries(self, args: p.SummariesArgs) -> tuple[p.Summary, ...]:
         return await self._call(p.SUMMARIES, args)

@@ -168,9 +168,9 @@ class LockstepDriver(SessionDriver):
 
     def run_to(self, target: str) -> Stop:
         s = self.session
-        pc = s.pc
+        current = s.current
         seq = [n.id for n in s.sequence]
-        if pc is None or target not in seq or seq.index(target) <= seq.index(pc.id):
+        if current is None or target not in seq or seq.index(target) <= seq.index(current.id):
             return s.run_to(target)  # its errors, or "reached" when already there
         return self.lockstep.continue_(until=target, stop_on_mismatch=self.mismatch, paused=self._paused)
 

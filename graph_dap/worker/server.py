@@ -84,15 +84,22 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
 
     threading.Thread(target=reader, name="worker-reader", daemon=True).start()
     while True:
-        try:
-            message = inbox.get(timeout=IDLE_S)
-        except queue.Empty:
-            service.idle()  # (then wait as long as it takes)
-            message = inbox.get()
+        if service.values.has_idle_work():  # what a quick page left, as soon as no call waits
+            try:
+                message = inbox.get_nowait()
+            except queue.Empty:
+                service.values.work_idle()
+                continue
+        else:
+            try:
+                message = inbox.get(timeout=IDLE_S)
+            except queue.Empty:
+                service.idle()  # (then wait as long as it takes)
+                message = inbox.get()
         if message is None:
             break
         send(service.handle(message))
-        if message.get("method") == "shutdown":
+        if message.get("method") == p.SHUTDOWN.name:
             break
     service.close()
 

@@ -101,7 +101,7 @@ class WorkerService:
         self._send = send
         self.session: DebugSession | None = None
         self.driver: Driver | None = None  # what moves the run: the session, or its comparison with a reference
-        self.values = ValueCalls(lambda: self.s, self._quant_values)
+        self.values = ValueCalls(lambda: self.s, lambda event: self._send(p.event_message(event)), self._quant_values)
         self._quant: tuple[QuantValues | None] | None = None  # the loaded model's quantized values, once looked for
         self.calls: dict[str, Callable[[Any], Any]] = {
             name[len("rpc_") :]: getattr(owner, name) for owner in (self, self.values) for name in dir(owner) if name.startswith("rpc_")
@@ -351,7 +351,7 @@ class WorkerService:
 
     def rpc_where(self, _: p.NoArgs) -> p.StopInfo:
         """The current position, as a pause stop (after a run failed)."""
-        return self._stop(Stop(StopReason.PAUSE, self.s.pc, "stopped"))
+        return self._stop(Stop(StopReason.PAUSE, self.s.current, "stopped"))
 
     # -- breakpoints -----------------------------------------------------------------
 

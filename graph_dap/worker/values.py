@@ -2,7 +2,10 @@
 
 An object that :class:`~graph_dap.worker.service.WorkerService` owns (its ``values``). Results
 of expressions that are whole tensors stay here as numbered *temps* until the next stop,
-so that the adapter can page through them like any value.
+so that the adapter can page through them like any value. A quick ``summaries`` call answers a weight not
+summarized yet with what costs nothing (its type, shape and bytes), and summarizes it in a thread; a value the
+run did not keep with its declared type, and recomputes it once no call waits (:meth:`ValueCalls.work_idle`: the
+session is driven by one thread); either says so with a :class:`~graph_dap.worker.protocol.SummarizedEvent`.
 """
 
 from __future__ import annotations
@@ -15,14 +18,16 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import onnx
 
-from graph_dap.errors import BadIndexError, ExpressionError, UnknownNameError, ValueKindError, ValueNotFoundError
+from graph_dap.errors import BadIndexError, ExpressionError, GraphDapError, UnknownNameError, ValueKindError, ValueNotFoundError
 from graph_dap.names import quoted, unquoted
 from graph_dap.runtime import expr
 from graph_dap.runtime.session import DebugSession
 from graph_dap.runtime.tensor import element_type
 from graph_dap.runtime.tools.tensor_view import tensor_view
 from graph_dap.runtime.values import Values
+from graph_dap.runtime.weights import Weights
 from graph_dap.worker import protocol as p
 from graph_dap.worker import wire
 
@@ -37,21 +42,40 @@ _NAME_LIKE = re.compile(r"^[^\s()\[\],]+$")  # no spaces, calls or subscripts: m
 class ValueCalls:
     """``rpc_<method>`` calls on the values of the session at its current stop; ``session``: the loaded one (NotLoadedError before)."""
 
-    def __init__(self, session: Callable[[], DebugSession], quant: Callable[[], QuantValues | None] = lambda: None) -> None:
+    def __init__(
+        self,
+        session: Callable[[], DebugSession],
+        notify: Callable[[p.Event], None] = lambda event: None,
+        quant: Callable[[], QuantValues | None] = lambda: None,
+    ) -> None:
         self._session = session
+        self._notify = notify
         self._quant = quant  # the loaded model's quantized values (None: a float model)
         self._temps: dict[int, Any] = {}
         self._next_temp = 0
         self._summaries = SummaryCache()
         self.warming: dict[int, threading.Thread] = {}  # the model's weights being summarized in the background
+        self._idle: list[Callable[[], None]] = []  # what quick pages left to compute at this stop, once no call waits
+        self._tried: set[tuple[str, int]] = set()  # (name, level) computed so at this stop: asked again, computed at once
 
     @property
     def s(self) -> DebugSession:
         return self._session()
 
     def forget_temps(self) -> None:
-        """Drop the results of expressions (at a stop or a new model: they describe the old values)."""
+        """Drop the results of expressions (at a stop or a new model: they describe the old values), and what quick
+        pages left to compute."""
         self._temps.clear()
+        self._idle.clear()
+        self._tried.clear()
+
+    def has_idle_work(self) -> bool:
+        """Whether a quick page left values to compute (:meth:`work_idle`, when no call waits)."""
+        return bool(self._idle)
+
+    def work_idle(self) -> None:
+        """Compute what the oldest quick page left (on the thread that serves calls: the session's)."""
+        self._idle.pop(0)()
 
     def _value(self, name: str, temp: int | None = None, level: int = 0) -> Any:
         if temp is not None:
@@ -121,7 +145,7 @@ class ValueCalls:
     def rpc_values(self, a: p.LevelArgs) -> p.ValueNames:
         s = self.s
         weights = s.graph.weights
-        if weights.has_external and self.warming.get(id(weights)) is None:
+        if a.warm and weights.has_external and self.warming.get(id(weights)) is None:
             # A client looks at the scopes: the model's weights are summarized in the background, so that its
             # Initializers scope (a page of 100 reads about 1 GB of a 0.5 B model) finds them done when opened.
             self.warming = {id(weights): threading.Thread(target=weights.summarize_all, name="graph-dap-weights", daemon=True)}
@@ -136,16 +160,65 @@ class ValueCalls:
         out: list[p.Summary] = []
         values = s.frame(a.level).values
         scope = values.scope
-        values.prefetch([n for n in a.names if values.own(n) and values.available(n) and n not in values.stale])  # (a stale one is shown as it is)
+        shown = [n for n in a.names if n not in values.stale]  # (a stale one is shown as it is)
+        due = {n for n in values.due(shown) if (n, a.level) not in self._tried} if a.quick else set()
+        values.prefetch([n for n in shown if n not in due])
+        later: list[tuple[str, onnx.TensorProto]] = []
         for name in a.names:
+            if name in due:
+                out.append(wire.computing(name, s.graph.info_at(scope.path, name)))
+                continue
             if s.has_value(name, a.level):
-                made = self._summaries.summary(s, name, s.value(name, a.level), s.is_stale(name, a.level), a.hex, a.level)
-                out.append(self._quantized(made, a.level))
+                value, stale = s.value(name, a.level), s.is_stale(name, a.level)
+                tensor = self._summaries.unsummarized(s, name, value, a.hex, a.level) if a.quick else None
+                if tensor is not None:
+                    out.append(wire.pending(name, value, stale, s.note(name, a.level)))
+                    later.append((name, tensor))
+                else:
+                    out.append(self._quantized(self._summaries.summary(s, name, value, stale, a.hex, a.level), a.level))
                 continue
             producer = scope.producer(name) or s.graph.producer(name)
             info = s.graph.info_at(scope.path, name)
             out.append(wire.missing(name, info, producer.label if producer else None))
+        if due:
+            self._idle.append(lambda: self._compute([n for n in a.names if n in due], a.hex, a.level))
+        weights = s.graph.weights
+        warm = a.quick and weights.has_external and self.warming.get(id(weights)) is None
+        if later or warm:
+            thread = threading.Thread(target=self._summarize, args=(weights, later, a.level, warm), name="graph-dap-weights", daemon=True)
+            if warm:
+                self.warming = {id(weights): thread}
+            thread.start()
         return tuple(out)
+
+    def _compute(self, names: list[str], hex_: bool, level: int) -> None:
+        """Recompute and summarize the values a quick page showed by type only, then say so. (Asked again, they are
+        computed at once if they are gone again: a memory budget too small to keep them, or a failure to show.)"""
+        s = self.s
+        self._tried |= {(n, level) for n in names}
+        try:
+            s.frame(level).values.prefetch(names)
+            for name in names:
+                self._summaries.summary(s, name, s.value(name, level), s.is_stale(name, level), hex_, level)
+        except (GraphDapError, MemoryError):  # (asked again, the page says what is wrong)
+            pass
+        self._notify(p.SummarizedEvent(tuple(names), level))
+
+    def _summarize(self, weights: Weights, tensors: list[tuple[str, onnx.TensorProto]], level: int, warm: bool) -> None:
+        """Summarize the weights a quick page showed shape only (read from their files, beside the session's own
+        work) and say so (the adapter asks its client to show the page again); then, with ``warm``, the others."""
+        for _, tensor in tensors:
+            try:
+                weights.summary(tensor)
+            except (GraphDapError, OSError):  # (asked again, the page says what is wrong with it)
+                pass
+        if tensors:
+            self._notify(p.SummarizedEvent(tuple(name for name, _ in tensors), level))
+        if warm:
+            try:
+                weights.summarize_all()
+            except (GraphDapError, OSError):
+                pass
 
     def _element(self, name: str, temp: int | None, index: Sequence[int], level: int = 0) -> Any:
         """``value[index]``: through a sequence's elements (lists), then into an array; a map as it is."""
@@ -308,6 +381,17 @@ class SummaryCache:
 
     def __init__(self) -> None:
         self._by_name: dict[tuple[str, bool, int], tuple[weakref.ref[Any], p.Summary]] = {}
+
+    def unsummarized(self, s: DebugSession, name: str, value: Any, hex_: bool, level: int = 0) -> onnx.TensorProto | None:
+        """The model's external initializer that ``value`` is, when its summary would read its data now (None when
+        :meth:`summary` costs nothing: made already, or not such a weight)."""
+        if not isinstance(value, np.ndarray):
+            return None
+        held = self._by_name.get((name, hex_, level))
+        if held is not None and held[0]() is value:
+            return None
+        tensor = s.graph.weights.reference(value)
+        return tensor if tensor is not None and s.graph.weights.known(tensor) is None else None
 
     def summary(self, s: DebugSession, name: str, value: Any, stale: bool, hex_: bool, level: int = 0) -> p.Summary:
         """``name``'s summary at ``level``: as made before while ``value`` is the same array, else made now (with its

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graph_dap.kinds import SourceKind
+from graph_dap.kinds import SourceKind, ValueKind
 from graph_dap.runtime import expr
 from graph_dap.runtime.dtypes import EXTRA, is_extra, is_integer
 from graph_dap.runtime.selection import layer_of, module_paths
 from graph_dap.runtime.session import DebugSession, Stop
-from graph_dap.runtime.tensor import TensorSummary, summarize
+from graph_dap.runtime.tensor import TensorSummary, element_type, format_bytes, summarize
 from graph_dap.worker import protocol as p
 
 if TYPE_CHECKING:
@@ -44,9 +44,9 @@ def plain(o: Any) -> Any:
     return str(o)
 
 
-def tensor_type(dtype: str, kind: str = "tensor") -> str:
+def tensor_type(dtype: str, kind: ValueKind = ValueKind.TENSOR) -> str:
     """ONNX's spelling of a value's type: ``tensor(float)``, ``seq(tensor(int64))``, ``seq(map(int64,tensor(float)))``."""
-    if kind == "sequence":
+    if kind == ValueKind.SEQUENCE:
         return f"seq({_element_type(dtype)})"
     return _element_type(dtype)
 
@@ -91,7 +91,7 @@ def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, note
     s = known if known is not None else summarize(value)
     stats: tuple[tuple[str, str], ...] = ()
     scalar = None
-    if s.kind == "tensor":
+    if s.kind == ValueKind.TENSOR:
         shape = "[" + ",".join(map(str, s.shape)) + "]"
         listed = [("shape", shape), ("dtype", s.dtype)]
         if s.min is not None:
@@ -112,6 +112,40 @@ def summary(name: str, value: Any, stale: bool = False, hex_: bool = False, note
         kind=s.kind,
         scalar=scalar,
         note=note,
+    )
+
+
+def pending(name: str, value: np.ndarray, stale: bool = False, note: str = "") -> p.Summary:
+    """What the adapter shows at once of a weight whose statistics are still being computed: what costs nothing to
+    know (its type, shape and bytes), nothing read from its data."""
+    dtype = element_type(value)
+    shape = "[" + ",".join(map(str, value.shape)) + "]"
+    size = format_bytes(int(value.nbytes))
+    return p.Summary(
+        name=name,
+        text=f"{dtype}{shape} {size}, statistics being computed",
+        type=tensor_type(dtype, ValueKind.TENSOR),
+        dtype=dtype,
+        shape=tuple(int(n) for n in value.shape),
+        size=int(value.size),
+        stats=(("shape", shape), ("dtype", dtype), ("bytes", size)),
+        stale=stale,
+        note=note,
+        pending=True,
+    )
+
+
+def computing(name: str, info: ValueInfo) -> p.Summary:
+    """What the adapter shows at once of a value the run did not keep, to be recomputed once no call waits: its
+    declared type."""
+    return p.Summary(
+        name=name,
+        text=f"{info.type_text()} being computed",
+        type=tensor_type(info.dtype or "?", info.kind),
+        dtype=info.dtype or "?",
+        shape=(),
+        size=0,
+        pending=True,
     )
 
 
@@ -218,9 +252,9 @@ def stop_info(session: DebugSession, stop: Stop, repeat: p.Repeat | None = None,
     return p.StopInfo(
         reason=stop.reason,
         node=None if node is None else p.NodeRef(node.id, node.name, node.op_type, node.index, path),
-        pc=session.pc.id if session.pc else None,
+        current=session.current.id if session.current else None,
         last_node=session.last_node.id if session.last_node else None,
-        tensor=stop.tensor,
+        value=stop.value,
         message=stop.message,
         details=details,
         breakpoint_ids=tuple(stop.breakpoint_ids),

@@ -38,6 +38,8 @@ export interface GraphDapConfiguration {
 	breakOn?: string[];
 	/** Nodes (globs or op:TYPE) whose Inf the inf filter ignores, besides the filter's condition. */
 	infExclude?: string[];
+	/** Nodes (globs or op:TYPE) whose NaN the nan filter ignores, besides the filter's condition. */
+	nanExclude?: string[];
 	/** A Python program to debug together with the models it runs (mixed mode; `model` is then not needed). */
 	program?: string;
 	/** Or a module, as `python -m` runs it. */
@@ -207,7 +209,8 @@ function checkTypes(c: GraphDapConfiguration): string | undefined {
 		(has('listingPath') ? want('listingPath', typeof c.listingPath === 'string' && c.listingPath.endsWith(LISTING_EXT), `a path ending in ${LISTING_EXT}`) : undefined) ??
 		(has('debugServer') ? want('debugServer', isInt(c.debugServer) && c.debugServer! > 0 && c.debugServer! < 65536, 'a port number') : undefined) ??
 		(has('breakOn') ? want('breakOn', Array.isArray(c.breakOn) && c.breakOn.every((f) => EXCEPTION_FILTERS.includes(f)), `a list of exception filters (${EXCEPTION_FILTERS.join(', ')})`) : undefined) ??
-		(has('infExclude') ? want('infExclude', Array.isArray(c.infExclude) && c.infExclude.every((p) => typeof p === 'string'), 'a list of node globs or op:TYPE') : undefined)
+		(has('infExclude') ? want('infExclude', Array.isArray(c.infExclude) && c.infExclude.every((p) => typeof p === 'string'), 'a list of node globs or op:TYPE') : undefined) ??
+		(has('nanExclude') ? want('nanExclude', Array.isArray(c.nanExclude) && c.nanExclude.every((p) => typeof p === 'string'), 'a list of node globs or op:TYPE') : undefined)
 	);
 }
 
@@ -217,7 +220,9 @@ function checkProgramTypes(c: GraphDapConfiguration): string | undefined {
 	return (
 		(has('args') ? want('args', Array.isArray(c.args) && c.args.every((a) => typeof a === 'string'), 'a list of strings') : undefined) ??
 		(has('env') ? want('env', isPlainObject(c.env) && Object.values(c.env!).every((v) => typeof v === 'string' || v === null), 'an object of names to strings') : undefined) ??
-		(has('stopOnSessionRun') ? want('stopOnSessionRun', typeof c.stopOnSessionRun === 'boolean', 'true or false') : undefined)
+		(has('stopOnSessionRun') ? want('stopOnSessionRun', typeof c.stopOnSessionRun === 'boolean', 'true or false') : undefined) ??
+		(has('infExclude') ? want('infExclude', Array.isArray(c.infExclude) && c.infExclude.every((p) => typeof p === 'string'), 'a list of node globs or op:TYPE') : undefined) ??
+		(has('nanExclude') ? want('nanExclude', Array.isArray(c.nanExclude) && c.nanExclude.every((p) => typeof p === 'string'), 'a list of node globs or op:TYPE') : undefined)
 	);
 }
 

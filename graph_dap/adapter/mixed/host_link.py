@@ -106,10 +106,10 @@ class HostLink:
         if not isinstance(message, dict) or not isinstance(message.get("id"), int):
             raise ProtocolError("a message from the program's host is not a call")
         request, kind = message["id"], message.get("call")
-        if kind == "model":
+        if kind == hp.CallName.MODEL:
             loaded = hp.decode(hp.ModelLoaded, message.get("args"), "model")
             background(self._model(request, loaded))
-        elif kind == "run":
+        elif kind == hp.CallName.RUN:
             self._on_run(request, hp.decode(hp.RunCall, message.get("args"), "run"))
         else:
             raise ProtocolError(f"unknown call {kind!r} from the program's host")
@@ -131,10 +131,10 @@ class HostLink:
         self._send({"id": request, "result": hp.encode(result)})
 
     def push_config(self) -> None:
-        self._send({"push": "config", "body": hp.encode(self._config())})
+        self._send({"push": hp.Push.CONFIG, "body": hp.encode(self._config())})
 
     def push_suspend(self, request: int) -> None:
-        self._send({"push": "suspend", "body": hp.encode(hp.Suspend(request))})
+        self._send({"push": hp.Push.SUSPEND, "body": hp.encode(hp.Suspend(request))})
 
     async def close(self) -> None:
         if self._writer is not None:

@@ -10,19 +10,32 @@ the ``id`` of threads, frames and breakpoints is rewritten where those objects a
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
 GRAPH_BASE = 1 << 30
 PYTHON = 0  # the side key of debugpy; a graph run's is its number (from 1)
 
+
+class IdKind(enum.StrEnum):
+    """The kinds of id a mixed session remaps, each an :class:`Ids` field of the same name."""
+
+    THREAD = "thread"
+    FRAME = "frame"
+    VARIABLES = "variables"
+    SOURCE = "source"
+    BREAKPOINT = "breakpoint"
+    TARGET = "target"  # goto and stepIn targets
+
+
 #: Properties that hold an id of a kind, wherever they are in a body.
 KEYS = {
-    "threadId": "thread",
-    "frameId": "frame",
-    "stackFrameId": "frame",
-    "variablesReference": "variables",
-    "sourceReference": "source",
+    "threadId": IdKind.THREAD,
+    "frameId": IdKind.FRAME,
+    "stackFrameId": IdKind.FRAME,
+    "variablesReference": IdKind.VARIABLES,
+    "sourceReference": IdKind.SOURCE,
 }
 
 
@@ -73,18 +86,18 @@ class Ids:
     breakpoint: IdSpace = field(default_factory=IdSpace)
     target: IdSpace = field(default_factory=IdSpace)  # goto and stepIn targets
 
-    def space(self, kind: str) -> IdSpace:
+    def space(self, kind: IdKind) -> IdSpace:
         space: IdSpace = getattr(self, kind)
         return space
 
-    def side_of(self, kind: str, ours: Any) -> tuple[int, int] | None:
+    def side_of(self, kind: IdKind, ours: Any) -> tuple[int, int] | None:
         """Which side an id of ``kind`` belongs to, and its id there."""
         if not isinstance(ours, int) or isinstance(ours, bool):
             return None
         return self.space(kind).theirs(ours)
 
     def forget(self, side: int) -> None:
-        for kind in ("thread", "frame", "variables", "source", "breakpoint", "target"):
+        for kind in IdKind:
             self.space(kind).forget(side)
 
 
@@ -123,7 +136,7 @@ def to_side(ids: Ids, side: int, body: Any) -> Any:
     return body
 
 
-def rename_ids(ids: Ids, side: int, items: Any, kind: str) -> Any:
+def rename_ids(ids: Ids, side: int, items: Any, kind: IdKind) -> Any:
     """Objects (threads, stack frames, breakpoints, targets) whose own ``id`` is of ``kind``, made the client's."""
     if not isinstance(items, list):
         return items

@@ -10,6 +10,7 @@ graph-dap on its ``PYTHONPATH`` and the host's token in its environment.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ OURS = frozenset(
     {
         "program", "module", "args", "cwd", "env", "noDebug", "stopOnSessionRun", "providers", "memoryBudgetMB",
         "reference", "tolerance", "model", "adapterToken", "worker", "token", "type", "request", "optLevel",
+        "infExclude", "nanExclude",
     }
 )  # fmt: skip
 
@@ -45,6 +47,8 @@ class ProgramLaunch:
     reference: str | dict[str, Any] | None = None
     tolerance: Tolerance | None = None
     opt_level: OptLevel | None = None  # None: each session's own
+    inf_exclude: tuple[str, ...] = ()  # nodes whose Inf is expected in every model, besides the inf filter's condition
+    nan_exclude: tuple[str, ...] = ()  # nodes whose NaN is expected in every model, besides the nan filter's condition
     debugpy: dict[str, Any] = field(default_factory=dict)  # the keys that are debugpy's
 
     @classmethod
@@ -86,6 +90,8 @@ class ProgramLaunch:
             reference=reference or None,
             tolerance=parse_tolerance(given.get("tolerance")),
             opt_level=None if level is None else opt_level(level),
+            inf_exclude=tuple(items_of(request.arg("infExclude", list, []), str, "infExclude")),
+            nan_exclude=tuple(items_of(request.arg("nanExclude", list, []), str, "nanExclude")),
             debugpy={k: v for k, v in given.items() if k not in OURS},
         )
         launch._check()
@@ -138,16 +144,19 @@ class ProgramLaunch:
         """The graph filters a run uses: ``mismatch`` only with a reference."""
         return [f for f in enabled if f is not BreakFilter.MISMATCH or self.reference is not None]
 
-    def config(self, filters: list[BreakFilter], inf_exclude: list[str], armed: tuple[str, ...]) -> hp.Config:
-        """What the host applies to runs."""
+    def config(
+        self, filters: list[BreakFilter], inf_exclude: Sequence[str], armed: tuple[str, ...], nan_exclude: Sequence[str] = ()
+    ) -> hp.Config:
+        """What the host applies to runs: the exclusions of the filters' conditions and of the launch together."""
         if self.no_debug:
             return hp.Config()
         return hp.Config(
             stop_every=self.stop_on_session_run,
             every_run=self.reference is not None,
             filters=tuple(f for f in filters if f in FAULT_FILTERS),
-            inf_exclude=tuple(inf_exclude),
+            inf_exclude=tuple(dict.fromkeys([*self.inf_exclude, *inf_exclude])),
             armed=armed,
+            nan_exclude=tuple(dict.fromkeys([*self.nan_exclude, *nan_exclude])),
         )
 
     def graph_launch(self, loaded: hp.ModelLoaded, feeds: str, listing_path: str | None, call: int) -> dict[str, Any]:
@@ -164,6 +173,10 @@ class ProgramLaunch:
             launch["listingPath"] = listing_path
         if self.memory_budget_mb is not None:
             launch["memoryBudgetMB"] = self.memory_budget_mb
+        if self.inf_exclude:
+            launch["infExclude"] = list(self.inf_exclude)
+        if self.nan_exclude:
+            launch["nanExclude"] = list(self.nan_exclude)
         if self.reference is not None:
             launch["reference"] = self.reference
             if self.tolerance is not None:

@@ -16,7 +16,7 @@ from graph_dap.adapter.breakpoints import inf_exclusions
 from graph_dap.adapter.mixed import schema
 from graph_dap.adapter.mixed.catalog import FunctionBreakpoint, LineBreakpoint
 from graph_dap.adapter.mixed.graph_run import GraphRun
-from graph_dap.adapter.mixed.ids import PYTHON, rename_ids, to_client, to_side
+from graph_dap.adapter.mixed.ids import PYTHON, IdKind, rename_ids, to_client, to_side
 from graph_dap.adapter.mixed.session import GRAPH_FILTERS, MixedSession
 from graph_dap.adapter.requests import CantHandle, InvalidRequest, Request, RequestError, checked, items_of
 from graph_dap.kinds import BreakFilter
@@ -29,7 +29,7 @@ BY_FRAME = {"scopes": "frameId", "evaluate": "frameId", "setExpression": "frameI
 BY_VARIABLES = {"variables": "variablesReference", "setVariable": "variablesReference"}
 #: Requests that make debugpy's threads run (its answer says all of them, the graph threads included).
 RESUMING = frozenset({"continue", "next", "stepIn", "stepOut", "goto"})
-KINDS = {"threadId": "thread", "frameId": "frame", "variablesReference": "variables"}
+KINDS = {"threadId": IdKind.THREAD, "frameId": IdKind.FRAME, "variablesReference": IdKind.VARIABLES}
 #: Requests answered here rather than forwarded by the ids they carry.
 OWN = frozenset(
     {
@@ -65,7 +65,7 @@ class Router:
 
     # -- the two sides ------------------------------------------------------------------------
 
-    def _run_of(self, kind: str, ours: Any) -> GraphRun | None:
+    def _run_of(self, kind: IdKind, ours: Any) -> GraphRun | None:
         """The graph run an id of ``kind`` belongs to (None: Python's, or unknown)."""
         side = self.s.ids.side_of(kind, ours)
         if side is None or side[0] == PYTHON:
@@ -78,7 +78,7 @@ class Router:
     def _stopped_run(self, args: dict[str, Any]) -> GraphRun:
         """The graph run a request without a thread means: its frame's, else the one that stopped last."""
         frame = args.get("frameId")
-        run = self._run_of("frame", frame) if frame is not None else None
+        run = self._run_of(IdKind.FRAME, frame) if frame is not None else None
         if run is None:
             stopped = [r for r in self.s.runs.values() if r.stopped]
             if not stopped:
@@ -125,18 +125,18 @@ class Router:
         """The ``id`` of the objects a response lists, made the client's."""
         ids = self.s.ids
         if command == "threads":
-            body["threads"] = rename_ids(ids, side, body.get("threads"), "thread")
+            body["threads"] = rename_ids(ids, side, body.get("threads"), IdKind.THREAD)
         elif command == "stackTrace":
-            body["stackFrames"] = rename_ids(ids, side, body.get("stackFrames"), "frame")
+            body["stackFrames"] = rename_ids(ids, side, body.get("stackFrames"), IdKind.FRAME)
         elif command in ("setBreakpoints", "setFunctionBreakpoints", "setDataBreakpoints", "setInstructionBreakpoints"):
-            body["breakpoints"] = rename_ids(ids, side, body.get("breakpoints"), "breakpoint")
+            body["breakpoints"] = rename_ids(ids, side, body.get("breakpoints"), IdKind.BREAKPOINT)
         elif command in ("gotoTargets", "stepInTargets"):
-            body["targets"] = rename_ids(ids, side, body.get("targets"), "target")
+            body["targets"] = rename_ids(ids, side, body.get("targets"), IdKind.TARGET)
         return body
 
     def _label_waiting(self, thread: Any, body: dict[str, Any]) -> None:
         """A Python thread stopped in a debugged run call: its top frame says so."""
-        side = self.s.ids.side_of("thread", thread)
+        side = self.s.ids.side_of(IdKind.THREAD, thread)
         run = self.s.parked.get(side[1]) if side is not None and side[0] == PYTHON else None
         frames = body.get("stackFrames") or []
         if run is not None and frames and int(body.get("totalFrames", 1) or 1) >= 1:
@@ -165,9 +165,9 @@ class Router:
 
     async def _goto(self, request: Request) -> dict[str, Any] | None:
         target = request.arguments.get("targetId")
-        side = self.s.ids.side_of("target", target)
+        side = self.s.ids.side_of(IdKind.TARGET, target)
         if side is not None and side[0] != PYTHON:
-            run = self._run_of("target", target)
+            run = self._run_of(IdKind.TARGET, target)
             assert run is not None
             return await self.graph(run, request)
         return await self.python(request)
@@ -183,9 +183,9 @@ class Router:
 
     async def _source(self, request: Request) -> dict[str, Any] | None:
         ref = request.arguments.get("sourceReference") or (request.arguments.get("source") or {}).get("sourceReference")
-        side = self.s.ids.side_of("source", ref)
+        side = self.s.ids.side_of(IdKind.SOURCE, ref)
         if side is not None and side[0] != PYTHON:
-            run = self._run_of("source", ref)
+            run = self._run_of(IdKind.SOURCE, ref)
             assert run is not None
             return await self.graph(run, request)
         path = (request.arguments.get("source") or {}).get("path")
@@ -204,7 +204,7 @@ class Router:
 
     async def _dataBreakpointInfo(self, request: Request) -> dict[str, Any] | None:
         reference = request.arguments.get("variablesReference")
-        run = self._run_of("variables", reference) if reference else None
+        run = self._run_of(IdKind.VARIABLES, reference) if reference else None
         if run is None:
             stopped = [r for r in self.s.runs.values() if r.stopped]
             if not stopped:
@@ -316,12 +316,15 @@ class Router:
         answers: list[dict[str, Any]] = []
         enabled = [BreakFilter(f) for f in ours]
         exclude: list[str] = []
+        nan_exclude: list[str] = []
         for o in our_options:
             fid = BreakFilter(str(o.get("filterId")))
             enabled.append(fid)
             condition = str(o.get("condition") or "")
             if fid is BreakFilter.INF:
                 exclude += inf_exclusions(condition)
+            elif fid is BreakFilter.NAN:
+                nan_exclude += inf_exclusions(condition)  # (the same list of node patterns)
         theirs: list[dict[str, Any]] = []
         python = self.s.python
         py_args = dict(request.arguments)
@@ -339,6 +342,7 @@ class Router:
                 answers.append(theirs.pop(0) if theirs else {"verified": True})
         self.s.graph_filters = list(dict.fromkeys(enabled))
         self.s.inf_exclude = exclude
+        self.s.nan_exclude = nan_exclude
         await self._changed(lambda run: True)
         return {"breakpoints": answers}
 

@@ -23,16 +23,16 @@ from graph_dap.adapter.mixed.calls import can_skip
 from graph_dap.adapter.mixed.catalog import Catalog
 from graph_dap.adapter.mixed.graph_run import GraphRun, outputs_path
 from graph_dap.adapter.mixed.host_link import HostLink
-from graph_dap.adapter.mixed.ids import PYTHON, Ids, rename_ids, to_client
+from graph_dap.adapter.mixed.ids import PYTHON, IdKind, Ids, rename_ids, to_client
 from graph_dap.adapter.mixed.launch import ProgramLaunch
 from graph_dap.adapter.mixed.pool import WorkerPool
 from graph_dap.adapter.mixed.python_side import PythonSide
 from graph_dap.adapter.peer import Refused
-from graph_dap.adapter.protocol import Channel, Message
+from graph_dap.adapter.protocol import Channel, Message, MessageType
 from graph_dap.adapter.requests import UserError
 from graph_dap.adapter.state import ClientInfo
 from graph_dap.host import protocol as hp
-from graph_dap.kinds import BreakFilter, RunAction
+from graph_dap.kinds import BreakFilter, RunAction, StopReason
 from graph_dap.paths import PACKAGE
 from graph_dap.tasks import background
 
@@ -86,7 +86,8 @@ class MixedSession:
         self._numbers = itertools.count(1)
         self._tasks: set[asyncio.Future[Any]] = set()
         self.graph_filters: list[BreakFilter] = [BreakFilter.ERROR]
-        self.inf_exclude: list[str] = []
+        self.inf_exclude: list[str] = []  # the inf filter's condition (the launch's own are the launch's)
+        self.nan_exclude: list[str] = []  # the nan filter's condition
         self.parked: dict[int, GraphRun] = {}  # Python threads (debugpy's ids) stopped in a debugged run call
         self._parking: dict[int, asyncio.Event] = {}
         self.resuming = False  # a continue or step of the client's is on its way to debugpy
@@ -148,7 +149,7 @@ class MixedSession:
     # -- the host: models and run calls -------------------------------------------------------
 
     def _config(self) -> hp.Config:
-        return self.launch.config(self.graph_filters, self.inf_exclude, self.catalog.armed())
+        return self.launch.config(self.graph_filters, self.inf_exclude, self.catalog.armed(), self.nan_exclude)
 
     def push_config(self) -> None:
         self.link.push_config()
@@ -187,7 +188,7 @@ class MixedSession:
 
     def _run_call(self, request: int, call: hp.RunCall) -> None:
         entry = self.catalog.models.get(call.key)
-        skip = call.why == "breakpoint" and can_skip(self.catalog.conditions(call.key), call.call)  # (a decode step not asked for)
+        skip = call.why == StopReason.BREAKPOINT and can_skip(self.catalog.conditions(call.key), call.call)  # (a decode step not asked for)
         if entry is None or not entry.debuggable or self.terminated or skip:
             self.link.answer(request, hp.RunResult(RunAction.PLAIN))
             return
@@ -222,8 +223,10 @@ class MixedSession:
         ids.update({b["id"]: bp.id for bp, b in zip(functions, body.get("breakpoints", [])) if "id" in b})
         run.breakpoint_ids = ids
         filters = self.launch.graph_filters(self.graph_filters)
-        options = [{"filterId": BreakFilter.INF, "condition": ", ".join(self.inf_exclude)}] if BreakFilter.INF in filters and self.inf_exclude else []
-        await run.request("setExceptionBreakpoints", {"filters": [f for f in filters if not (options and f is BreakFilter.INF)], "filterOptions": options})
+        conditions = {BreakFilter.INF: self.inf_exclude, BreakFilter.NAN: self.nan_exclude}
+        options = [{"filterId": f, "condition": ", ".join(conditions[f])} for f in filters if conditions.get(f)]
+        conditioned = {o["filterId"] for o in options}
+        await run.request("setExceptionBreakpoints", {"filters": [f for f in filters if f not in conditioned], "filterOptions": options})
 
     def _host_lost(self) -> None:
         """The program's process is gone: its runs are over."""
@@ -351,7 +354,7 @@ class MixedSession:
             else:
                 self.parked.pop(theirs, None)
         elif event == "breakpoint" and isinstance(out.get("breakpoint"), dict):
-            out["breakpoint"] = rename_ids(self.ids, PYTHON, [out["breakpoint"]], "breakpoint")[0]
+            out["breakpoint"] = rename_ids(self.ids, PYTHON, [out["breakpoint"]], IdKind.BREAKPOINT)[0]
         elif event == "process":
             out["name"] = self.launch.name
         elif event == "module" and isinstance(out.get("module"), dict):
@@ -372,7 +375,7 @@ class MixedSession:
 
     def _python_request(self, message: Message) -> None:
         """A reverse request of debugpy's (``runInTerminal``): to the client, whose answer goes back."""
-        forwarded: Message = {"type": "request", "command": message.get("command"), "arguments": message.get("arguments") or {}}
+        forwarded: Message = {"type": MessageType.REQUEST, "command": message.get("command"), "arguments": message.get("arguments") or {}}
         self.channel.send(forwarded)
         self._reverse[forwarded["seq"]] = message.get("seq", 0)
 

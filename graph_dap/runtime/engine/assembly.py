@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from graph_dap.kinds import ValueKind
 from graph_dap.runtime.engine.store import nbytes
 from graph_dap.runtime.graph import ValueInfo
 
@@ -35,10 +36,10 @@ def type_proto_of(value: Any, declared: ValueInfo | None = None, prefer_declared
     an optional, the element type of an empty sequence), and, with ``prefer_declared``, in place
     of the concrete shape wherever the value fits it.
     """
-    if declared is not None and declared.proto is not None and declared.kind in ("optional", "sequence", "map"):
-        if declared.kind != "optional" or prefer_declared or value is None or _fits_optional(declared, value):
+    if declared is not None and declared.proto is not None and declared.kind in (ValueKind.OPTIONAL, ValueKind.SEQUENCE, ValueKind.MAP):
+        if declared.kind != ValueKind.OPTIONAL or prefer_declared or value is None or _fits_optional(declared, value):
             return declared.proto
-    if declared is not None and prefer_declared and declared.proto is not None and declared.kind == "tensor" and _fits(declared, value):
+    if declared is not None and prefer_declared and declared.proto is not None and declared.kind == ValueKind.TENSOR and _fits(declared, value):
         return declared.proto
     if value is None:
         return helper.make_optional_type_proto(helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, None))

@@ -22,7 +22,7 @@ import numpy as np
 import onnxruntime as ort
 
 from graph_dap import log as _log
-from graph_dap.kinds import OptLevel
+from graph_dap.kinds import OptLevel, ValueKind
 from graph_dap.runtime.engine import ortio
 from graph_dap.runtime.engine.assembly import MEMORY_BYTES
 from graph_dap.runtime.engine.budget import WeightBudget, weight_bytes
@@ -93,7 +93,7 @@ class Executor:
         self.dtypes: dict[str, str] = {}  # value -> dtype, or "seq"/"other"/the declared kind
         for v in graph.value_names():
             info = graph.value_info(v)
-            if info.kind != "tensor":
+            if info.kind != ValueKind.TENSOR:
                 self.dtypes[v] = info.kind
             elif info.dtype:
                 self.dtypes[v] = info.dtype

@@ -8,7 +8,6 @@ confirmed on the exact tensor before a stop is reported.
 
 from __future__ import annotations
 
-import enum
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,19 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from graph_dap.kinds import Fault
 from graph_dap.runtime.dtypes import can_fault, numeric
 from graph_dap.runtime.engine.masks import NO_INTENT, Intent, summary
 from graph_dap.runtime.engine.watch import WatchPlan
 from graph_dap.runtime.graph import Lookup, Node
 from graph_dap.runtime.tensor import first_nonfinite
-
-
-class Fault(enum.StrEnum):
-    """What a watched tensor was found to hold (its values are the stop reasons'), or that it is somewhere inside."""
-
-    NAN = "nan"
-    INF = "inf"
-    INNER = "inner"  # a control-flow node's bodies: the session steps into it to find the node
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,19 +52,19 @@ class FaultFilter:
         """What this filter leaves alone, and why: ``{node, kind, why}`` for what the model makes on purpose,
         ``{pattern, kind, why}`` for the user's exclusions (only the kinds watched)."""
         out: list[dict[str, str]] = []
-        for kind, on, patterns in (("inf", self.inf, self.inf_exclude), ("nan", self.nan, self.nan_exclude)):
+        for kind, on, patterns in ((Fault.INF, self.inf, self.inf_exclude), (Fault.NAN, self.nan, self.nan_exclude)):
             if on:
-                out += [{"node": n, "kind": kind, "why": why} for n, k, why in self.intent.why if k == kind]
+                out += [{"node": n, "kind": kind, "why": why} for n, k, why in self.intent.why if k is kind]
                 out += [{"pattern": p, "kind": kind, "why": f"--{kind}-exclude"} for p in patterns]
         return out
 
     def exclusions_text(self) -> str:
         """:meth:`exclusions` in a line (empty when none)."""
-        kinds = [k for k, on in (("inf", self.inf), ("nan", self.nan)) if on]
+        kinds = [k for k, on in ((Fault.INF, self.inf), (Fault.NAN, self.nan)) if on]
         parts = [summary(self.intent, kinds)] if any(k in kinds for _, k, _ in self.intent.why) else []
-        for kind, patterns in (("inf", self.inf_exclude), ("nan", self.nan_exclude)):
+        for kind, patterns in ((Fault.INF, self.inf_exclude), (Fault.NAN, self.nan_exclude)):
             if kind in kinds and patterns:
-                parts.append(f"the {'Inf' if kind == 'inf' else 'NaN'} of {', '.join(patterns)} (--{kind}-exclude)")
+                parts.append(f"the {'Inf' if kind is Fault.INF else 'NaN'} of {', '.join(patterns)} (--{kind}-exclude)")
         return "; ".join(p for p in parts if p)
 
     def kind_of(self, node: Node, value: Any) -> Fault | None:
@@ -188,16 +180,16 @@ class FaultFilter:
         return None  # overflowing sums of finite values (or, with new_only, faults carried on)
 
     def stop_details(self, node: Node, name: str, a: np.ndarray, kind: Fault, inputs: Mapping[str, Any], stop_cls: Any, reasons: Any) -> Any:
-        count = int(np.isnan(a).sum()) if kind == Fault.NAN else int(np.isinf(a).sum())
+        count = int(np.isnan(a).sum()) if kind is Fault.NAN else int(np.isinf(a).sum())
         index = first_nonfinite(a, kind)
         held = []
         for i, v in inputs.items():
             if v is None or isinstance(v, list):
                 continue
             arr = np.asarray(v)
-            if can_fault(arr.dtype) and (np.isnan(arr).any() if kind == Fault.NAN else np.isinf(arr).any()):
+            if can_fault(arr.dtype) and (np.isnan(arr).any() if kind is Fault.NAN else np.isinf(arr).any()):
                 held.append(i)
-        label = "NaN" if kind == Fault.NAN else "Inf"
+        label = "NaN" if kind is Fault.NAN else "Inf"
         where = f" at index {list(index)}" if index is not None else ""
         origin = f"; input {', '.join(held)} already held {label}" if held else "; none of its inputs held any"
         message = f"{node.label} produced {count} {label} in '{name}'{where}{origin}"
@@ -206,10 +198,10 @@ class FaultFilter:
         if left:  # what the watch left alone on purpose, so that a stop past it is understood
             message += f"; not watched: {left}"
             details["excluded"] = self.exclusions()
-        if kind == Fault.INF:
+        if kind is Fault.INF:
             details["posinf"] = int(np.isposinf(a).sum())
             details["neginf"] = int(np.isneginf(a).sum())
-        return stop_cls(reasons.NAN if kind == Fault.NAN else reasons.INF, node, message, name, details)
+        return stop_cls(reasons.NAN if kind is Fault.NAN else reasons.INF, node, message, name, details)
 
 
 def _matches(node: Node, patterns: Iterable[str]) -> bool:

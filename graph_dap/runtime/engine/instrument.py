@@ -20,8 +20,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from graph_dap.kinds import ValueKind
 from graph_dap.runtime.engine.faults import FaultFilter
-from graph_dap.runtime.engine.watch import keeps, summed, watch_plan
+from graph_dap.runtime.engine.watch import Keep, keeps, summed, watch_plan
 from graph_dap.runtime.graph import Graph, Node, Scope
 
 _counter = itertools.count()
@@ -45,7 +46,7 @@ def instrumentable(graph: Graph, node: Node) -> bool:
                 return False
             for o in inner.outputs:
                 info = scope.value_info(o) if o else None
-                if info is not None and (info.kind == "unknown" or (info.kind == "tensor" and info.dtype is None)):
+                if info is not None and (info.kind == ValueKind.UNKNOWN or (info.kind == ValueKind.TENSOR and info.dtype is None)):
                     return False
     return True
 
@@ -115,7 +116,7 @@ def _flagged_graph(graph: Graph, scope: Scope, g: onnx.GraphProto, filt: FaultFi
             if o not in watched:
                 continue
             keep = keeps(filt, node)
-            if keep == "none":
+            if keep is Keep.NONE:
                 continue
             made, source = summed(o, plan, dtypes[o], keep, f"{tag}_w{len(parts)}")
             tail.extend(made)

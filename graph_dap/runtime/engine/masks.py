@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from graph_dap.kinds import Fault
 from graph_dap.runtime.graph import Graph, Node
 
 #: A constant at least this large in magnitude makes a value large (``finfo(float32).min`` is about ``-2**128``).
@@ -77,11 +78,11 @@ class Intent:
     large: frozenset[str] = frozenset()
     inf: frozenset[str] = frozenset()
     nan: frozenset[str] = frozenset()
-    why: tuple[tuple[str, str, str], ...] = ()
+    why: tuple[tuple[str, Fault, str], ...] = ()
 
-    def reason(self, node: Node, kind: str) -> str | None:
-        """Why ``node``'s ``kind`` (``"inf"`` or ``"nan"``) is intended; None when it is not."""
-        return next((why for nid, k, why in self.why if nid == node.id and k == kind), None)
+    def reason(self, node: Node, kind: Fault) -> str | None:
+        """Why ``node``'s ``kind`` (Inf or NaN) is intended; None when it is not."""
+        return next((why for nid, k, why in self.why if nid == node.id and k is kind), None)
 
 
 NO_INTENT = Intent()
@@ -152,13 +153,13 @@ def intended(graph: Graph) -> Intent:
     large: dict[str, tuple[bool, str]] = dict(sources)  # value -> (infinite, where it comes from)
     inf: set[str] = set()
     nan: set[str] = set()
-    why: list[tuple[str, str, str]] = []
+    why: list[tuple[str, Fault, str]] = []
     for node in graph.all_nodes():
         if node.domain not in ("", "ai.onnx"):
             continue
         if node.op_type in _SOFTMAX and node.inputs and large.get(node.inputs[0], (False, ""))[0]:
             nan.add(node.id)
-            why.append((node.id, "nan", f"a {node.op_type} of '{node.inputs[0]}', an attention mask: a row it masks whole "
+            why.append((node.id, Fault.NAN, f"a {node.op_type} of '{node.inputs[0]}', an attention mask: a row it masks whole "
                         f"(a padded position) makes NaN on purpose; the mask comes from {large[node.inputs[0]][1]}"))
             continue
         positions = _CARRIES.get(node.op_type)
@@ -175,17 +176,17 @@ def intended(graph: Graph) -> Intent:
                 large[o] = (infinite, origin)
         if infinite:
             inf.add(node.id)
-            why.append((node.id, "inf", f"an attention mask: -inf on purpose, from {origin}"))
+            why.append((node.id, Fault.INF, f"an attention mask: -inf on purpose, from {origin}"))
     return Intent(frozenset(v for v in large if v not in sources), frozenset(inf), frozenset(nan), tuple(why))
 
 
-def summary(intent: Intent, kinds: Iterable[str] = ("inf", "nan")) -> str:
+def summary(intent: Intent, kinds: Iterable[Fault] = (Fault.INF, Fault.NAN)) -> str:
     """``the Inf of 3 nodes (a, b, c): an attention mask...; the NaN of 2 nodes (...): ...``: what ``intent`` leaves
     alone of ``kinds``, in a line."""
     wanted = set(kinds)
     parts = []
-    for kind, label in (("inf", "Inf"), ("nan", "NaN")):
-        items = [(n, w) for n, k, w in intent.why if k == kind and kind in wanted]
+    for kind, label in ((Fault.INF, "Inf"), (Fault.NAN, "NaN")):
+        items = [(n, w) for n, k, w in intent.why if k is kind and kind in wanted]
         if items:
             parts.append(f"the {label} of {len(items)} node{'s' if len(items) != 1 else ''} ({', '.join(n for n, _ in items[:3])}"
                          f"{' ...' if len(items) > 3 else ''}): {items[0][1]}")

@@ -113,7 +113,7 @@ def ensure_global_thread_pool() -> None:
         _pool_ready = True
 
 
-def session_options(opt_level: str = "none", external_folder: Path | None = None) -> ort.SessionOptions:
+def session_options(opt_level: str = OptLevel.NONE, external_folder: Path | None = None) -> ort.SessionOptions:
     """Options every graph-dap session uses: the global pool, quiet logs, the given optimization level.
 
     ``external_folder``: where the external data that a model given as bytes references lives (the model's folder).

@@ -10,6 +10,7 @@ watched tensor: it can never hold the first fault.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -346,10 +347,10 @@ def watch_plan(
     return WatchPlan(kept, guards, to_float=to_float, bounded=bounded, scales=scales, scaled=scaled, quiet_nan=quiet)
 
 
-def summed(value: str, plan: WatchPlan, dtype: str, keep: str | None, tag: str) -> tuple[list[onnx.NodeProto], str]:
+def summed(value: str, plan: WatchPlan, dtype: str, keep: Keep | None, tag: str) -> tuple[list[onnx.NodeProto], str]:
     """The nodes that make what the watch sums of ``value`` (named from ``tag``), and its name: as float32 where the CPU
-    cannot sum it (``plan.to_float``), only its NaNs (``keep="nan"``: its Inf is expected) or only its infinities
-    (``keep="inf"``: its NaN is expected), and scaled down where it is large by construction (``plan.scaled``)."""
+    cannot sum it (``plan.to_float``), only its NaNs (``Keep.NAN``: its Inf is expected) or only its infinities
+    (``Keep.INF``: its NaN is expected), and scaled down where it is large by construction (``plan.scaled``)."""
     nodes: list[onnx.NodeProto] = []
     source = value
     kind = dtype
@@ -360,7 +361,7 @@ def summed(value: str, plan: WatchPlan, dtype: str, keep: str | None, tag: str) 
         zero = numpy_helper.from_array(np.zeros((), _NUMPY.get(kind, np.float32)), f"{tag}_zero_t")
         nodes.append(helper.make_node("IsNaN", [source], [f"{tag}_isnan"]))
         nodes.append(helper.make_node("Constant", [], [f"{tag}_zero"], value=zero))
-        pair = [source, f"{tag}_zero"] if keep == "nan" else [f"{tag}_zero", source]
+        pair = [source, f"{tag}_zero"] if keep is Keep.NAN else [f"{tag}_zero", source]
         nodes.append(helper.make_node("Where", [f"{tag}_isnan", *pair], [f"{tag}_kept"]))
         source = f"{tag}_kept"
     if value in plan.scaled:
@@ -372,6 +373,14 @@ def summed(value: str, plan: WatchPlan, dtype: str, keep: str | None, tag: str) 
 
 
 _NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
+
+
+class Keep(enum.StrEnum):
+    """Which faults the sum of a node's output keeps (:func:`keeps`); None: both."""
+
+    NAN = "nan"  # its NaNs only: its Inf is expected
+    INF = "inf"  # its infinities only: its NaN is expected
+    NONE = "none"  # neither counts: it is not summed
 
 
 class Exclusions(Protocol):
@@ -388,11 +397,10 @@ class Exclusions(Protocol):
     def nan_excluded(self, node: Node) -> bool: ...
 
 
-def keeps(filt: Exclusions, node: Node) -> str | None:
-    """What the sum of a tensor ``node`` makes keeps for :func:`summed`: ``"nan"`` (its Inf is expected), ``"inf"`` (its
-    NaN is), ``"none"`` (neither counts: it is not summed), None (both)."""
+def keeps(filt: Exclusions, node: Node) -> Keep | None:
+    """What the sum of a tensor ``node`` makes keeps for :func:`summed` (None: both)."""
     no_inf = not filt.inf or filt.inf_excluded(node)
     no_nan = not filt.nan or filt.nan_excluded(node)
     if no_inf and no_nan:
-        return "none"
-    return "nan" if no_inf and filt.inf else "inf" if no_nan and filt.nan else None
+        return Keep.NONE
+    return Keep.NAN if no_inf and filt.inf else Keep.INF if no_nan and filt.nan else None

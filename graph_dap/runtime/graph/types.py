@@ -9,6 +9,7 @@ from typing import Any
 import onnx
 from onnx import helper
 
+from graph_dap.kinds import ValueKind
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.tensor import numel
 
@@ -48,13 +49,13 @@ class ValueInfo:
     name: str
     dtype: str | None = None  # numpy-style name ("float32"), None when unknown
     shape: tuple[Dim, ...] | None = None  # None: rank unknown; str: symbolic dim; None in it: unknown dim
-    kind: str = "tensor"  # "tensor", "sequence", "map", "optional" or "unknown"
+    kind: ValueKind = ValueKind.TENSOR
     proto: onnx.TypeProto | None = field(default=None, compare=False, hash=False, repr=False)  # as the model declares it
 
     @property
     def numel(self) -> int | None:
         """Elements of a tensor of this type; None when the rank or a dimension is unknown."""
-        if self.kind != "tensor" or self.shape is None or not all(isinstance(d, int) for d in self.shape):
+        if self.kind != ValueKind.TENSOR or self.shape is None or not all(isinstance(d, int) for d in self.shape):
             return None
         return numel(self.shape)  # type: ignore[arg-type]
 
@@ -69,11 +70,11 @@ class ValueInfo:
     def type_text(self) -> str:
         """``float32[1,3,H,W]``-style text; ``?`` for what is unknown."""
         dtype = self.dtype or "?"
-        if self.kind == "sequence":
+        if self.kind == ValueKind.SEQUENCE:
             return f"seq({dtype})"
-        if self.kind == "optional":
+        if self.kind == ValueKind.OPTIONAL:
             return f"optional({dtype})"
-        if self.kind == "map" or self.shape is None:
+        if self.kind == ValueKind.MAP or self.shape is None:
             return dtype
         return f"{dtype}[{','.join(map(dim_text, self.shape))}]"
 
@@ -119,15 +120,15 @@ def type_info(name: str, t: onnx.TypeProto) -> ValueInfo:
         return ValueInfo(name, _DTYPE_NAMES.get(tt.elem_type), _dims(tt.shape) if tt.HasField("shape") else None, proto=t)
     if kind == "sequence_type":
         elem = type_info(name, t.sequence_type.elem_type)
-        return ValueInfo(name, elem.dtype, elem.shape, "sequence", proto=t)
+        return ValueInfo(name, elem.dtype, elem.shape, ValueKind.SEQUENCE, proto=t)
     if kind == "optional_type":
         elem = type_info(name, t.optional_type.elem_type)
-        return ValueInfo(name, elem.dtype, elem.shape, "optional", proto=t)
+        return ValueInfo(name, elem.dtype, elem.shape, ValueKind.OPTIONAL, proto=t)
     if kind == "map_type":
         key = _DTYPE_NAMES.get(t.map_type.key_type, "?")
         item = type_info(name, t.map_type.value_type)
-        return ValueInfo(name, f"map({key},{item.type_text() if item.kind != 'tensor' else item.dtype or '?'})", None, "map", proto=t)
-    return ValueInfo(name, None, None, "unknown")
+        return ValueInfo(name, f"map({key},{item.type_text() if item.kind != ValueKind.TENSOR else item.dtype or '?'})", None, ValueKind.MAP, proto=t)
+    return ValueInfo(name, None, None, ValueKind.UNKNOWN)
 
 
 def value_info(v: onnx.ValueInfoProto) -> ValueInfo:

@@ -88,10 +88,10 @@ class DebugSession(SessionState):
                 return first
         self.top.values.refresh()
         runs = self.runs
-        if not runs.statics_checked:
-            runs.statics_checked = True
+        if not runs.constants_checked:
+            runs.constants_checked = True
             if self.skip_constants and self.filters.watch.active:
-                fault = runs.static_fault()
+                fault = runs.constant_fault()
                 if fault is not None:
                     return self.stops.fault(*fault)
         return None
@@ -138,7 +138,7 @@ class DebugSession(SessionState):
         levels, runs, stops = self.levels, self.runs, self.stops
         base = len(levels.frames)
         origin = levels.top
-        where = (origin.timeline.pc, origin.iteration)
+        where = (origin.timeline.position, origin.iteration)
         stepping = mode in (Mode.STEP, Mode.STEP_IN)
         look = check_first  # look at the breakpoints of the node at the counter
         while True:
@@ -148,7 +148,7 @@ class DebugSession(SessionState):
             node = frame.timeline.next_node
             if node is None:
                 return stops.end()
-            moved = origin not in levels.frames or (origin.timeline.pc, origin.iteration) != where
+            moved = origin not in levels.frames or (origin.timeline.position, origin.iteration) != where
             if (stepping and moved) or (mode is Mode.STEP_OUT and depth < base):
                 return stops.at(StopReason.STEP)
             if look:
@@ -177,14 +177,14 @@ class DebugSession(SessionState):
                         return stops.at(StopReason.STEP)  # on the body's first node, whatever its breakpoints
                     continue
             total = len(frame.timeline.sequence)
-            target = frame.timeline.pc + 1 if at_origin else runs.next_target(frame, frame.timeline.pc + 1, until)
+            target = frame.timeline.position + 1 if at_origin else runs.next_target(frame, frame.timeline.position + 1, until)
             watched_inside = node.enterable and self.filters.watch.active  # (a segment of one: its watch goes inside)
-            if self.fast and (target - frame.timeline.pc > 1 or watched_inside):
-                runs.progress(frame, frame.timeline.pc, total)
-                stop = runs.segment(frame, frame.timeline.pc, target)
+            if self.fast and (target - frame.timeline.position > 1 or watched_inside):
+                runs.progress(frame, frame.timeline.position, total)
+                stop = runs.segment(frame, frame.timeline.position, target)
             else:
                 stop = runs.node(node)
-            runs.progress(frame, frame.timeline.pc, total)
+            runs.progress(frame, frame.timeline.position, total)
             if isinstance(stop, Stop):
                 return stop
             if stop is LOOK_INSIDE:
@@ -200,7 +200,7 @@ class DebugSession(SessionState):
             not self.breakpoint_table.all
             and not self.filters.watch.active
             and len(self.frames) == 1
-            and self.timeline.pc == 0
+            and self.timeline.position == 0
             and self.constants.version == 0
             and not self.values.overrides
         )
@@ -224,10 +224,10 @@ class DebugSession(SessionState):
         node = self._stoppable(node_id)
         frame = self.top
         if node.path == frame.scope.path:
-            target = frame.timeline.position(node)
-            if target < frame.timeline.pc:
+            target = frame.timeline.position_of(node)
+            if target < frame.timeline.position:
                 raise GraphDapError(f"node {node.label} already ran; use goto to go back to it")
-            if target == frame.timeline.pc:
+            if target == frame.timeline.position:
                 return self.stops.at(StopReason.BREAKPOINT, f"reached {node.label}")
         return self.continue_(until=node.id)
 
@@ -254,7 +254,7 @@ class DebugSession(SessionState):
             except NodeExecutionError as e:
                 return self.stops.at(StopReason.ERROR, str(e), self.graph.node(e.node_id), details={"ort_message": e.ort_message})
             computed = [n.order for n in needed]
-        frame.timeline.jump(frame.timeline.position(node), computed)
+        frame.timeline.jump(frame.timeline.position_of(node), computed)
         return self.stops.at(StopReason.GOTO, f"jumped to {node.label}")
 
     def _ancestors(self, frame: Frame, names: Sequence[str]) -> list[Node]:
@@ -306,7 +306,7 @@ class DebugSession(SessionState):
         """Step back until a node with a breakpoint is next, or the history is empty."""
         while True:
             stop = self.step_back()
-            node = self.pc
+            node = self.current
             if stop.message == "already at the start of the history":
                 return self.stops.at(StopReason.ENTRY, "back at the start")
             if node is not None and self.breakpoint_table.stops_at(node.id):

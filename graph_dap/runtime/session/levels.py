@@ -78,7 +78,7 @@ class Levels:
         return self.frames[-1]
 
     @property
-    def pc(self) -> Node | None:
+    def current(self) -> Node | None:
         """The next node to run; None once the run is at its end."""
         return self.top.timeline.next_node
 

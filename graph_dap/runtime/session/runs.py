@@ -14,11 +14,11 @@ import numpy as np
 
 from graph_dap import log as _log
 from graph_dap.errors import NodeExecutionError
+from graph_dap.kinds import Fault, ValueKind
 from graph_dap.runtime.breakpoints import BreakpointTable
 from graph_dap.runtime.dtypes import dtype_of
 from graph_dap.runtime.engine.executor import Executor
 from graph_dap.runtime.engine.failures import failed_inside, names_in
-from graph_dap.runtime.engine.faults import Fault
 from graph_dap.runtime.engine.interrupt import Interrupt
 from graph_dap.runtime.engine.planning import CUTS, SegmentPlan, SegmentPlanner
 from graph_dap.runtime.engine.segments import SegmentError
@@ -44,7 +44,7 @@ _logger = _log.get_logger(__name__)
 
 def _placeholder(info: ValueInfo) -> np.ndarray | None:
     """An array of the declared type (no data: ``np.empty``), to build a session for a value not computed yet."""
-    if info.kind != "tensor" or info.dtype in (None, "string") or info.shape is None:
+    if info.kind != ValueKind.TENSOR or info.dtype in (None, "string") or info.shape is None:
         return None
     if not all(isinstance(d, int) for d in info.shape):
         return None
@@ -93,7 +93,7 @@ class Runs:
         self.on_progress = on_progress
         self.planners: dict[Any, SegmentPlanner] = {}
         self.segment_seconds: dict[tuple[Any, int, int], float] = {}
-        self.statics_checked = False  # whether the constants were looked at for a fault in this run
+        self.constants_checked = False  # whether the constants were looked at for a fault in this run
 
     def planner(self, frame: Frame) -> SegmentPlanner:
         key = frame.scope.path
@@ -127,7 +127,7 @@ class Runs:
         frame.values.evict()
         fault = self.filters.watch.check(node, outs)
         if fault and node.enterable and self.levels.flow.begin(node, frame.values.get) is not None:
-            frame.timeline.rewind_to(frame.timeline.position(node))
+            frame.timeline.rewind_to(frame.timeline.position_of(node))
             self.levels.localize.add(node.id)
             return LOOK_INSIDE
         if fault and self.filters.new_only and not self.filters.watch.from_finite(node, frame.values.value):
@@ -249,10 +249,10 @@ class Runs:
             if found is not None:
                 node, name, kind = found
                 if kind == Fault.INNER:  # a fault somewhere inside this control-flow node: back to it, then step in
-                    frame.timeline.rewind_to(frame.timeline.position(node))
+                    frame.timeline.rewind_to(frame.timeline.position_of(node))
                     self.levels.localize.add(node.id)
                     return LOOK_INSIDE
-                frame.timeline.rewind_to(frame.timeline.position(node) + 1)
+                frame.timeline.rewind_to(frame.timeline.position_of(node) + 1)
                 return self.stops.fault(node, name, kind)
         return None
 
@@ -278,7 +278,7 @@ class Runs:
 
         def position(name: str) -> int:
             producer = scope.producer(name)
-            return timeline.position(producer) if producer is not None else start
+            return timeline.position_of(producer) if producer is not None else start
 
         return lambda t: t in watch.guards and position(t) < clean <= position(watch.guards[t])
 
@@ -298,32 +298,32 @@ class Runs:
             made_by = f"{fused.op_type} '{fused.name}'" if fused is not None else "a node onnxruntime's optimizer made"
         except SegmentError as e:
             made_by = f"an optimized node (the optimized graph could not be read back: {e})"
-        frame.timeline.rewind_to(frame.timeline.position(node) + 1)
+        frame.timeline.rewind_to(frame.timeline.position_of(node) + 1)
         original = summarize(frame.values.original(tensor)).text() if frame.values.available(tensor) else "not computed"
         message = (
             f"the optimized graph (level '{level}') makes NaN in '{tensor}' at {made_by}, from {', '.join(origin)}; "
             f"the original nodes compute it without NaN ({original}): a fusion that computes differently"
         )
         details = {"disagreement": True, "opt_level": level, "optimized_node": made_by, "origin": origin, "optimized_sum": "nan", "original": original}
-        return self.stops.at(StopReason.NAN, message, node, tensor=tensor, details=details)
+        return self.stops.at(StopReason.NAN, message, node, value=tensor, details=details)
 
     def _slow(self, frame: Frame, end: int) -> Stop | LookInside | None:
         """Positions up to ``end`` a node at a time (stopping before a node the run loop must step into)."""
         timeline = frame.timeline
-        while timeline.pc < end:
-            node = timeline.sequence[timeline.pc]
+        while timeline.position < end:
+            node = timeline.sequence[timeline.position]
             if node.enterable and self.levels.must_enter(node, None):
                 return None  # the run loop steps into it
             stop = self.node(node)
             if stop is not None:
                 return stop
-            if timeline.pc < end and self.interrupt.take():
+            if timeline.position < end and self.interrupt.take():
                 return self.stops.at(StopReason.PAUSE, "paused")
         return None
 
     # -- while stopped -------------------------------------------------------------
 
-    def static_fault(self) -> tuple[Node, str, Fault] | None:
+    def constant_fault(self) -> tuple[Node, str, Fault] | None:
         """The first constant node whose output holds a watched fault (remembered per constants)."""
         key = self.filters.watch
         constants = self.constants
@@ -356,13 +356,13 @@ class Runs:
             return []
         threads: list[threading.Thread] = []
         watch = self.filters.watch
-        if self.skip_constants and watch.active and not self.statics_checked and watch not in self.constants.faults:
+        if self.skip_constants and watch.active and not self.constants_checked and watch not in self.constants.faults:
             # the first continue looks at every constant once (resnet50: 100 MB of weights): now, not then
-            threads.append(threading.Thread(target=self.static_fault, name="graph-dap-constants", daemon=True))
+            threads.append(threading.Thread(target=self.constant_fault, name="graph-dap-constants", daemon=True))
             threads[-1].start()
         if node.enterable and levels.must_enter(node, None):
             return threads
-        start = frame.timeline.pc
+        start = frame.timeline.position
         end = self.next_target(frame, start + 1, None)
         if end - start < 2 and not (node.enterable and watch.active):
             return threads

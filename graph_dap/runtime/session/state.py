@@ -139,7 +139,7 @@ class SessionState:
         self.constants.reset()
         self.levels.reset(self.inputs)
         self.breakpoint_table.reset_hits()
-        self.runs.statics_checked = False
+        self.runs.constants_checked = False
         self.filters.found = False  # a new run: its first NaN/Inf stops it wherever it is first held
         self.executor.unoptimized.clear()
 
@@ -154,9 +154,9 @@ class SessionState:
         return self.levels.top
 
     @property
-    def pc(self) -> Node | None:
+    def current(self) -> Node | None:
         """The next node to run; None once the run is at its end."""
-        return self.levels.pc
+        return self.levels.current
 
     @property
     def last_node(self) -> Node | None:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import NodeExecutionError, ValueNotFoundError
-from graph_dap.runtime.engine.faults import Fault
+from graph_dap.kinds import Fault
 from graph_dap.runtime.graph import Node
 from graph_dap.runtime.session.filters import BreakFilters
 from graph_dap.runtime.session.levels import ITERATION, Levels
@@ -27,7 +27,7 @@ class Stops:
 
     def at(self, reason: StopReason, message: str = "", node: Node | None = None, **kw: Any) -> Stop:
         """A stop at the counter (or about ``node``), with the path of the frames it is in."""
-        return Stop(reason, node if node is not None else self.levels.pc, message, path=self.levels.path, **kw)
+        return Stop(reason, node if node is not None else self.levels.current, message, path=self.levels.path, **kw)
 
     def error(self, node: Node, e: NodeExecutionError) -> Stop:
         """``node`` failed in onnxruntime: an ``error`` stop with the filter on, else the run failed there."""
@@ -45,7 +45,7 @@ class Stops:
         inputs = {i: values.value(i) for i in node.all_inputs if values.available(i)}
         stop: Stop = self.filters.watch.stop_details(node, name, value, kind, inputs, Stop, StopReason)
         self.filters.found = True  # from now on a fault stops the run where it is made (see BreakFilters.new_only)
-        return Stop(stop.reason, stop.node, stop.message, stop.tensor, stop.details, path=self.levels.path)
+        return Stop(stop.reason, stop.node, stop.message, stop.value, stop.details, path=self.levels.path)
 
     @staticmethod
     def end() -> Stop:

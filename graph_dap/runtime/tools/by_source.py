@@ -7,6 +7,7 @@ module. A node of onnxruntime's optimized graph stands for the original nodes it
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,13 @@ from graph_dap.runtime.selection import at_depth
 
 NO_SOURCE = "(no source)"
 NO_MODULE = "(no module)"
+
+
+class SourceUnit(enum.StrEnum):
+    """What a row of a table by source is: a line of the model's Python source, or a module scope."""
+
+    LINE = "line"
+    MODULE = "module"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,15 +94,15 @@ def by_module(sources: SourceMap, timed: Iterable[tuple[Sequence[str], float]], 
     return sorted(out, key=lambda t: (-t.time_ms, t.key))
 
 
-def table_text(rows: Sequence[SourceTime], what: str, top: int = 25) -> str:
+def table_text(rows: Sequence[SourceTime], what: SourceUnit, top: int = 25) -> str:
     """A table of :func:`by_line` or :func:`by_module`, slowest first."""
     shown = rows if top <= 0 else rows[:top]
     width = max([len(what)] + [len(r.key) for r in shown]) if shown else len(what)
     width = min(width, 48)
-    lines = [f"{what:<{width}}  {'time_ms':>9}  {'share':>6}  {'nodes':>5}" + ("  code" if what == "line" else "")]
+    lines = [f"{what:<{width}}  {'time_ms':>9}  {'share':>6}  {'nodes':>5}" + ("  code" if what is SourceUnit.LINE else "")]
     for r in shown:
         line = f"{r.key[:width]:<{width}}  {r.time_ms:>9.4f}  {r.share:>6.1%}  {r.nodes:>5}"
-        if what == "line" and r.code:
+        if what is SourceUnit.LINE and r.code:
             line += f"  {r.function}: {r.code}"
         lines.append(line)
     if len(shown) < len(rows):

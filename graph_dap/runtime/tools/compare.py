@@ -27,9 +27,9 @@ from graph_dap import log as _log
 from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.options import check_opt_level
 from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.graph.source import base_name, source_fields
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
-from graph_dap.runtime.source import base_name, source_fields
 from graph_dap.runtime.stops import node_ref
 from graph_dap.runtime.tensor import element_type
 from graph_dap.runtime.tools.dump import model_hash
@@ -52,6 +52,7 @@ from graph_dap.runtime.tools.references import (
     ModelSource,
     OptimizedSource,
     Reference,
+    ReferenceKind,
     RunnerSource,
     Source,
     computed_names,
@@ -465,21 +466,17 @@ def compare_model(
     graph = model if isinstance(model, Graph) else load_graph(model)
     ref = parse_reference(reference)
     check_opt_level(opt_level)
-    if ref.kind == "opt_level" and ref.target.lower() == opt_level:
+    if ref.kind is ReferenceKind.OPT_LEVEL and ref.target.lower() == opt_level:
         raise CompareError(f"both sides would run at optimization level '{opt_level}'; give the run another --opt-level")
     notes: list[str] = []
     dump_source: DumpSource | None = None
-    if ref.kind == "dump":
+    if ref.kind is ReferenceKind.DUMP:
         dump_source, inputs, notes = dump_reference(graph, Path(base_dir or Path.cwd()) / ref.target, inputs)
     feeds = resolve_inputs(graph, inputs, dims)
     source: Source = (
         dump_source if dump_source is not None else make_source(graph, feeds, ref, base_dir=base_dir, providers=providers)
     )
-    primary: Source
-    if opt_level == OptLevel.NONE:
-        primary = RunnerSource(graph, feeds, providers)
-    else:
-        primary = OptimizedSource(graph, feeds, opt_level, providers)
+    primary: Source = RunnerSource(graph, feeds, providers) if opt_level == OptLevel.NONE else OptimizedSource(graph, feeds, opt_level, providers)
     comparison = Comparison(graph, source, tolerance, metrics, run_label=primary.label)
     comparison.check_inputs(feeds)
     notes += source_notes(source, primary)

@@ -163,7 +163,7 @@ class Injector:
             if (
                 stop.reason in (StopReason.NAN, StopReason.INF)
                 and node is not None
-                and stop.tensor in self._pending.get(node.id, ())
+                and stop.value in self._pending.get(node.id, ())
             ):
                 self._apply(self._pending.pop(node.id))
                 continue

@@ -32,6 +32,7 @@ from graph_dap.runtime.tools.compare import (
     run_label,
     source_notes,
 )
+from graph_dap.runtime.tools.references import ReferenceKind
 
 __all__ = ["Lockstep", "ReferenceSpec", "divergence"]
 
@@ -60,7 +61,7 @@ class ReferenceSpec:
 
     def open_dump(self, graph: Graph, inputs: Any) -> tuple[DumpSource | None, Any, list[str]]:
         """For a dump reference: the dump, the inputs to run with (the dump's when none are given), notes."""
-        if self.reference.kind != "dump":
+        if self.reference.kind is not ReferenceKind.DUMP:
             return None, inputs, []
         return dump_reference(graph, self.base_dir / self.reference.target, inputs)
 
@@ -178,9 +179,9 @@ class Lockstep:
         if early is not None:
             return early
         s = self.session
-        node = s.pc
+        node = s.current
         stop = s.step()
-        if node is not None and s.pc is not node:
+        if node is not None and s.current is not node:
             return self._judge(node, stop, stop_on_mismatch)
         return stop
 
@@ -200,7 +201,7 @@ class Lockstep:
         seq = s.sequence
         check = check_first
         while True:
-            node = s.pc
+            node = s.current
             if node is None:
                 return s.continue_(check_first=check)
             if check and until is not None and node.id == until:
@@ -208,7 +209,7 @@ class Lockstep:
             pos = self._positions[node.id]
             after = seq[pos + 1].id if pos + 1 < len(seq) else None
             stop = s.continue_(until=after, check_first=check) if after else s.continue_(check_first=check)
-            if s.pc is not node:  # it ran
+            if s.current is not node:  # it ran
                 judged = self._judge(node, stop, stop_on_mismatch)
                 if judged is not stop:
                     return judged
@@ -216,7 +217,7 @@ class Lockstep:
             if not (reached and after is not None and stop.node is not None and stop.node.id == after):
                 return stop
             if paused():
-                return Stop(StopReason.PAUSE, s.pc, "paused")
+                return Stop(StopReason.PAUSE, s.current, "paused")
             check = True
 
     # -- reporting ---------------------------------------------------------------------
@@ -272,7 +273,7 @@ class _NoValues:
 def _quantized_reference(session: DebugSession, spec: ReferenceSpec, providers: list[str]) -> Any:
     """A model reference where one of the two models is quantized: its groups measured on the session's inputs
     (a QuantComparison), else None (the values are then compared by name)."""
-    if spec.reference.kind != "model":
+    if spec.reference.kind is not ReferenceKind.MODEL:
         return None
     from graph_dap.runtime.loading import load_graph
     from graph_dap.runtime.tools.quant.analysis import DEFAULT_RULE, compare_quantized

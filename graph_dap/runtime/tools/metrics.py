@@ -7,6 +7,7 @@ computes every metric in chunks, so a large tensor costs bounded extra memory.
 
 from __future__ import annotations
 
+import enum
 import math
 import operator
 import re
@@ -27,6 +28,7 @@ __all__ = [
     "ArrayComparison",
     "CompareError",
     "Condition",
+    "Metric",
     "Tolerance",
     "compare_arrays",
     "json_number",
@@ -35,8 +37,22 @@ __all__ = [
     "shape_text",
 ]
 
-METRICS = ("max_abs", "max_rel", "mse", "cosine", "snr")
-HIGHER_IS_BETTER = frozenset({"cosine", "snr"})
+
+
+class Metric(enum.StrEnum):
+    """How far a value is from its reference; reports and ``fail_if`` conditions name them by their words."""
+
+    MAX_ABS = "max_abs"
+    MAX_REL = "max_rel"
+    MSE = "mse"
+    COSINE = "cosine"  # cosine similarity: 1 is equal
+    SNR = "snr"  # signal to noise, in dB
+
+
+METRICS = tuple(Metric)
+HIGHER_IS_BETTER = frozenset({Metric.COSINE, Metric.SNR})
+#: The metrics where a higher value is further from the reference.
+HIGHER_IS_WORSE = frozenset(METRICS) - HIGHER_IS_BETTER
 _CHUNK = 1 << 20
 DEFAULT_ATOL, DEFAULT_RTOL = 1e-5, 1e-4
 
@@ -271,7 +287,7 @@ def shape_text(shape: Sequence[int]) -> str:
 
 def metric_number(metric: str, v: float) -> str:
     """A metric's value as text; cosine similarity with enough digits to see how far from 1 it is."""
-    return format_number(v, 8 if metric == "cosine" else 4)
+    return format_number(v, 8 if metric == Metric.COSINE else 4)
 
 
 def json_number(v: float) -> float | str:

@@ -29,10 +29,10 @@ from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.fusion import FusedGraph, FusedNode, derive_fused, named_by_id, origin_text
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, session_options
 from graph_dap.runtime.graph import Graph
+from graph_dap.runtime.graph.source import SourceMap, source_fields
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
 from graph_dap.runtime.selection import Selection
-from graph_dap.runtime.source import SourceMap, source_fields
 from graph_dap.runtime.tensor import format_bytes
 from graph_dap.runtime.tools.by_source import SourceTime, by_line, by_module
 

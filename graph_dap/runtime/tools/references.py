@@ -10,6 +10,7 @@ a :class:`Reference`; :func:`make_source` opens it.
 
 from __future__ import annotations
 
+import enum
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,6 +37,7 @@ __all__ = [
     "ModelSource",
     "OptimizedSource",
     "Reference",
+    "ReferenceKind",
     "RunnerSource",
     "Source",
     "computed_names",
@@ -250,7 +252,7 @@ class OptimizedSource:
         path = self.model_path.with_name(f"chunk_{i}.onnx")
         onnx.save(m, str(path))
         try:
-            sess = ort.InferenceSession(str(path), session_options("none"), providers=self.providers)
+            sess = ort.InferenceSession(str(path), session_options(OptLevel.NONE), providers=self.providers)
             feeds = {v.name: self.inputs[v.name] for v in keep_inputs if v.name in self.inputs}
             outs = sess.run(names, feeds)
         except ORT_ERRORS as e:
@@ -304,18 +306,30 @@ def computed_names(graph: Graph) -> set[str]:
 # -- naming a reference ---------------------------------------------------------------
 
 
+class ReferenceKind(enum.StrEnum):
+    """What a comparison's reference is; ``target`` says which."""
+
+    DUMP = "dump"  # values saved in an .npz (a path)
+    PROVIDER = "provider"  # the same model on another execution provider (a name)
+    MODEL = "model"  # another model that computes the same values (a path)
+    OPT_LEVEL = "opt_level"  # the same model as onnxruntime optimizes it (a level)
+
+
 @dataclass(frozen=True, slots=True)
 class Reference:
-    """What to compare against: ``dump`` (a path), ``provider`` (a name), ``model`` (a path) or ``opt_level``."""
+    """What to compare against: ``dump`` (a path), ``provider`` (a name), ``model`` (a path) or ``opt_level``.
 
-    kind: str
+    ``kind`` may be given as its word; it is made a :class:`ReferenceKind` here."""
+
+    kind: ReferenceKind
     target: str
 
-    KINDS = ("dump", "provider", "model", "opt_level")
+    KINDS = tuple(k.value for k in ReferenceKind)
 
     def __post_init__(self) -> None:
         if self.kind not in self.KINDS:
             raise CompareError(f"unknown reference kind '{self.kind}'; expected one of {', '.join(self.KINDS)}")
+        object.__setattr__(self, "kind", ReferenceKind(self.kind))
         if not self.target:
             raise CompareError(f"reference '{self.kind}' needs a value")
 
@@ -326,27 +340,20 @@ def parse_reference(spec: str | Mapping[str, Any] | Reference) -> Reference:
     if isinstance(spec, Reference):
         return spec
     if isinstance(spec, Mapping):
-        items = [(k, v) for k, v in spec.items() if k in ("dump", "provider", "model", "opt_level", "optLevel")]
+        items = [(k, v) for k, v in spec.items() if k in (*Reference.KINDS, "optLevel")]
         if len(items) != 1 or not isinstance(items[0][1], str):
             raise CompareError('a reference is one of {"dump": PATH}, {"provider": NAME}, {"model": PATH}, {"opt_level": LEVEL}')
         k, v = items[0]
-        return Reference("opt_level" if k == "optLevel" else k, v)
+        return Reference(ReferenceKind.OPT_LEVEL if k == "optLevel" else ReferenceKind(k), v)
     text = str(spec).strip()
     kind, sep, rest = text.partition(":")
-    aliases = {
-        "dump": "dump",
-        "provider": "provider",
-        "model": "model",
-        "opt": "opt_level",
-        "opt_level": "opt_level",
-        "opt-level": "opt_level",
-    }
+    aliases = {**{k.value: k for k in ReferenceKind}, "opt": ReferenceKind.OPT_LEVEL, "opt-level": ReferenceKind.OPT_LEVEL}
     if sep and kind in aliases:
         return Reference(aliases[kind], rest.strip())
     if text.lower().endswith(".npz"):
-        return Reference("dump", text)
+        return Reference(ReferenceKind.DUMP, text)
     if text.lower().endswith(".onnx"):
-        return Reference("model", text)
+        return Reference(ReferenceKind.MODEL, text)
     raise CompareError(
         f"reference '{text}' is not understood; give a dump (.npz), model:OTHER.onnx, provider:NAME or opt_level:LEVEL"
     )
@@ -362,11 +369,11 @@ def make_source(
 ) -> Source:
     """The :class:`Source` a reference names, for ``graph`` run on ``inputs``."""
     base = Path(base_dir) if base_dir else Path.cwd()
-    if reference.kind == "dump":
+    if reference.kind is ReferenceKind.DUMP:
         return DumpSource(base / reference.target)
-    if reference.kind == "provider":
+    if reference.kind is ReferenceKind.PROVIDER:
         return RunnerSource(graph, inputs, [reference.target])
-    if reference.kind == "model":
+    if reference.kind is ReferenceKind.MODEL:
         other = load_graph(base / reference.target)
         return ModelSource(other, inputs, computed_names(graph), providers)
     level = reference.target.lower()

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from graph_dap.runtime.engine.faults import FaultFilter
 from graph_dap.runtime.engine.instrument import Instruments
-from graph_dap.runtime.engine.watch import keeps, pooled_first, summed, watch_plan
+from graph_dap.runtime.engine.watch import Keep, keeps, pooled_first, summed, watch_plan
 from graph_dap.runtime.graph import Graph, Node
 
 SENTINEL = "__graph_dap_watch"
@@ -85,7 +85,7 @@ def watched_model(graph: Graph, filt: FaultFilter) -> WatchedModel:
             protos.append(n.proto)
         for o in n.outputs:
             keep = keeps(filt, n)
-            if not o or o not in watched_set or keep == "none":
+            if not o or o not in watched_set or keep is Keep.NONE:
                 continue
             i = len(sums)
             assert plan is not None

@@ -12,7 +12,7 @@ Envelopes, one msgpack object each:
 - request ``{"id": int, "method": str, "args": {...}}``
 - response ``{"id": int, "result": ...}`` or ``{"id": int, "error": {"kind": str, "message": str}}``;
   ``kind`` is the name of a :mod:`graph_dap.errors` class, raised again on the adapter's side
-- event ``{"event": str, "body": {...}}`` (:class:`LogEvent`, :class:`ProgressEvent`)
+- event ``{"event": str, "body": {...}}`` (:class:`LogEvent`, :class:`ProgressEvent`, :class:`SummarizedEvent`)
 - over TCP the client first sends ``{"token": str, "version": int}`` and the worker
   answers :class:`Hello`; a wrong token gets the connection closed with nothing sent back.
 
@@ -127,6 +127,7 @@ __all__ = [
     "QuantForms",
     "QuantFormsArgs",
     "ProgressEvent",
+    "SummarizedEvent",
     "READ_MEMORY",
     "RUN",
     "ReadMemoryArgs",
@@ -164,7 +165,7 @@ __all__ = [
 ]
 
 #: Changes whenever a message changes shape; a TCP worker of another version is refused.
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 HELLO = "graph-dap-worker"
 
 A = TypeVar("A")
@@ -202,8 +203,20 @@ class ProgressEvent:
     total: int
 
 
-Event = LogEvent | ProgressEvent
-EVENTS: dict[str, type[LogEvent] | type[ProgressEvent]] = {LogEvent.NAME: LogEvent, ProgressEvent.NAME: ProgressEvent}
+@dataclass(frozen=True, slots=True)
+class SummarizedEvent:
+    """The values a quick ``summaries`` call answered without their statistics (``names``, seen from ``level``: weights
+    shape only, values the run did not keep by type) are summarized now: asked again, they come whole."""
+
+    NAME: ClassVar[str] = "summarized"
+    names: tuple[str, ...]
+    level: int = 0
+
+
+Event = LogEvent | ProgressEvent | SummarizedEvent
+EVENTS: dict[str, type[LogEvent] | type[ProgressEvent] | type[SummarizedEvent]] = {
+    LogEvent.NAME: LogEvent, ProgressEvent.NAME: ProgressEvent, SummarizedEvent.NAME: SummarizedEvent,
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

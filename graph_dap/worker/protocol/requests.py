@@ -113,9 +113,12 @@ class ProfileArgs:
 
 @dataclass(frozen=True, slots=True)
 class LevelArgs:
-    """A call about the values of one level of the program counter (0: the innermost)."""
+    """A call about the values of one level of the program counter (0: the innermost). ``warm``: the model's weights
+    are summarized in the background from now on (a client that gets quick pages has them summarized from its first
+    page on, that page's first)."""
 
     level: int = 0
+    warm: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,7 @@ class SummariesArgs:
     names: tuple[str, ...]
     hex: bool = False
     level: int = 0
+    quick: bool = False  # a weight not summarized yet, or a value to recompute, comes at once without statistics (``pending``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_dap.kinds import SourceKind, StopReason
+from graph_dap.kinds import SourceKind, StopReason, ValueKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +99,10 @@ class Summary:
     stats: tuple[tuple[str, str], ...] = ()  # ("min", "-3.2"), ... for the statistics children
     stale: bool = False
     available: bool = True  # False: not computed yet
-    kind: str = "tensor"  # or "sequence"
+    kind: ValueKind = ValueKind.TENSOR
     scalar: str | None = None  # the element itself when there is one
     note: str = ""  # how it was computed, when not by the user's run (see DebugSession.note)
+    pending: bool = False  # its statistics (a recomputed value: its data) are being computed: see SummarizedEvent
     quantized: bool = False  # integers with a scale, or a DequantizeLinear's output: it has forms (QUANT_FORMS)
 
 
@@ -147,16 +148,16 @@ class StopInfo:
     """Why and where the run stopped: the runtime's ``Stop.to_dict()`` and the position.
 
     ``node`` is what the stop is about (for nan/inf/mismatch the node that produced it,
-    which has run); ``pc`` is the node to run next (None at the end). At the end of a run,
+    which has run); ``current`` is the node to run next (None at the end). At the end of a run,
     ``repeat`` holds the timings of its iterations and ``comparison`` the summary of the
     comparison with the reference.
     """
 
     reason: StopReason
     node: NodeRef | None
-    pc: str | None
+    current: str | None  # the id of the node at the counter
     last_node: str | None
-    tensor: str | None = None
+    value: str | None = None  # the value the stop is about: Stop.value
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     breakpoint_ids: tuple[int, ...] = ()

@@ -123,6 +123,7 @@ describe('after variable substitution', () => {
 			listingPath: '/tmp/x/m.onnxtxt',
 			breakOn: ['nan', 'inf', 'error'],
 			infExclude: ['op:Where', '*mask*'],
+			nanExclude: ['softmax'],
 		};
 		assert.deepEqual(ok(finishConfiguration(full)), full);
 	});
@@ -141,6 +142,7 @@ describe('after variable substitution', () => {
 		['breakOn', ['nan', 'sometimes'], /"breakOn" must be a list of exception filters \(nan, inf, error, mismatch\)/],
 		['breakOn', 'nan', /"breakOn"/],
 		['infExclude', [3], /"infExclude" must be a list of node globs or op:TYPE/],
+		['nanExclude', 'softmax', /"nanExclude" must be a list of node globs or op:TYPE/],
 	];
 	for (const [key, value, message] of bad) {
 		test(`a bad "${key}" is refused with a message`, () => {

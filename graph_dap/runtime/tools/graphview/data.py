@@ -14,7 +14,7 @@ position, see :data:`NODE_COLUMNS` and :data:`VALUE_COLUMNS`):
   ``nodes``, ``attribute`` ``then_branch``, ``body`` or the function's name); ``inputs`` and
   ``outputs`` are value indices.
 - ``modules``: ``[path, class, parent, scope]``: the module scopes graph-dap derives
-  (:mod:`graph_dap.runtime.source`: PyTorch's metadata, else node names), one row per module and
+  (:mod:`graph_dap.runtime.graph.source`: PyTorch's metadata, else node names), one row per module and
   scope it has nodes in; ``parent`` the enclosing module's row, -1 at the top.
 - ``values``: ``[name, type, producer, flags]``: ``type`` as the listing writes it
   (``float32[1,3,?,?]``), ``producer`` a node index or -1, ``flags`` 1 for an initializer.

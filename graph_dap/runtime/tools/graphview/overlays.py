@@ -10,6 +10,7 @@ legend (``vscode-ext/src/graphview/overlay.ts``); the shape of an overlay is ``O
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from pathlib import Path
@@ -18,21 +19,30 @@ from typing import Any
 from graph_dap.errors import OverlayError
 from graph_dap.files import path_problem
 from graph_dap.runtime.graph import Graph
+from graph_dap.runtime.tools.metrics import Metric
 
 Number = float | str | None
 
+
+class Worse(enum.StrEnum):
+    """Which way a metric gets worse (the page colours by it)."""
+
+    HIGH = "high"
+    LOW = "low"
+
+
 #: compare's metrics: label, which way is worse, log scale. A metric not listed here (the quantization
 #: tools add their own) is shown by its name, larger being worse.
-_COMPARE_METRICS: dict[str, tuple[str, str, bool]] = {
-    "snr": ("SQNR (dB)", "low", False),
-    "cosine": ("cosine similarity", "low", False),
-    "max_abs": ("max |run - reference|", "high", True),
-    "max_rel": ("max relative error", "high", True),
-    "mse": ("mean squared error", "high", True),
+_COMPARE_METRICS: dict[str, tuple[str, Worse, bool]] = {
+    Metric.SNR: ("SQNR (dB)", Worse.LOW, False),
+    Metric.COSINE: ("cosine similarity", Worse.LOW, False),
+    Metric.MAX_ABS: ("max |run - reference|", Worse.HIGH, True),
+    Metric.MAX_REL: ("max relative error", Worse.HIGH, True),
+    Metric.MSE: ("mean squared error", Worse.HIGH, True),
 }
 
 
-def _metric(key: str, label: str, worse: str, log: bool) -> dict[str, Any]:
+def _metric(key: str, label: str, worse: Worse, log: bool) -> dict[str, Any]:
     return {"key": key, "label": label, "worse": worse, "log": log}
 
 
@@ -51,12 +61,12 @@ def _as_number(v: Any) -> Number:
     return None
 
 
-def _rank(v: Number, worse: str) -> float:
+def _rank(v: Number, worse: Worse) -> float:
     """How bad a value is, for keeping a node's worst (NaN worst of all)."""
     if v is None or v == "nan":
         return math.inf
     x = float(v)
-    return x if worse == "high" else -x
+    return x if worse is Worse.HIGH else -x
 
 
 def _compare(doc: dict[str, Any], graph: Graph) -> tuple[dict[str, Any], int]:
@@ -65,7 +75,7 @@ def _compare(doc: dict[str, Any], graph: Graph) -> tuple[dict[str, Any], int]:
         for k in (row.get("metrics") or {}):
             if k not in keys:
                 keys.append(str(k))
-    metrics = [_metric(k, *_COMPARE_METRICS.get(k, (k, "high", False))) for k in keys]
+    metrics = [_metric(k, *_COMPARE_METRICS.get(k, (k, Worse.HIGH, False))) for k in keys]
     worse = {m["key"]: m["worse"] for m in metrics}
     values: dict[str, dict[str, Number]] = {}
     marks: dict[str, str] = {}
@@ -80,14 +90,14 @@ def _compare(doc: dict[str, Any], graph: Graph) -> tuple[dict[str, Any], int]:
         mine = values.setdefault(node, {})
         for k, raw in (row.get("metrics") or {}).items():
             v = _as_number(raw)
-            if v is not None and (k not in mine or _rank(v, worse.get(k, "high")) > _rank(mine[k], worse.get(k, "high"))):
+            if v is not None and (k not in mine or _rank(v, worse.get(k, Worse.HIGH)) > _rank(mine[k], worse.get(k, Worse.HIGH))):
                 mine[k] = v
         if row.get("origin"):
             marks[node] = f"a divergence starts here ({row.get('value')})"
     first = ((doc.get("first_divergence") or {}).get("node") or {}).get("id")
     if first and graph.has_node(first):
         marks[first] = "the first divergence"
-    default = "snr" if "snr" in keys else (keys[0] if keys else "")
+    default = Metric.SNR if Metric.SNR in keys else (keys[0] if keys else "")
     return {"metrics": metrics, "values": values, "marks": marks, "markLabel": "where a divergence starts", "default": default}, unmatched
 
 
@@ -119,7 +129,7 @@ def _profile(doc: dict[str, Any], graph: Graph) -> tuple[dict[str, Any], int]:
             add(o, time_ms / len(found), share / len(found))
     slowest = max(values, key=lambda k: float(values[k]["time_ms"] or 0.0), default=None)
     marks = {slowest: "the slowest node"} if slowest else {}
-    metrics = [_metric("time_ms", "time (ms)", "high", True), _metric("share", "share of the run's time", "high", False)]
+    metrics = [_metric("time_ms", "time (ms)", Worse.HIGH, True), _metric("share", "share of the run's time", Worse.HIGH, False)]
     return {"metrics": metrics, "values": values, "marks": marks, "markLabel": "the slowest node", "default": "time_ms"}, unmatched
 
 
@@ -136,7 +146,7 @@ def _scan(doc: dict[str, Any], graph: Graph) -> tuple[dict[str, Any], int]:
         values[node] = {"count": float(count)}
         statuses = ", ".join(f"{k} {v}" for k, v in (row.get("statuses") or {}).items())
         marks[node] = f"first bad node of {count} input{'s' if count != 1 else ''}" + (f" ({statuses})" if statuses else "")
-    metrics = [_metric("count", "inputs that first go wrong here", "high", False)]
+    metrics = [_metric("count", "inputs that first go wrong here", Worse.HIGH, False)]
     return {"metrics": metrics, "values": values, "marks": marks, "markLabel": "a first bad node", "default": "count"}, unmatched
 
 

@@ -10,6 +10,7 @@ first divergence is the earliest group whose local error breaks the rule.
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +22,7 @@ from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.loading import load_graph
-from graph_dap.runtime.tools.metrics import Condition, metric_number
+from graph_dap.runtime.tools.metrics import Condition, Metric, metric_number
 from graph_dap.runtime.tools.quant.errors import Error, GroupErrors, evaluate_groups
 from graph_dap.runtime.tools.quant.groups import make_groups
 from graph_dap.runtime.tools.quant.pairing import Pairing, pair_models, read_pairing_file
@@ -29,9 +30,16 @@ from graph_dap.runtime.tools.quant.view import quant_format
 from graph_dap.runtime.tools.quant.weights import WeightErrors, compare_weights
 from graph_dap.runtime.tools.references import model_label
 
-__all__ = ["DEFAULT_RULE", "QuantComparison", "compare_quantized", "order_models"]
+__all__ = ["DEFAULT_RULE", "GroupOrder", "QuantComparison", "compare_quantized", "order_models"]
 
-DEFAULT_RULE = (Condition("snr", "<", 20.0),)
+DEFAULT_RULE = (Condition(Metric.SNR, "<", 20.0),)
+
+
+class GroupOrder(enum.StrEnum):
+    """How the table of groups is ordered (``--order``)."""
+
+    LOCAL = "local"  # ranked by local error, worst first
+    GRAPH = "graph"  # in graph order
 
 
 def _fails(rule: Sequence[Condition], e: Error) -> bool:
@@ -130,10 +138,10 @@ class QuantComparison:
             "notes": list(self.notes),
         }
 
-    def table_text(self, order: str = "local", limit: int = 0) -> str:
-        """The groups as a table: ranked by local error (``order="local"``) or in graph order (``"graph"``)."""
+    def table_text(self, order: str = GroupOrder.LOCAL, limit: int = 0) -> str:
+        """The groups as a table, in ``order``."""
         ranks = {g.group.index: i + 1 for i, g in enumerate(self.ranked)}
-        rows = self.ranked if order == "local" else list(self.groups)
+        rows = self.ranked if order == GroupOrder.LOCAL else list(self.groups)
         if limit:
             rows = rows[:limit]
         wheres = [_where(g.group.where(self.pairing)) for g in rows]
@@ -195,7 +203,7 @@ def _db(v: float) -> str:
 
 
 def _where(where: Mapping[str, Any]) -> str:
-    from graph_dap.runtime.source import base_name
+    from graph_dap.runtime.graph.source import base_name
 
     lines = ", ".join(f"{base_name(s['path'])}:{s['line']}" for s in where["source"])
     module = where["module"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph_dap.runtime.graph import Node
-from graph_dap.runtime.source import source_fields
+from graph_dap.runtime.graph.source import source_fields
 from graph_dap.runtime.tools.quant.pairing import Pair, Pairing
 from graph_dap.runtime.tools.quant.view import Form
 

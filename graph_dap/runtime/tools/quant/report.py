@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_dap.files import write_text_atomic
+from graph_dap.runtime.tools.metrics import Metric
 
 __all__ = ["report_html", "write_report"]
 
@@ -44,7 +45,7 @@ def _chart(result: Any) -> str:
         parts.append(f'<line class="grid" x1="{_PAD}" x2="{_W - _PAD}" y1="{y(t):.1f}" y2="{y(t):.1f}"/>')
         parts.append(f'<text x="{_PAD - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t}</text>')
     for c in result.rule:
-        if c.metric == "snr":
+        if c.metric == Metric.SNR:
             parts.append(
                 f'<line x1="{_PAD}" x2="{_W - _PAD}" y1="{y(c.threshold):.1f}" y2="{y(c.threshold):.1f}" stroke="#d81b60" stroke-dasharray="4 3"/>'
             )

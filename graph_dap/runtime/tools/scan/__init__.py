@@ -9,14 +9,15 @@
 from __future__ import annotations
 
 from graph_dap.runtime.tools.scan.backend import Incident, Outcome, ScanError
-from graph_dap.runtime.tools.scan.results import STATUSES, BadNode, InputResult
+from graph_dap.runtime.tools.scan.results import STATUSES, BadNode, InputResult, ScanStatus
 from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig
-from graph_dap.runtime.tools.scan.scan import ScanSummary, run_scan
+from graph_dap.runtime.tools.scan.scan import ScanEvent, ScanSummary, run_scan
 from graph_dap.runtime.tools.scan.scanfile import read_scan
 from graph_dap.runtime.tools.scan.sources import InputSource, WorkItem, open_source
 
 __all__ = [
     "STATUSES",
+    "ScanStatus",
     "BadNode",
     "Incident",
     "InputResult",
@@ -25,6 +26,7 @@ __all__ = [
     "Outcome",
     "ScanConfig",
     "ScanError",
+    "ScanEvent",
     "ScanSummary",
     "WorkItem",
     "open_source",

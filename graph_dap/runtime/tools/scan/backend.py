@@ -8,6 +8,7 @@ dies too, the input itself is the cause: it is reported with the status ``crash`
 
 from __future__ import annotations
 
+import enum
 import queue
 import signal
 import threading
@@ -16,8 +17,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from graph_dap.errors import GraphDapError
-from graph_dap.runtime.tools.scan.results import InputResult
+from graph_dap.runtime.tools.scan.results import InputResult, ScanStatus
 from graph_dap.runtime.tools.scan.sources import WorkItem
+
+
+class BackendKind(enum.StrEnum):
+    """Where a scan's workers run (``describe()``'s ``backend``)."""
+
+    LOCAL = "local"  # processes of this machine (pool.py)
+    RAY = "ray"  # Ray actors (ray_backend.py)
 
 #: Workers that die before they are ready, in a row, before a scan gives up.
 START_DEATHS = 3
@@ -97,7 +105,7 @@ class Suspects:
             self._died[item.index] = how
             return [Incident(f"worker {worker} {how} while running {item.id}; it runs again on another worker", worker, item.id)], [item]
         message = f"the worker died while running this input alone, twice ({first}; then {how}): the input itself kills it"
-        crash = InputResult(item.index, item.id, item.label, "crash", message=message, worker=worker, attempts=self.attempts(item))
+        crash = InputResult(item.index, item.id, item.label, ScanStatus.CRASH, message=message, worker=worker, attempts=self.attempts(item))
         incident = Incident(f"worker {worker} {how} while running {item.id} again: reported as a crash", worker, item.id)
         return [incident, Outcome(crash, item=item)], []
 

@@ -11,6 +11,7 @@ A worker whose driver is gone (even killed) ends at its next read of the pipe.
 
 from __future__ import annotations
 
+import enum
 import multiprocessing as mp
 import os
 import signal
@@ -22,12 +23,30 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from graph_dap.errors import GraphDapError
-from graph_dap.runtime.tools.scan.backend import START_DEATHS, Event, Incident, Outcome, Prefetch, ScanError, Suspects, death_text
+from graph_dap.runtime.tools.scan.backend import (
+    START_DEATHS,
+    BackendKind,
+    Event,
+    Incident,
+    Outcome,
+    Prefetch,
+    ScanError,
+    Suspects,
+    death_text,
+)
 from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig
 from graph_dap.runtime.tools.scan.sources import WorkItem
 
 _CLOSE_WAIT_S = 5.0
 _POLL_S = 0.05  # how often an idle worker looks for inputs from a slow source
+
+
+class Reply(enum.StrEnum):
+    """What a worker process sends its driver: ``(READY, name)``, ``(FATAL, message)`` or ``(RESULT, result, feeds)``."""
+
+    READY = "ready"  # its scanner is built
+    FATAL = "fatal"  # its scanner could not be built: the scan stops
+    RESULT = "result"  # one input scanned
 
 
 def default_workers(threads: int) -> int:
@@ -56,9 +75,9 @@ def worker_main(conn: Connection, config: ScanConfig, threads: int, import_path:
         set_thread_count(threads)
         scanner = InputScanner(config)
     except GraphDapError as e:
-        conn.send(("fatal", str(e)))
+        conn.send((Reply.FATAL, str(e)))
         return
-    conn.send(("ready", scanner.name))
+    conn.send((Reply.READY, scanner.name))
     while True:
         try:
             item = conn.recv()
@@ -68,7 +87,7 @@ def worker_main(conn: Connection, config: ScanConfig, threads: int, import_path:
             return
         result, feeds = scanner.scan(item)
         try:
-            conn.send(("result", result, feeds))
+            conn.send((Reply.RESULT, result, feeds))
         except (BrokenPipeError, OSError):
             return
 
@@ -96,7 +115,7 @@ class LocalPool:
         self._pool: list[_Worker] = []
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": "local", "workers": self.workers, "threads_per_run": self.threads}
+        return {"backend": BackendKind.LOCAL, "workers": self.workers, "threads_per_run": self.threads}
 
     def _spawn(self) -> _Worker:
         ours, theirs = self._context.Pipe()
@@ -135,7 +154,7 @@ class LocalPool:
                     except (EOFError, OSError):
                         message = None
                     if message is not None:
-                        if message[0] == "ready":
+                        if message[0] is Reply.READY:
                             start_deaths = 0
                         event = self._message(w, message, suspects)
                         if event is not None:
@@ -160,12 +179,12 @@ class LocalPool:
 
     def _message(self, w: _Worker, message: tuple[Any, ...], suspects: Suspects) -> Event | None:
         kind = message[0]
-        if kind == "ready":
+        if kind is Reply.READY:
             w.ready, w.name = True, message[1]
             return None
-        if kind == "fatal":
+        if kind is Reply.FATAL:
             raise ScanError(message[1])
-        assert kind == "result" and w.item is not None
+        assert kind is Reply.RESULT and w.item is not None
         item, w.item = w.item, None
         result = message[1]
         attempts = suspects.attempts(item)

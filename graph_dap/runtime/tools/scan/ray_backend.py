@@ -22,10 +22,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graph_dap.errors import GraphDapError, InputError
-from graph_dap.runtime.tools.scan.backend import START_DEATHS, Event, Incident, Outcome, Prefetch, ScanError, Suspects
-from graph_dap.runtime.tools.scan.results import InputResult
+from graph_dap.runtime.tools.scan.backend import (
+    START_DEATHS,
+    BackendKind,
+    Event,
+    Incident,
+    Outcome,
+    Prefetch,
+    ScanError,
+    Suspects,
+)
+from graph_dap.runtime.tools.scan.results import InputResult, ScanStatus
 from graph_dap.runtime.tools.scan.runner import InputScanner, ScanConfig, worker_name
-from graph_dap.runtime.tools.scan.sources import ItemLoader, WorkItem
+from graph_dap.runtime.tools.scan.sources import ItemKind, ItemLoader, WorkItem
 
 INSTALL_HINT = "pip install 'graph-dap[ray]' (or pip install 'ray>=2.9')"
 #: A worker that asks for more CPUs than any node has never starts: how long to wait for the first one.
@@ -148,7 +157,7 @@ class RayBackend:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "backend": "ray",
+            "backend": BackendKind.RAY,
             "address": self.address or "local",
             "workers": self.workers,
             "threads_per_run": self.threads,
@@ -236,14 +245,14 @@ class RayBackend:
         """The item as it travels: its feeds in the object store (a generator's, or a file's read here with ``ship``)."""
         if isinstance(item.feeds, self.ray.ObjectRef):
             return item  # out once already (the rest of a dead worker's shard)
-        if item.kind == "arrays":
+        if item.kind is ItemKind.ARRAYS:
             return replace(item, feeds=self.ray.put(item.feeds))
         if self.ship and self.loader is not None:
             try:
                 feeds = self.loader.load(item)
             except InputError as e:
-                return Outcome(InputResult(item.index, item.id, item.label, "invalid", message=str(e), worker="driver"))
-            return replace(item, kind="arrays", feeds=self.ray.put(feeds))
+                return Outcome(InputResult(item.index, item.id, item.label, ScanStatus.INVALID, message=str(e), worker="driver"))
+            return replace(item, kind=ItemKind.ARRAYS, feeds=self.ray.put(feeds))
         return item
 
     def _advance(self, actor: _Actor, is_ready: bool, suspects: Suspects) -> Event | None:

@@ -20,9 +20,8 @@ from graph_dap.kinds import OptLevel
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_opt_level, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph
 from graph_dap.runtime.loading import read_model
-from graph_dap.runtime.tools.metrics import METRICS, Tolerance, compare_arrays, json_number
-from graph_dap.runtime.tools.references import Reference, parse_reference
-from graph_dap.runtime.tools.scan.results import HIGHER_IS_WORSE
+from graph_dap.runtime.tools.metrics import HIGHER_IS_WORSE, METRICS, Metric, Tolerance, compare_arrays, json_number
+from graph_dap.runtime.tools.references import Reference, ReferenceKind, parse_reference
 
 KINDS = ("provider", "opt_level", "model")
 
@@ -35,7 +34,7 @@ def check_reference(spec: str) -> Reference:
             f"a scan compares every input with a reference it runs itself: give provider:NAME, opt_level:LEVEL or "
             f"model:OTHER.onnx, not a dump ({ref.target} holds one input's values)"
         )
-    if ref.kind == "opt_level":
+    if ref.kind is ReferenceKind.OPT_LEVEL:
         check_opt_level(ref.target.lower(), ref.target)
     return ref
 
@@ -55,17 +54,17 @@ class OutputsReference:
         target = reference.target
         level: str = OptLevel.NONE
         folder = None
-        if reference.kind == "provider":
+        if reference.kind is ReferenceKind.PROVIDER:
             chosen = check_providers([target])
         else:
             chosen = check_providers(providers)
-        if reference.kind == "model":
+        if reference.kind is ReferenceKind.MODEL:
             path = base_dir / target
             read_model(path, external_data=False)  # checked here; onnxruntime reads it (and its external data) from its file
             model: Any = str(path)
             self.label = f"{path.name} on {', '.join(chosen)}"
         else:
-            if reference.kind == "opt_level":
+            if reference.kind is ReferenceKind.OPT_LEVEL:
                 level = check_opt_level(target.lower(), target)
             model = model_bytes if model_bytes is not None else graph.model.SerializeToString()
             folder = graph.weights.data_folder if model_bytes is None else None
@@ -119,5 +118,5 @@ def compare_outputs(ours: Mapping[str, Any], theirs: Mapping[str, Any], toleranc
         "outputs": per,
         "worst_output": worst_name,
         "worst_metrics": dict(worst.get("metrics", {})),
-        "metric": metric if metric in METRICS else "max_abs",
+        "metric": metric if metric in METRICS else Metric.MAX_ABS,
     }

@@ -14,7 +14,7 @@ from typing import Any
 
 from graph_dap.kinds import VALUE_FILTERS, BreakFilter
 from graph_dap.runtime.tools.references import parse_reference
-from graph_dap.runtime.tools.scan.results import InputResult
+from graph_dap.runtime.tools.scan.results import InputResult, ScanStatus
 
 _COMPARE_FLAG = {"provider": "--against-provider", "model": "--against-model", "opt_level": "--against-opt-level"}
 
@@ -24,10 +24,11 @@ def replay(header: Mapping[str, Any], result: InputResult, out_dir: Path) -> dic
     model = str(header.get("model", {}).get("path", ""))
     options = header.get("options", {})
     inputs = str((out_dir / result.failing_file).resolve()) if result.failing_file else None
-    if result.status == "invalid":
+    if result.status is ScanStatus.INVALID:
         return {"inputs": inputs, "command": None, "launch": None, "note": "the input does not fit the model: nothing to run"}
     breaks = [f for f in options.get("break_on", []) if f in VALUE_FILTERS] + [BreakFilter.ERROR.value]
     excludes = list(options.get("inf_exclude", []))
+    nan_excludes = list(options.get("nan_exclude", []))
     dims = dict(options.get("dims", {}))
     args = ["graph-dap"]
     launch: dict[str, Any] = {"type": "graph-dap", "request": "launch", "name": f"Scan: {result.id}", "model": model}
@@ -37,7 +38,7 @@ def replay(header: Mapping[str, Any], result: InputResult, out_dir: Path) -> dic
         launch["dims"] = dims
     if options.get("providers"):
         launch["providers"] = list(options["providers"])
-    if result.status == "mismatch" and options.get("reference"):
+    if result.status is ScanStatus.MISMATCH and options.get("reference"):
         ref = parse_reference(options["reference"])
         tol = options.get("tolerance") or {}
         args += ["compare", model, _COMPARE_FLAG[ref.kind], ref.target]
@@ -47,9 +48,12 @@ def replay(header: Mapping[str, Any], result: InputResult, out_dir: Path) -> dic
         launch["breakOn"] = [BreakFilter.MISMATCH.value, BreakFilter.ERROR.value]
     else:
         args += ["run", model, "--break-on", ",".join(breaks)] + [f"--inf-exclude={p}" for p in excludes]
+        args += [f"--nan-exclude={p}" for p in nan_excludes]
         launch["breakOn"] = breaks
         if excludes:
             launch["infExclude"] = excludes
+        if nan_excludes:
+            launch["nanExclude"] = nan_excludes
     if inputs:
         args += ["--inputs", inputs]
     args += [f"--dim={k}={v}" for k, v in dims.items()]

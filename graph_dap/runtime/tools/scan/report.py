@@ -17,6 +17,7 @@ from typing import Any
 
 from graph_dap.files import write_text_atomic
 from graph_dap.runtime.tools.scan.report_page import page
+from graph_dap.runtime.tools.scan.results import ScanStatus
 
 MAX_POINTS = 20000  # inputs plotted (every failing one, and the rest evenly sampled)
 MAX_FAILURES = 2000  # rows of the failures table
@@ -26,7 +27,7 @@ _STATS = ("mean", "min", "max", "std")
 def report_data(scan: Mapping[str, Any]) -> dict[str, Any]:
     """What the page shows, from a scan's results (as ``scan.json`` holds them)."""
     results = list(scan.get("results", []))
-    failing = [r for r in results if r["status"] != "clean"]
+    failing = [r for r in results if r["status"] != ScanStatus.CLEAN]
     keep = _sampled(results, MAX_POINTS)
     outputs: list[str] = []
     for r in keep:
@@ -76,9 +77,9 @@ def report_data(scan: Mapping[str, Any]) -> dict[str, Any]:
 def _sampled(results: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     if len(results) <= limit:
         return results
-    failing = [r for r in results if r["status"] != "clean"][:limit]
+    failing = [r for r in results if r["status"] != ScanStatus.CLEAN][:limit]
     room = limit - len(failing)
-    clean = [r for r in results if r["status"] == "clean"]
+    clean = [r for r in results if r["status"] == ScanStatus.CLEAN]
     step = max(1, len(clean) // max(room, 1))
     return sorted(failing + clean[::step][:room], key=lambda r: r["index"])
 

@@ -6,6 +6,7 @@ driver, or through Ray's object store) and are written to ``scan.json`` as dicts
 
 from __future__ import annotations
 
+import enum
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,12 +16,26 @@ from typing import Any
 import numpy as np
 
 from graph_dap.runtime.stops import PathStep, path_text
+from graph_dap.runtime.tools.metrics import HIGHER_IS_WORSE
 
-#: Every status an input can end with; all but ``clean`` are failures.
-STATUSES = ("clean", "nan", "inf", "error", "mismatch", "invalid", "crash")
+
+class ScanStatus(enum.StrEnum):
+    """How an input ended; all but ``clean`` are failures. ``scan.json`` writes them as their values."""
+
+    CLEAN = "clean"
+    NAN = "nan"
+    INF = "inf"
+    ERROR = "error"  # onnxruntime failed on a node, or the input could not be fed
+    MISMATCH = "mismatch"  # an output breaks the tolerance of the reference
+    INVALID = "invalid"  # the input could not be read or does not fit the model
+    CRASH = "crash"  # the worker running it died
+
+
+#: Every status an input can end with, in the order reports count them.
+STATUSES = tuple(ScanStatus)
 FAILED = frozenset(STATUSES[1:])
-#: Metrics where a higher value is a worse one (cosine and snr: lower is worse).
-HIGHER_IS_WORSE = frozenset({"max_abs", "max_rel", "mse"})
+#: Statuses of inputs that never ran.
+NOT_RUN = frozenset({ScanStatus.INVALID, ScanStatus.CRASH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +70,7 @@ class InputResult:
     index: int
     id: str
     source: str
-    status: str
+    status: ScanStatus
     message: str = ""
     node: BadNode | None = None
     tensor: str | None = None
@@ -98,11 +113,13 @@ class InputResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> InputResult:
+        if d["status"] not in STATUSES:
+            raise ValueError(f"unknown status {d['status']!r}; expected one of {', '.join(STATUSES)}")
         return cls(
             index=int(d["index"]),
             id=str(d["id"]),
             source=str(d.get("source", "")),
-            status=str(d["status"]),
+            status=ScanStatus(str(d["status"])),
             message=str(d.get("message", "")),
             node=BadNode.from_dict(d["node"]) if d.get("node") else None,
             tensor=d.get("tensor"),
@@ -166,7 +183,7 @@ def first_bad_nodes(results: Iterable[InputResult]) -> list[dict[str, Any]]:
 
 def slowest(results: Sequence[InputResult], k: int = 10) -> list[dict[str, Any]]:
     """The ``k`` inputs that took longest, slowest first."""
-    ran = [r for r in results if r.status not in ("invalid", "crash")]
+    ran = [r for r in results if r.status not in NOT_RUN]
     return [{"id": r.id, "seconds": round(r.seconds, 6), "status": r.status} for r in sorted(ran, key=lambda r: -r.seconds)[:k]]
 
 

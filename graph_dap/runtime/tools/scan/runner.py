@@ -29,14 +29,15 @@ from graph_dap.runtime.session import DebugSession
 from graph_dap.runtime.stops import Stop, StopReason, node_ref
 from graph_dap.runtime.tensor import summarize
 from graph_dap.runtime.tools.lockstep import Lockstep, ReferenceSpec
-from graph_dap.runtime.tools.metrics import Tolerance
+from graph_dap.runtime.tools.metrics import Metric, Tolerance
+from graph_dap.runtime.tools.references import ReferenceKind
 from graph_dap.runtime.tools.scan.reference import OutputsReference, check_reference, compare_outputs
-from graph_dap.runtime.tools.scan.results import BadNode, InputResult
+from graph_dap.runtime.tools.scan.results import BadNode, InputResult, ScanStatus
 from graph_dap.runtime.tools.scan.sources import ItemLoader, WorkItem
 
 #: Values kept per worker while a run goes: enough for the outputs; a stop recomputes what it shows.
 SCAN_BUDGET_MB = 256.0
-_STATUS = {StopReason.NAN: "nan", StopReason.INF: "inf", StopReason.ERROR: "error", StopReason.FAILED: "error"}
+_STATUS = {StopReason.NAN: ScanStatus.NAN, StopReason.INF: ScanStatus.INF, StopReason.ERROR: ScanStatus.ERROR, StopReason.FAILED: ScanStatus.ERROR}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +47,10 @@ class ScanConfig:
     model: str  # the model's path (absolute); with a shipped model, the name it goes by
     break_on: tuple[str, ...] = FAULT_FILTERS
     inf_exclude: tuple[str, ...] = ()
+    nan_exclude: tuple[str, ...] = ()
     reference: str | None = None
     tolerance: Tolerance = field(default_factory=Tolerance)
-    metric: str = "max_abs"
+    metric: str = Metric.MAX_ABS
     dims: tuple[tuple[str, int | tuple[int, ...]], ...] = ()  # (a dimension's size, or an input's whole shape)
     providers: tuple[str, ...] = ()
     base_dir: str = ""
@@ -68,6 +70,7 @@ class ScanConfig:
         return {
             "break_on": list(self.break_on),
             "inf_exclude": list(self.inf_exclude),
+            "nan_exclude": list(self.nan_exclude),
             "reference": self.reference,
             "tolerance": {**self.tolerance.to_dict(), "rule": self.tolerance.describe()} if self.reference else None,
             "metric": self.metric if self.reference else None,
@@ -102,7 +105,7 @@ class InputScanner:
         self.name = worker_name()
         self.tolerance = config.tolerance
         self.quant: Any = None  # a quantized model against its float model: each group's errors per input
-        if config.reference and check_reference(config.reference).kind == "model":
+        if config.reference and check_reference(config.reference).kind is ReferenceKind.MODEL:
             from graph_dap.runtime.tools.quant.analysis import DEFAULT_RULE
             from graph_dap.runtime.tools.quant.dataset import GroupsPerInput, applies
 
@@ -114,17 +117,17 @@ class InputScanner:
 
     def scan(self, item: WorkItem) -> tuple[InputResult, dict[str, Any] | None]:
         """How ``item`` ran, and its feeds when it failed (to keep it for debugging)."""
-        base = InputResult(item.index, item.id, item.label, "clean", worker=self.name)
+        base = InputResult(item.index, item.id, item.label, ScanStatus.CLEAN, worker=self.name)
         try:
             feeds = self.loader.load(item)
         except InputError as e:
-            return base.replace(status="invalid", message=str(e)), None
+            return base.replace(status=ScanStatus.INVALID, message=str(e)), None
         faults = input_faults(feeds)
         began = time.perf_counter()
         try:
             stop = self._run(feeds)
         except (GraphDapError, MemoryError) as e:
-            return base.replace(status="error", message=str(e) or type(e).__name__, seconds=time.perf_counter() - began, input_faults=faults), feeds
+            return base.replace(status=ScanStatus.ERROR, message=str(e) or type(e).__name__, seconds=time.perf_counter() - began, input_faults=faults), feeds
         seconds = time.perf_counter() - began
         result = base.replace(seconds=seconds, input_faults=faults)
         if stop.reason is not StopReason.END:
@@ -147,6 +150,7 @@ class InputScanner:
                 providers=list(self.config.providers) or None,
                 break_on=watch,
                 inf_exclude=self.config.inf_exclude,
+                nan_exclude=self.config.nan_exclude,
                 memory_budget_mb=self.config.memory_budget_mb,
                 pausable=False,  # never paused: each segment runs whole, however long it takes
                 base_dir=self.base_dir,
@@ -161,7 +165,7 @@ class InputScanner:
         try:
             theirs = self.reference.outputs(feeds)
         except GraphDapError as e:
-            return result.replace(status="error", message=str(e)), feeds
+            return result.replace(status=ScanStatus.ERROR, message=str(e)), feeds
         comparison = compare_outputs(outputs, theirs, self.tolerance, self.config.metric)
         comparison["reference"] = self.reference.label
         born = None
@@ -169,7 +173,7 @@ class InputScanner:
             try:
                 comparison["groups"], born = self.quant.measure(feeds)
             except GraphDapError as e:
-                return result.replace(status="error", message=str(e)), feeds
+                return result.replace(status=ScanStatus.ERROR, message=str(e)), feeds
         comparison["seconds"] = round(time.perf_counter() - began, 6)
         if comparison["passed"]:
             return result.replace(comparison=comparison), None
@@ -181,7 +185,7 @@ class InputScanner:
             node, details = self._first_divergence(comparison)
         if node is not None:
             message += f"; the difference starts at {node.id} ({node.op_type})"
-        return result.replace(status="mismatch", message=message, node=node, details=details, comparison=comparison), feeds
+        return result.replace(status=ScanStatus.MISMATCH, message=message, node=node, details=details, comparison=comparison), feeds
 
     def _first_divergence(self, comparison: dict[str, Any]) -> tuple[BadNode | None, dict[str, Any]]:
         """Run the input again in lockstep with the reference, node by node, to the first divergence."""
@@ -200,7 +204,7 @@ class InputScanner:
         finally:
             lockstep.close()
         if stop.reason is StopReason.MISMATCH and stop.node is not None:
-            return _bad_node(stop.node, stop.path), {"value": stop.tensor, **stop.details}
+            return _bad_node(stop.node, stop.path), {"value": stop.value, **stop.details}
         return None, {"note": "no node breaks the tolerance while its inputs are within it (the outputs differ by accumulation)"}
 
     def _born(self, born: Any) -> tuple[BadNode | None, dict[str, Any]]:
@@ -222,12 +226,12 @@ def _bad_node(node: Any, path: tuple[Any, ...]) -> BadNode:
 def _stopped(result: InputResult, stop: Stop) -> InputResult:
     status = _STATUS.get(stop.reason)
     if status is None:  # no breakpoints are set: any other stop is a bug of ours, reported as one
-        return result.replace(status="error", message=f"the run stopped for an unexpected reason ({stop.reason.value}): {stop.message}")
+        return result.replace(status=ScanStatus.ERROR, message=f"the run stopped for an unexpected reason ({stop.reason.value}): {stop.message}")
     node = _bad_node(stop.node, stop.path) if stop.node is not None else None
     details = dict(stop.details)
     if "inputs" in details:  # an error's summaries of the node's inputs: text already
         details["inputs"] = dict(details["inputs"])
-    return result.replace(status=status, message=stop.message, node=node, tensor=stop.tensor, details=details)
+    return result.replace(status=status, message=stop.message, node=node, tensor=stop.value, details=details)
 
 
 def input_faults(feeds: Mapping[str, Any]) -> dict[str, str]:

@@ -9,6 +9,7 @@ also when the scan is interrupted.
 
 from __future__ import annotations
 
+import enum
 import io
 import os
 import re
@@ -29,7 +30,17 @@ from graph_dap.runtime.tools.scan.report import write_report
 from graph_dap.runtime.tools.scan.results import InputResult
 from graph_dap.runtime.tools.scan.runner import ScanConfig
 from graph_dap.runtime.tools.scan.scanfile import ScanFile
-from graph_dap.runtime.tools.scan.sources import InputSource, ItemLoader, WorkItem
+from graph_dap.runtime.tools.scan.sources import InputSource, ItemKind, ItemLoader, WorkItem
+
+
+class ScanEvent(enum.StrEnum):
+    """What a scan tells as it goes (``on_event``; ``scan --json`` writes each as a line's ``event``)."""
+
+    START = "start"
+    RESULT = "result"  # one input done, with ``done`` and ``failed`` so far
+    INCIDENT = "incident"  # a worker died or was replaced
+    SAVED = "saved"  # the results file was written again
+    END = "end"  # the CLI's last line: the summary
 
 RESULTS_NAME, REPORT_NAME, FAILING_DIR = "scan.json", "report.html", "failing"
 
@@ -96,7 +107,7 @@ def run_scan(
     out_dir: str | os.PathLike[str],
     *,
     resume: bool = False,
-    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    on_event: Callable[[ScanEvent, dict[str, Any]], None] | None = None,
 ) -> ScanSummary:
     """Scan every input of ``source`` with ``backend``; results in ``out_dir``.
 
@@ -117,7 +128,7 @@ def run_scan(
     driver_loader = ItemLoader(graph, dict(config.dims))
     notify = on_event or (lambda kind, data: None)
     total = source.total
-    notify("start", {"total": total, "resumed": results.resumed, "out": str(out), "backend": backend.describe()})
+    notify(ScanEvent.START, {"total": total, "resumed": results.resumed, "out": str(out), "backend": backend.describe()})
     items = (it for it in source.items() if not results.done(it.id))
     began = time.monotonic()
     ran = 0
@@ -126,7 +137,7 @@ def run_scan(
         for event in backend.run(items):
             ran += _record(event, results, failing, driver_loader, notify)
             if results.write():
-                notify("saved", {"done": len(results.results)})
+                notify(ScanEvent.SAVED, {"done": len(results.results)})
         finished = True
     finally:
         try:
@@ -134,7 +145,7 @@ def run_scan(
         finally:
             driver_loader.close()
             results.write(force=True, finished=finished)
-            notify("saved", {"done": len(results.results)})
+            notify(ScanEvent.SAVED, {"done": len(results.results)})
             data = results.to_dict(finished)
             write_report(data, out / REPORT_NAME)
     ordered = results.ordered()
@@ -153,11 +164,11 @@ def run_scan(
     )
 
 
-def _record(event: Event, results: ScanFile, failing: FailingInputs, loader: ItemLoader, notify: Callable[[str, dict[str, Any]], None]) -> int:
+def _record(event: Event, results: ScanFile, failing: FailingInputs, loader: ItemLoader, notify: Callable[[ScanEvent, dict[str, Any]], None]) -> int:
     """Take one event into the results; 1 when it was an input done."""
     if isinstance(event, Incident):
         results.incident(event)
-        notify("incident", {"message": event.message, "worker": event.worker, "input": event.input_id})
+        notify(ScanEvent.INCIDENT, {"message": event.message, "worker": event.worker, "input": event.input_id})
         return 0
     assert isinstance(event, Outcome)
     result = event.result
@@ -168,7 +179,7 @@ def _record(event: Event, results: ScanFile, failing: FailingInputs, loader: Ite
             if kept is not None:
                 result = result.replace(failing_file=kept)
     results.add(result)
-    notify("result", {**result.to_dict(), "done": len(results.results), "failed": results.failed})
+    notify(ScanEvent.RESULT, {**result.to_dict(), "done": len(results.results), "failed": results.failed})
     return 1
 
 
@@ -176,7 +187,7 @@ def _driver_feeds(item: WorkItem | None, loader: ItemLoader) -> dict[str, Any] |
     """A crashed input's feeds, read on the driver (a generator's as given) so that it can be kept."""
     if item is None:
         return None
-    if item.kind == "arrays":
+    if item.kind is ItemKind.ARRAYS:
         return item.feeds if isinstance(item.feeds, dict) else None
     try:
         return loader.load(item)

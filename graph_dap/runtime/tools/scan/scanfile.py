@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_dap.files import write_text_atomic
+from graph_dap.runtime.tools.metrics import Metric
 from graph_dap.runtime.tools.scan.backend import Incident, ScanError
 from graph_dap.runtime.tools.scan.replay import replay
 from graph_dap.runtime.tools.scan.results import InputResult, counts, first_bad_nodes, slowest, worst
@@ -68,9 +69,12 @@ class ScanFile:
                 )
         out.header["started"] = old.get("started", out.header["started"])
         out.seconds_before = float(old.get("seconds", 0.0))
-        for d in old.get("results", []):
-            r = InputResult.from_dict(d)
-            out.results[r.id] = r
+        try:
+            for d in old.get("results", []):
+                r = InputResult.from_dict(d)
+                out.results[r.id] = r
+        except (KeyError, TypeError, ValueError) as e:
+            raise ScanError(f"cannot resume: a result in {path} is not one a scan writes ({e})") from None
         out.incidents = list(old.get("incidents", []))
         out.resumed = len(out.results)
         out.failed = sum(1 for r in out.results.values() if r.failed)
@@ -104,7 +108,7 @@ class ScanFile:
             "counts": c,
             "first_bad_nodes": first_bad_nodes(results),
             "slowest": slowest(results),
-            "worst": worst(results, options.get("metric") or "max_abs") if options.get("reference") else [],
+            "worst": worst(results, options.get("metric") or Metric.MAX_ABS) if options.get("reference") else [],
             "incidents": self.incidents,
             "results": [self._entry(r) for r in results],
         }

@@ -10,6 +10,7 @@ data set.
 
 from __future__ import annotations
 
+import enum
 import glob
 import importlib
 import os
@@ -30,18 +31,21 @@ INPUT_SUFFIXES = (".npz", ".npy")
 _GLOB_CHARS = "*?["
 
 
+class ItemKind(enum.StrEnum):
+    """Where a :class:`WorkItem`'s input is."""
+
+    FILE = "file"  # an .npz, .npy or test-data folder at ``path``
+    SAMPLES = "samples"  # samples ``start..stop-1`` along ``axis`` of the archive at ``path``
+    ARRAYS = "arrays"  # ``feeds`` given: a generator's dict, or on Ray a reference to it in the object store
+
+
 @dataclass(frozen=True, slots=True)
 class WorkItem:
-    """One run of a scan: which input, and where it is.
-
-    ``kind``: ``file`` (an .npz, .npy or test-data folder at ``path``), ``samples``
-    (samples ``start..stop-1`` along ``axis`` of the archive at ``path``) or ``arrays``
-    (``feeds`` given: a generator's dict, or on Ray a reference to it in the object store).
-    """
+    """One run of a scan: which input, and where it is (``kind``)."""
 
     index: int
     id: str
-    kind: str
+    kind: ItemKind
     label: str
     path: str | None = None
     start: int = 0
@@ -89,7 +93,7 @@ class FileSource(InputSource):
         for i, p in enumerate(self.paths):
             rel = p.relative_to(self.root) if p.is_relative_to(self.root) else Path(p.name)
             ident = rel.with_suffix("").as_posix() if p.suffix.lower() in INPUT_SUFFIXES else rel.as_posix()
-            yield WorkItem(i, ident, "file", rel.as_posix(), str(p))
+            yield WorkItem(i, ident, ItemKind.FILE, rel.as_posix(), str(p))
 
 
 class SampleSource(InputSource):
@@ -111,7 +115,7 @@ class SampleSource(InputSource):
             stop = min(start + self.batch, self.samples)
             ident = f"sample_{start:0{width}d}" if stop - start == 1 else f"samples_{start:0{width}d}-{stop - 1:0{width}d}"
             label = f"sample {start}" if stop - start == 1 else f"samples {start}..{stop - 1}"
-            yield WorkItem(i, ident, "samples", f"{label} of {self.path.name}", str(self.path), start, stop, self.axis)
+            yield WorkItem(i, ident, ItemKind.SAMPLES, f"{label} of {self.path.name}", str(self.path), start, stop, self.axis)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "sample_axis": self.axis, "batch": self.batch, "samples": self.samples}
@@ -152,7 +156,7 @@ class GeneratorSource(InputSource):
             if ident in seen:
                 raise InputError(f"--inputs-from {self.spec}: the id '{ident}' came twice; ids name inputs across resumed scans")
             seen.add(ident)
-            yield WorkItem(i, ident, "arrays", f"item {i} of {self.spec}" if ident.startswith("item_") else ident, feeds=dict(feeds))
+            yield WorkItem(i, ident, ItemKind.ARRAYS, f"item {i} of {self.spec}" if ident.startswith("item_") else ident, feeds=dict(feeds))
 
 
 def import_target(spec: str) -> Any:
@@ -285,9 +289,9 @@ class ItemLoader:
 
     def load(self, item: WorkItem) -> dict[str, Any]:
         """The item's feeds, checked against the model's inputs (an :class:`InputError` says what is wrong)."""
-        if item.kind == "file":
+        if item.kind is ItemKind.FILE:
             return resolve_inputs(self.graph, item.path, self.dims)
-        if item.kind == "samples":
+        if item.kind is ItemKind.SAMPLES:
             return resolve_inputs(self.graph, self._samples(item), self.dims)
         if not isinstance(item.feeds, Mapping):
             raise InputError(f"{item.label}: expected a dict of input name -> array, got {type(item.feeds).__name__}")

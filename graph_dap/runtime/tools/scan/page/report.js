@@ -38,7 +38,8 @@
     kv(s, 'inputs', (D.source.spec || '') + ' (' + (D.source.kind || '') + ')');
     kv(s, 'done', D.done + ' inputs, ' + D.failed + ' failing' + (D.finished ? '' : ' (the scan did not finish: resume it with --resume)'));
     var o = D.options || {};
-    kv(s, 'watching', (o.break_on || []).join(', ') + ((o.inf_exclude || []).length ? ' (Inf allowed at ' + o.inf_exclude.join(', ') + ')' : ''));
+    kv(s, 'watching', (o.break_on || []).join(', ') + ((o.inf_exclude || []).length ? ' (Inf allowed at ' + o.inf_exclude.join(', ') + ')' : '') +
+      ((o.nan_exclude || []).length ? ' (NaN allowed at ' + o.nan_exclude.join(', ') + ')' : ''));
     if (o.reference) kv(s, 'reference', o.reference + ' — ' + ((o.tolerance || {}).rule || ''));
     var b = D.backend || {};
     kv(s, 'ran on', (b.backend || '') + (b.address ? ' ' + b.address : '') + ', ' + b.workers + ' workers x ' + b.threads_per_run + ' threads');
