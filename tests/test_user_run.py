@@ -1,7 +1,7 @@
 """A stop shows what the user's own run computed: onnxruntime's optimized graph at the session's level.
 
 For each fusion that matters (Q/DQ into QLinearConv and QLinearMatMul, MatMul + Add, a decomposed
-LayerNormalization, a decomposed Gelu): the watched run's outputs are bit for bit the plain run's (the watch
+LayerNormalization, a decomposed Gelu, attention's scaled Q K^T into one FusedMatMul): the watched run's outputs are bit for bit the plain run's (the watch
 leaves the fusions alone); a value the optimized graph computes is shown as it computes it (the ground truth:
 the model with the tensor as an output); a value fused away is recomputed with the original nodes and says so; a
 NaN made inside a fused group is named at its original node.
@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from models import assert_exact, init, make_model, optimized_nodes, ort_values, tensor
+from models import as_shown, assert_exact, init, make_model, optimized_nodes, ort_values, tensor
 from onnx import helper
 from quant_models import quantize
 
@@ -93,6 +93,28 @@ def layer_norm_gelu_mlp() -> tuple[onnx.ModelProto, dict]:
     return model, {"x": R.standard_normal((4, d)).astype(np.float32)}
 
 
+def attention_block() -> tuple[onnx.ModelProto, dict]:
+    """One head of self-attention as exporters write it: projections, Q K^T scaled, a causal mask added, Softmax,
+    times V (onnxruntime fuses the transpose and the scale into one FusedMatMul)."""
+    s, d = 8, 16
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "wq"], ["q"], name="q_proj"),
+        n("MatMul", ["x", "wk"], ["k"], name="k_proj"),
+        n("MatMul", ["x", "wv"], ["v"], name="v_proj"),
+        n("Transpose", ["k"], ["kt"], name="k_t", perm=[1, 0]),
+        n("MatMul", ["q", "kt"], ["scores"], name="qk"),
+        n("Div", ["scores", "scale"], ["scaled"], name="scale"),
+        n("Add", ["scaled", "mask"], ["masked"], name="mask_add"),
+        n("Softmax", ["masked"], ["probs"], name="softmax", axis=-1),
+        n("MatMul", ["probs", "v"], ["ctx"], name="pv"),
+        n("MatMul", ["ctx", "wo"], ["y"], name="o_proj"),
+    ]
+    inits = [init(w, (R.standard_normal((d, d)) * 0.3).astype(np.float32)) for w in ("wq", "wk", "wv", "wo")]
+    inits += [init("scale", np.array(4.0, np.float32)), init("mask", np.triu(np.full((s, s), -1e4, np.float32), 1))]
+    return make_model(nodes, [tensor("x", [s, d])], [tensor("y", [s, d])], inits), {"x": R.standard_normal((s, d)).astype(np.float32)}
+
+
 def watched_segment_nodes(s: DebugSession, model: onnx.ModelProto) -> tuple[list[str], list[str]]:
     """The ops of the watched whole-model segment as onnxruntime optimized it (the watch's own left out), and the plain model's."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,14 +131,16 @@ def watched_segment_nodes(s: DebugSession, model: onnx.ModelProto) -> tuple[list
     return [n.op_type for n in own], [n.op_type for n in optimized_nodes(model)]
 
 
-@pytest.mark.parametrize("kind", ["qdq", "mlp"])
+@pytest.mark.parametrize("kind", ["qdq", "mlp", "attention"])
 def test_the_watched_run_is_the_users_own(kind: str, tmp_path: Path) -> None:
     """With the NaN/Inf watch on, the optimized graph keeps every fusion (its nodes are the plain model's) and the
     outputs are the plain ORT_ENABLE_ALL run's bit for bit; a stop's values the optimized graph computes are its own."""
-    model, feeds = quantized_cnn(tmp_path) if kind == "qdq" else layer_norm_gelu_mlp()
+    model, feeds = {"qdq": lambda: quantized_cnn(tmp_path), "mlp": layer_norm_gelu_mlp, "attention": attention_block}[kind]()
     plain_ops = [n.op_type for n in optimized_nodes(model)]
     if kind == "qdq":
         assert "QLinearConv" in plain_ops and "QLinearMatMul" in plain_ops  # (what the test is about)
+    elif kind == "attention":
+        assert "FusedMatMul" in plain_ops and "Transpose" not in plain_ops
     else:
         assert "LayerNormalization" in plain_ops and {"Gelu", "BiasGelu", "FastGelu"} & set(plain_ops)
     s = DebugSession(model, feeds, break_on=["nan", "inf"])
@@ -127,6 +151,10 @@ def test_the_watched_run_is_the_users_own(kind: str, tmp_path: Path) -> None:
         assert s.note(name) == ""
     watched_ops, plain = watched_segment_nodes(s, model)
     assert watched_ops == plain
+    if kind == "attention":  # fused into the FusedMatMul: recomputed with the original nodes, from the run's q and k
+        shown = s.value("scaled")
+        assert s.note("scaled").startswith("recomputed with the original nodes"), s.note("scaled")
+        np.testing.assert_array_equal(shown, as_shown(s, model, feeds, ["scaled"])["scaled"])
 
 
 def test_a_stop_in_a_quantized_model_shows_the_int8_kernels_values(tmp_path: Path) -> None:
