@@ -290,12 +290,14 @@ def test_check_first_stops_at_a_breakpoint_on_the_first_node():
 
 
 def test_a_long_run_is_split_so_a_pause_lands_part_way():
+    """Without optimizations a long run is cut into parts, so that a pause keeps what the finished ones computed (at an
+    optimization level it runs whole: see test_watched_parts)."""
     import threading
 
     n = 300
     nodes = [helper.make_node("MatMul", [f"m{i}", "w"], [f"m{i + 1}"], name=f"mm{i}") for i in range(n)]
     model = make_model(nodes, [tensor("m0", [256, 256])], [tensor(f"m{n}", [256, 256])], [init("w", np.eye(256, dtype=np.float32))])
-    s = DebugSession(model, {"m0": np.ones((256, 256), np.float32)})
+    s = DebugSession(model, {"m0": np.ones((256, 256), np.float32)}, opt_level="none")
     s.start()
     s.runs.segment_seconds[((), 0, n)] = 10.0  # as if the last run of it (main graph, 0..n) took 10 s: it is split in 8
     parts: list[int] = []

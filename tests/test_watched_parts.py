@@ -1,14 +1,10 @@
-"""A watched, optimized continue that ran long runs in parts: a fault stops it at its part, exactly.
-
-Runs shorter than ``runs._PARTS_MIN_S`` stay whole (each cut costs more than the parts would save);
-these tests lower the threshold to see the parts at work on a small model.
-"""
+"""A watched, optimized continue runs whole, however long it took: a fault stops it exactly, its values the user's run's."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from models import ort_values, residual_stages
+from models import assert_exact, ort_values, residual_stages, run_values
 
 from graph_dap.runtime import DebugSession, StopReason
 from graph_dap.runtime.session import runs
@@ -38,22 +34,23 @@ def stop_twice(model):
     return s, first, second, s.segments.sessions_built - built
 
 
-def test_a_fault_in_a_late_part_stops_there(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runs, "_PARTS_MIN_S", 0.0)
+def test_a_long_watched_run_stays_whole_and_is_the_users_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However long a watched run at an optimization level took, the next continue runs it whole again (parts would
+    be optimized apart, and compute the values between them otherwise than the user's run): a fault stops at the same
+    node, and without one the outputs are the plain run's bit for bit."""
+    monkeypatch.setattr(runs, "_PAUSE_GRAIN_S", 0.0)  # every run counts as long
     model = poisoned(4)
     s, first, second, built = stop_twice(model)
     assert (first.reason, first.node.id, first.value) == (StopReason.NAN, "b4b", "b4b")
     assert (second.reason, second.node.id, second.value) == (StopReason.NAN, "b4b", "b4b")
-    assert second.message == first.message
-    assert built >= 2  # the second continue built its parts' sessions...
-    assert s.executions["b5out"] == 1  # ...and stopped in the part of the fault: the last block ran only in the first, whole run
-    # The values around the fault were recomputed with the original nodes from the run's values at the part's
-    # start (not from the model's input), and say so: the original graph's numbers but for the last bits.
-    truth = ort_values(model, {"x": X}, ["b4b", "b4r", "b3out"])  # onnxruntime without optimizations, from x
-    for name in ("b4b", "b4r", "b3out"):
-        assert s.note(name).startswith("recomputed with the original nodes"), name
-        np.testing.assert_allclose(s.value(name), truth[name], rtol=1e-4, atol=1e-3, equal_nan=True, err_msg=name)
-    assert np.isnan(s.value("b4b")).sum() == np.isnan(truth["b4b"]).sum() == 64
+    assert second.message == first.message and built == 0
+    clean = residual_stages("pipiii")
+    s = DebugSession(clean, {"x": X}, break_on=["nan", "inf"])
+    for _ in range(2):
+        s.restart()
+        assert s.continue_().reason is StopReason.END
+        for name, want in run_values(clean, {"x": X}, [o.name for o in clean.graph.output]).items():
+            assert_exact(s.value(name), want, name)
 
 
 def test_a_short_watched_run_is_not_cut() -> None:

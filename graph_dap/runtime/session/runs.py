@@ -32,13 +32,7 @@ from graph_dap.runtime.stops import Stop, StopReason
 from graph_dap.runtime.tensor import summarize
 from graph_dap.runtime.values import Constants, Values
 
-_PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way
-_WATCHED_PARTS = 4  # parts of a long watched segment run at an optimization level
-# A watched, optimized run in parts stops at the part where a fault is, not at the end; but each cut costs
-# (onnxruntime reorders the values a part returns out of its blocked layout and back, one more call, one
-# more pass through the engine): 4 parts took resnet50 1.13x its plain run where the whole segment took
-# 1.04x, densenet121 1.15x against 1.10x. Only runs that take this long are cut.
-_PARTS_MIN_S = 0.2
+_PAUSE_GRAIN_S = 0.5  # a run that took longer than twice this is split, so a pause lands part-way (level none only)
 _logger = _log.get_logger(__name__)
 
 
@@ -60,8 +54,8 @@ LOOK_INSIDE = LookInside()
 
 class Runs:
     """Runs the innermost frame's positions: a node at a time, or as segments (each one onnxruntime call,
-    watched when the NaN/Inf filters are on; in parts once it ran long); builds while stopped the sessions
-    the next continue runs first. Owns the segment planners and how long each segment took."""
+    watched when the NaN/Inf filters are on; without optimizations, in parts once it ran long); builds the sessions
+    the next continue runs first, while stopped. Owns the segment planners and how long each segment took."""
 
     def __init__(
         self,
@@ -148,20 +142,18 @@ class Runs:
     def segment(self, frame: Frame, start: int, end: int) -> Stop | LookInside | None:
         """Run positions ``start..end-1`` of ``frame``: one onnxruntime call, or a few when it ran long before.
 
-        A pause aborts the call in flight; splitting a run that took seconds lets a pause
-        keep what the finished parts computed and land part-way.
+        A pause aborts the call in flight; without optimizations, splitting a run that took seconds
+        lets a pause keep what the finished parts computed and land part-way. At an optimization level
+        a segment always runs whole: its parts would be optimized apart (each its own kernels, the values
+        between them returned from onnxruntime's blocked layout), and the run would no longer compute, to
+        the last bit, what the user's own run computes.
         """
         took = self.segment_seconds.get((frame.scope.path, start, end))
-        if not self.pausable:
+        if not self.pausable or self.executor.optimized:
             return self._one_segment(frame, start, end)
         if took is not None and took >= 2 * _PAUSE_GRAIN_S and end - start >= 2 and self.executor.roomy:
             parts = min(CUTS, end - start, math.ceil(took / _PAUSE_GRAIN_S))
             bounds = [start + k * (end - start) // parts for k in range(parts + 1)]
-        elif took is not None and self._in_parts(end - start, took):
-            # A watched, optimized run that ran whole once now runs in a few parts (their sessions
-            # were built ahead, see prepare_next): a fault stops it at its part, and is found from
-            # that part's start (not the segment's) with the original nodes.
-            bounds = self.planner(frame).parts(start, end, _WATCHED_PARTS)
         else:
             return self._one_segment(frame, start, end)
         for a, b in zip(bounds, bounds[1:]):
@@ -173,18 +165,6 @@ class Runs:
             if stop is not None:
                 return stop
         return None
-
-    def _in_parts(self, length: int, took: float) -> bool:
-        """Whether a watched run of ``length`` positions that took ``took`` seconds runs in parts (see
-        ``_PARTS_MIN_S``); not for a model of large weights (:attr:`.Executor.roomy`): building the parts
-        would read and pre-pack its weights again at every continue."""
-        return (
-            self.executor.roomy
-            and self.executor.optimized
-            and self.filters.watch.active
-            and length >= 4 * _WATCHED_PARTS
-            and took >= _PARTS_MIN_S
-        )
 
     def plan(self, frame: Frame, start: int, end: int) -> SegmentPlan | None:
         sequence = frame.timeline.sequence
@@ -367,9 +347,9 @@ class Runs:
         if end - start < 2 and not (node.enterable and watch.active):
             return threads
         took = self.segment_seconds.get((frame.scope.path, start, end))
-        if took is not None and took >= 2 * _PAUSE_GRAIN_S and self.executor.roomy:
+        if took is not None and took >= 2 * _PAUSE_GRAIN_S and self.executor.roomy and not self.executor.optimized:
             return threads  # split by time: its parts depend on how long it ran
-        bounds = self.planner(frame).parts(start, end, _WATCHED_PARTS) if took is not None and self._in_parts(end - start, took) else [start, end]
+        bounds = [start, end]
         embeds = self.segment_embedded(frame.values)
         for a, b in zip(bounds, bounds[1:]):
             plan = self.plan(frame, a, b)
