@@ -509,5 +509,13 @@ def test_a_segment_over_large_weights_keeps_checkpoints_where_values_have_two_re
     s.start()
     stop = s.continue_()
     assert (stop.reason, stop.node.id) == (StopReason.NAN, "mm7")
+    # Watching for NaN alone, the run's end is watched alone (Relu keeps NaN, MatMul and Add carry it): the fault is
+    # looked for after the last checkpoint whose values are all finite, and nothing before it runs again.
+    n = DebugSession(model, {"x": x}, break_on=["nan"], opt_level="all")
+    n.start()
+    stop = n.continue_()
+    assert (stop.reason, stop.node.id) == (StopReason.NAN, "mm7")
+    assert n.runs.plan(n.levels.main, 0, len(n.sequence)).watch.watched == ["h9"]
+    assert n.executions["mm0"] == 1 and n.executions["mm7"] == 2, dict(n.executions)
     truth = ort_values(model, {"x": x}, ["h6"])["h6"]
     np.testing.assert_allclose(s.value("h6"), truth, rtol=1e-6, atol=1e-6)  # (a checkpoint: the run's value)

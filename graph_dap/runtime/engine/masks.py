@@ -80,10 +80,6 @@ class Intent:
     nan: frozenset[str] = frozenset()
     why: tuple[tuple[str, Fault, str], ...] = ()
 
-    def reason(self, node: Node, kind: Fault) -> str | None:
-        """Why ``node``'s ``kind`` (Inf or NaN) is intended; None when it is not."""
-        return next((why for nid, k, why in self.why if nid == node.id and k is kind), None)
-
 
 NO_INTENT = Intent()
 

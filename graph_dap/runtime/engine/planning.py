@@ -32,6 +32,7 @@ class SegmentPlan:
     wanted: list[str]  # outputs: values read after the segment, and checkpoints inside it
     watch: WatchPlan | None
     reads: list[str]  # values the segment reads from outside
+    cuts: tuple[int, ...] = ()  # the positions whose live values the segment returns as checkpoints (optimized, see plan)
 
 
 class SegmentPlanner:
@@ -78,6 +79,7 @@ class SegmentPlanner:
         produced = {o for n in nodes for o in n.outputs if o}
         wanted = [o for n in nodes for o in n.outputs if o and last_use.get(o, -1) >= end]
         wanted += conditions(end, produced)
+        cuts: list[int] = []
         if end - start >= 2 * CUTS and not optimized:
             # Checkpoints cost a quarter of the budget at most. An optimized segment keeps none: making a
             # value an output keeps onnxruntime from fusing it into its reader (its parts are cut where
@@ -99,13 +101,14 @@ class SegmentPlanner:
             # blocked layout costs a reorder (7 checkpoints: resnet640's watched run 1.06x, its optimized graph 7
             # ReorderOutput nodes more than the user's).
             room = budget // 4
-            for cut in self.checkpoints(start, end):
+            for cut in self.parts(start, end, CUTS)[1:-1]:
                 live = [o for o in self.live(start, cut) if o not in wanted]
                 # (of symbolic size, as a prompt's activations are: small beside the weights; the store evicts them)
                 cost = sum(size for size in (self.graph.value_info(o).nbytes for o in live) if size is not None)
                 if cost <= room:
                     wanted += live
                     room -= cost
+                    cuts.append(cut)
         bounds = self._bounds_over(constants) if optimized and filt.nan and filt.inf else None
         faultless = (lambda n: never_faults(n, constants, dtypes)) if constants is not None else None
         watch = (
@@ -127,7 +130,7 @@ class SegmentPlanner:
             ran = self.with_constants(nodes, constants)
             produced = {o for n in ran for o in n.outputs if o}
         reads = list(dict.fromkeys(i for n in ran for i in n.all_inputs if i not in produced))
-        plan = SegmentPlan(nodes, ran, list(dict.fromkeys(wanted)), watch, reads)
+        plan = SegmentPlan(nodes, ran, list(dict.fromkeys(wanted)), watch, reads, tuple(cuts))
         self._plans[key] = plan
         return plan
 
@@ -157,10 +160,6 @@ class SegmentPlanner:
                 bounds.append(cut)
         self._parts[start, end, count] = bounds + [end]
         return bounds + [end]
-
-    def checkpoints(self, start: int, end: int) -> list[int]:
-        """The cuts of an optimized segment's checkpoints (see :meth:`plan`): up to :data:`CUTS`."""
-        return self.parts(start, end, CUTS)[1:-1] if end - start >= 2 * CUTS else []
 
     def _heavy(self, nodes: Sequence[Node]) -> bool:
         """Whether ``nodes`` read weights of :data:`HEAVY_BYTES` or more (declared sizes)."""

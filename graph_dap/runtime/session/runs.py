@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -220,7 +220,7 @@ class Runs:
         values.evict()
         watch = result.watch or plan.watch  # (the plan's, or the one that left the optimized graph's fusions alone)
         if result.sums is not None and watch is not None and not np.isfinite(result.sums).all():
-            cleared = self.cleared(frame, start, end, watch)
+            cleared = self.cleared(frame, start, plan.cuts, watch)
             found = filt.first_fault(frame.scope, watch, result.sums, values.original, result.watched, values.prefetch, self.filters.new_only, cleared)
             if found is None and self.executor.optimized and not self.filters.new_only:  # (new_only: faults carried on)
                 fired = filt.fired(watch, result.sums, result.watched)
@@ -236,16 +236,17 @@ class Runs:
                 return self.stops.fault(node, name, kind)
         return None
 
-    def cleared(self, frame: Frame, start: int, end: int, watch: WatchPlan) -> Callable[[str], bool] | None:
-        """Which tensors of ``start..end-1`` a fault found by the watch cannot be in: those before the last checkpoint
-        (see :meth:`.SegmentPlanner.plan`) whose values the run kept all finite, when their guard is after it. A guard
-        is reached from its tensor through ops that always carry a fault on (:mod:`.watch`), so through a value live at
-        every cut between them. Spares looking for the fault from the segment's start with the original nodes."""
+    def cleared(self, frame: Frame, start: int, cuts: Sequence[int], watch: WatchPlan) -> Callable[[str], bool] | None:
+        """Which tensors of the segment from ``start`` a fault found by the watch cannot be in: those before the last of
+        its checkpoints ``cuts`` (see :meth:`.SegmentPlanner.plan`) whose values the run kept all finite, when their
+        guard is after it. A guard is reached from its tensor through ops that always carry a fault on (:mod:`.watch`),
+        so through a value live at every cut between them. Spares looking for the fault from the segment's start with
+        the original nodes."""
         planner = self.planner(frame)
         timeline = frame.timeline
         peek = frame.values.store.peek
         clean = start
-        for cut in planner.checkpoints(start, end):
+        for cut in cuts:
             live = [peek(o) for o in planner.live(start, cut)]
             if not live or any(v is None for v in live):
                 continue
