@@ -22,7 +22,7 @@ from graph_dap.runtime.tools.quant.analysis import compare_quantized
 from graph_dap.runtime.tools.quant.errors import measure
 from graph_dap.runtime.tools.quant.kernels import compare_kernels
 from graph_dap.runtime.tools.quant.pairing import How
-from graph_dap.runtime.tools.quant.sensitivity import run_sensitivity
+from graph_dap.runtime.tools.quant.sensitivity import _read_across, run_sensitivity
 from graph_dap.runtime.tools.quant.weights import dequantized_weight
 
 
@@ -148,6 +148,13 @@ def test_a_planted_coarse_layer_is_first_by_local_error_and_by_sensitivity(model
     assert sens.runs == len(sens.ranked) + 1 + len(sens.chosen)
     whole = run_sensitivity(result, feeds, budget_bytes=0)  # each group's run a whole run, not only what it changes
     assert [(g.index, g.output_snr) for g in whole.ranked] == [(g.index, g.output_snr) for g in sens.ranked]
+    # the plain run holds only what a rerun can read: not a QuantizeLinear's input, nor its integers
+    held = set(_read_across(result.pairing))
+    graph = result.pairing.quant_view.graph
+    assert held and not any(n.op_type == "QuantizeLinear" and (n.inputs[0] in held or n.outputs[0] in held) for n in graph.nodes)
+    qop = compare_quantized(models["qoperator"], models["float"], feeds)  # integers between QLinear ops: held, read by the reruns
+    cones, wholes = run_sensitivity(qop, feeds), run_sensitivity(qop, feeds, budget_bytes=0)
+    assert [(g.index, g.output_snr) for g in cones.ranked] == [(g.index, g.output_snr) for g in wholes.ranked]
 
 
 def test_the_command_line_ranks_groups_reports_and_says_what_is_wrong_in_one_line(models, tmp_path, capsys):

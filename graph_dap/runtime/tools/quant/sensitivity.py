@@ -225,9 +225,25 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
 # -- running it ---------------------------------------------------------------------------
 
 
-def _baseline(graph: Any, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
-    """Every value the quantized model computes (static ones aside), from one whole run; None over ``budget``."""
-    names = [o for n in graph.nodes if not n.is_constant for o in n.outputs if o]
+def _read_across(pairing: Pairing) -> list[str]:
+    """The quantized model's values a group's rerun can read from the plain run: what the groups' float nodes read
+    (the paired values), the graph outputs, and every value read by a node that also reads another computed value
+    (an Add, a Concat: it reruns when its other input changes). A value whose readers read nothing else computed
+    (a QuantizeLinear's input, its integers read by the DequantizeLinear) reruns only when its producer does: not held,
+    which in a QDQ model is more than half of its values."""
+    graph = pairing.quant_view.graph
+    static = set(graph.initializer_names) | {o for n in graph.nodes if n.is_constant for o in n.outputs if o}
+    keep = {p.quant_name for p in pairing.pairs.values()} | set(graph.output_names) | {i for n in graph.nodes for i in n.implicit_inputs}
+    names = []
+    for n in graph.nodes:
+        for o in n.outputs:
+            if o and not n.is_constant and (o in keep or any(len(set(c.all_inputs) - static) > 1 for c in graph.consumers(o))):
+                names.append(o)
+    return names
+
+
+def _baseline(graph: Any, names: list[str], feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
+    """The quantized model's values ``names``, from one whole run; None over ``budget``."""
     size = demanded_bytes(graph, dict.fromkeys(names, 1), feeds)  # (dynamic dimensions: at the inputs' shapes)
     if size is None or size > budget:
         return None
@@ -330,7 +346,7 @@ def run_sensitivity(
     plain = session(qg.model)
     outs = plain.run(qnames, qfeeds)
     plain_times: list[float] = []
-    held = _baseline(qg, qfeeds, providers, budget_bytes, opt_level)
+    held = _baseline(qg, _read_across(pairing), qfeeds, providers, budget_bytes, opt_level)
 
     def group_snr(g: Group) -> float:
         """The output SQNR with ``g`` in float: only what it changes runs again, the rest is the plain run's, when it is held."""
