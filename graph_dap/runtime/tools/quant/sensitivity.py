@@ -258,52 +258,64 @@ def _baseline(graph: Any, names: list[str], feeds: Mapping[str, Any], providers:
         raise CompareError(f"onnxruntime cannot run the quantized model: {ort_message(e)}") from None
 
 
-def _cone(model: onnx.ModelProto, prefix: str, held: Mapping[str, Any], feeds: Mapping[str, Any]) -> tuple[onnx.ModelProto, dict[str, Any], list[str]]:
-    """The part of ``model`` that a group in float (its nodes named ``prefix``...) changes: those nodes and every node
-    downstream, with the constants they need; fed the plain run's values. The model, its feeds, the outputs it computes."""
-    inits = {t.name for t in model.graph.initializer}
-    static = set(inits)
-    producer: dict[str, onnx.NodeProto] = {}
-    for n in model.graph.node:
-        producer.update({o: n for o in n.output if o})
-        if all(i in static for i in n.input if i) and not outer_scope_reads(n):
-            static.update(o for o in n.output if o)
-    changed: set[str] = set()
-    cone: list[onnx.NodeProto] = []
-    for n in model.graph.node:
-        reads = [i for i in n.input if i] + sorted(outer_scope_reads(n))
-        if n.name.startswith(prefix) or any(i in changed for i in reads):
-            cone.append(n)
-            changed.update(o for o in n.output if o)
-    # the static nodes (a weight's DequantizeLinear) the cone reads, and theirs
-    need = [i for n in cone for i in list(n.input) + sorted(outer_scope_reads(n)) if i and i not in changed and i in static and i not in inits]
-    extra: dict[int, onnx.NodeProto] = {}
-    while need:
-        v = need.pop()
-        p = producer[v]
-        if id(p) not in extra:
-            extra[id(p)] = p
-            need += [i for i in p.input if i and i not in inits]
-    nodes = [n for n in model.graph.node if id(n) in extra] + cone
-    made = {o for n in nodes for o in n.output if o}
-    read = {i for n in nodes for i in list(n.input) + sorted(outer_scope_reads(n)) if i}
-    fed = sorted(r for r in read if r not in made and r not in inits)
-    values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
-    outputs = [o.name for o in model.graph.output if o.name in made]
-    sub = helper.make_model(
-        helper.make_graph(
-            nodes,
-            "graph_dap_cone",
-            [helper.make_tensor_value_info(r, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for r, v in values.items()],
-            [helper.make_empty_tensor_value_info(o) for o in outputs],
-            [t for t in model.graph.initializer if t.name in read],
-        ),
-        opset_imports=list(model.opset_import),
-    )
-    sub.ir_version = model.ir_version
-    sub.functions.extend(model.functions)
-    return sub, values, outputs
+class _Cones:
+    """The quantized model read once, to build for each group in float only the part that changes: its float nodes
+    and every node downstream of the values it writes, with the constants they need, fed the plain run's values."""
 
+    def __init__(self, pairing: Pairing) -> None:
+        self.pairing = pairing
+        self.model = pairing.quant_view.graph.model
+        self.nodes = list(self.model.graph.node)
+        self.inits = {t.name: t for t in self.model.graph.initializer}
+        self.reads = [[i for i in n.input if i] + sorted(outer_scope_reads(n)) for n in self.nodes]
+        self.static = set(self.inits)
+        self.producer: dict[str, onnx.NodeProto] = {}
+        for n in self.nodes:
+            self.producer.update({o: n for o in n.output if o})
+            if all(i in self.static for i in n.input if i) and not outer_scope_reads(n):
+                self.static.update(o for o in n.output if o)
+
+    def model_for(self, g: Group, held: Mapping[str, Any], feeds: Mapping[str, Any]) -> tuple[onnx.ModelProto, dict[str, Any], list[str]]:
+        """The part of the quantized model that ``g`` in float changes (the same nodes as :func:`in_float`'s model
+        downstream of them): the model, its feeds, the graph outputs it computes."""
+        escaping, _ = _escaping(self.pairing, g)
+        added, added_inits = _float_nodes(self.pairing, g, escaping, f"graph_dap_g{g.index}_")
+        removed = {n.index for n in g.quant_nodes if not n.is_constant}
+        changed = set(escaping)
+        cone: list[onnx.NodeProto] = list(added)
+        for i, (n, reads) in enumerate(zip(self.nodes, self.reads)):
+            if i not in removed and any(r in changed for r in reads):
+                cone.append(n)
+                changed.update(o for o in n.output if o)
+        inits = set(self.inits) | {t.name for t in added_inits}
+        made = {o for n in cone for o in n.output if o}
+        # the static nodes (a weight's DequantizeLinear) the cone reads, and theirs
+        need = [i for n in cone for i in list(n.input) + sorted(outer_scope_reads(n)) if i and i not in made and i in self.static and i not in inits]
+        extra: dict[int, onnx.NodeProto] = {}
+        while need:
+            p = self.producer[need.pop()]
+            if id(p) not in extra:
+                extra[id(p)] = p
+                need += [i for i in p.input if i and i not in inits]
+        nodes = [n for n in self.nodes if id(n) in extra] + cone
+        made |= {o for n in extra.values() for o in n.output if o}
+        read = {i for n in nodes for i in list(n.input) + sorted(outer_scope_reads(n)) if i}
+        fed = sorted(r for r in read if r not in made and r not in inits)
+        values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
+        outputs = [o.name for o in self.model.graph.output if o.name in made]
+        sub = helper.make_model(
+            helper.make_graph(
+                nodes,
+                "graph_dap_cone",
+                [helper.make_tensor_value_info(r, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for r, v in values.items()],
+                [helper.make_empty_tensor_value_info(o) for o in outputs],
+                [t for name, t in self.inits.items() if name in read] + added_inits,
+            ),
+            opset_imports=list(self.model.opset_import),
+        )
+        sub.ir_version = self.model.ir_version
+        sub.functions.extend(self.model.functions)
+        return sub, values, outputs
 
 
 def run_sensitivity(
@@ -348,12 +360,13 @@ def run_sensitivity(
     plain_times: list[float] = []
     held = _baseline(qg, _read_across(pairing), qfeeds, providers, budget_bytes, opt_level)
 
+    cones = _Cones(pairing) if held is not None else None
+
     def group_snr(g: Group) -> float:
         """The output SQNR with ``g`` in float: only what it changes runs again, the rest is the plain run's, when it is held."""
-        model = in_float(pairing, [g])
-        if held is None:
-            return output_snr(model)
-        sub, sub_feeds, produced = _cone(model, f"graph_dap_g{g.index}_", held, qfeeds)
+        if held is None or cones is None:
+            return output_snr(in_float(pairing, [g]))
+        sub, sub_feeds, produced = cones.model_for(g, held, qfeeds)
         got = dict(zip(produced, session(sub).run(produced, sub_feeds))) if produced else {}
         return Error.combine([measure(got[q] if q in got else held[q], reference[n]) for n, q in zip(names, qnames)]).snr
 
