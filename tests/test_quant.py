@@ -40,7 +40,7 @@ def models(tmp_path_factory):
 
 def _run(path, feeds, names=None):
     """onnxruntime's whole run of the model (optimizations off), with ``names`` made outputs."""
-    m = onnx.load(str(path))
+    m = onnx.load(str(path)) if not isinstance(path, onnx.ModelProto) else onnx.ModelProto.FromString(path.SerializeToString())
     have = {o.name for o in m.graph.output}
     m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names or () if n not in have)
     sess = ort.InferenceSession(m.SerializeToString(), session_options("none"))
@@ -52,7 +52,7 @@ def test_every_format_pairs_by_structure_and_measures_against_onnxruntime(models
     every float tensor is paired or folded, every weight compared, and the accumulated error is the one between
     onnxruntime's own values of the two models."""
     feeds = samples(1)[0]
-    float_values = _run(models["float"], feeds, ["c2", "s", "y"])
+    float_values = _run(models["float"], feeds, ["c1", "c2", "s", "y"])
     for kind in ("qdq", "qoperator", "dynamic"):
         result = compare_quantized(models[kind], models["float"], feeds)
         pairing = result.pairing
@@ -65,6 +65,21 @@ def test_every_format_pairs_by_structure_and_measures_against_onnxruntime(models
         else:
             assert pairing.pairs["r1"].how is How.FOLDED and "c1" in pairing.folded  # Relu folded into the quantized range
             assert pairing.pairs["c2"].how is How.STRUCTURE
+            assert counts["float_paired"] == counts["float_activations"] == 7, kind  # the tensor before the Relu too
+            group = next(g for g in result.groups if g.group.name == "conv1+relu1")
+            assert [p.float_name for p in group.group.outputs] == ["r1", "c1"]  # what consumers read first
+            c1 = pairing.pairs["c1"]
+            value = _run(pairing.quant_view.graph.model, feeds, [c1.quant_name, pairing.pairs["r1"].quant_name])
+            if kind == "qdq":  # the Conv's own output, before the QuantizeLinear that folds the Relu
+                assert c1.how is How.STRUCTURE and pairing.quant_view.graph.producer(c1.quant_name).op_type == "Conv"
+            else:  # recomputed beside the QLinearConv; requantized, it is the kernel's output (up to the last step's rounding)
+                assert c1.how is How.RECOMPUTED and pairing.source_graph is not pairing.quant_view.graph
+                assert pairing.source_graph.producer(c1.quant_name) is None  # not in the user's model
+                params = pairing.quant_view.params[pairing.pairs["r1"].quant_name]
+                got = params.quantize(value[c1.quant_name]).astype(np.int32)
+                kernel = value[pairing.pairs["r1"].quant_name].astype(np.int32)
+                assert np.abs(got - kernel).max() <= 1 and np.mean(got == kernel) > 0.99
+            assert group.per_output["c1"].snr == pytest.approx(measure(value[c1.quant_name], float_values["c1"]).snr, abs=1e-6)
         assert pairing.pairs["x"].how is How.INPUT
         quant_values = _run(models[kind], feeds, [pairing.pairs[n].quant_name for n in ("c2", "s", "y")])
         by_name = {g.group.outputs[0].float_name: g for g in result.groups}

@@ -25,7 +25,7 @@ class Group:
     """Nodes of both models between paired tensors."""
 
     index: int
-    outputs: tuple[Pair, ...]  # the pairs it computes
+    outputs: tuple[Pair, ...]  # the pairs it computes; first those whose value its consumers read (see Pairing.inner)
     float_nodes: tuple[Node, ...]  # run order
     quant_nodes: tuple[Node, ...]  # run order (DequantizeLinear of its weights included)
     reads: tuple[tuple[str, Pair], ...]  # (the quantized model's value it reads, the pair that value stands for)
@@ -135,12 +135,19 @@ def make_groups(pairing: Pairing) -> list[Group]:
                         parent[find(i)] = find(owners[n])
                     else:
                         owners[n] = i
+    owner_l: dict[str, int] = {}  # a logical tensor paired twice (a folded op's input and output) is one group's
+    for i, (pairs, _, _, _) in enumerate(raw):
+        for p in pairs:
+            if p.logical in owner_l:
+                parent[find(i)] = find(owner_l[p.logical])
+            else:
+                owner_l[p.logical] = i
     merged: dict[int, list[int]] = {}
     for i in range(len(raw)):
         merged.setdefault(find(i), []).append(i)
     groups: list[tuple[int, list[Pair], set[int], set[int]]] = []
     for members in merged.values():
-        pairs = [p for i in members for p in raw[i][0]]
+        pairs = sorted((p for i in members for p in raw[i][0]), key=pairing.inner)  # what consumers read first
         fnodes = set().union(*(raw[i][1] for i in members))
         qnodes = set().union(*(raw[i][2] for i in members))
         key = max((fg.nodes[k].order for k in fnodes if not fg.nodes[k].is_constant), default=-1)
