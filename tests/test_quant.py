@@ -318,3 +318,29 @@ def test_weights_held_by_constant_nodes_are_paired_and_compared(tmp_path):
     read = dequantized_weight(result.pairing, next(w for w in result.pairing.weights if w.float_name == "w3"))
     assert read is not None and np.array_equal(read[0], ort_w3)
     assert weights["w3"].error.snr == pytest.approx(measure(ort_w3, w3).snr, abs=1e-4)
+
+
+def test_a_transformer_optimizers_fused_ops_pair_many_to_one():
+    """bert from torch against onnxruntime's transformer optimizer's rewrite of it (EmbedLayerNormalization, Attention,
+    SkipLayerNormalization, BiasGelu): the fused ops' outputs are paired, a bias Add the optimizer moved into
+    SkipLayerNormalization is inside that group (not 'folded' into the MatMul before it), a Cast to int32 is not the
+    float model's Cast to bool, and the errors are those between onnxruntime's own outputs of the two models."""
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data" / "converters"
+    feeds = dict(np.load(data / "bert_torch.inputs.npz"))
+    result = compare_quantized(data / "bert_optimized.onnx", data / "bert_torch.onnx", feeds)
+    pairing = result.pairing
+    assert not any(p.how is How.FOLDED for p in pairing.pairs.values())
+    assert "/bert/Cast_output_0" not in pairing.pairs
+    dense = "/bert/encoder/layer.0/output/dense/MatMul_output_0"
+    assert pairing.pairs[dense].quant_name == dense
+    bias = "/bert/encoder/layer.0/output/dense/Add_output_0"
+    assert "SkipLayerNormalization" in pairing.unpaired_float[bias] and "inside the group" in pairing.unpaired_float[bias]
+    skip = next(g for g in result.groups if "/bert/encoder/layer.0/output/LayerNorm/LayerNormalization_output_0" in g.per_output)
+    assert [n.op_type for n in skip.group.quant_nodes] == ["SkipLayerNormalization"]
+    assert {n.op_type for n in skip.group.float_nodes if not n.is_constant} == {"Add", "LayerNormalization"}  # many-to-one
+    theirs = _run(data / "bert_optimized.onnx", feeds, ["last_hidden_state"])["last_hidden_state"]
+    ours = _run(data / "bert_torch.onnx", feeds, ["last_hidden_state"])["last_hidden_state"]
+    last = next(g for g in result.groups if "last_hidden_state" in g.per_output)
+    assert last.per_output["last_hidden_state"].snr == pytest.approx(measure(theirs, ours).snr, abs=1e-6)

@@ -154,6 +154,7 @@ def make_groups(pairing: Pairing) -> list[Group]:
         groups.append((key, pairs, fnodes, qnodes))
     groups.sort(key=lambda g: (g[0], min(qg.nodes[k].order for k in g[3]) if g[3] else -1))
     out = []
+    _explain_inside(pairing, groups)
     for index, (_, pairs, fnodes, qnodes) in enumerate(groups):
         own = {p.logical for p in pairs}
         _, reads = _quant_closure(pairing, own, [p.quant_name for p in pairs])
@@ -172,3 +173,22 @@ def make_groups(pairing: Pairing) -> list[Group]:
 def _shared_constant(graph: Any, order: int) -> bool:
     """A static node (a weight's DequantizeLinear, a shape constant) may serve several groups without merging them."""
     return bool(graph.nodes[order].is_constant)
+
+
+def _explain_inside(pairing: Pairing, groups: list[tuple[int, list[Pair], set[int], set[int]]]) -> None:
+    """Say of each unpaired float tensor computed inside a group which of the other model's nodes compute it there
+    (a fused Attention, an EmbedLayerNormalization: many-to-one)."""
+    fg, qg = pairing.float_view.graph, pairing.quant_view.graph
+    for _, pairs, fnodes, qnodes in groups:
+        ops = [n for k in sorted(qnodes) if not (n := qg.nodes[k]).is_constant and n.op_type not in _FORMS]
+        ops.sort(key=lambda n: n.op_type in _PLUMBING)  # the ops that compute first, then casts and shapes
+        within = ", ".join(f"{n.op_type} {n.id}" for n in ops[:3]) + (f" and {len(ops) - 3} more" if len(ops) > 3 else "")
+        for k in fnodes:
+            for o in fg.nodes[k].outputs:
+                if o and o in pairing.unpaired_float:
+                    if not pairing.unpaired_float[o].startswith("folded"):
+                        pairing.unpaired_float[o] = f"inside the group of {pairs[0].float_name}: the other model computes it within {within or 'no node'}"
+
+
+_FORMS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+_PLUMBING = frozenset({"Cast", "Shape", "Reshape", "Unsqueeze", "Squeeze", "Gather", "Concat", "Transpose", "Identity"})

@@ -300,7 +300,7 @@ def _pair(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str, str] 
             if not all(a in pairing.pairs for a in f.acts) or not f.acts:
                 continue
             logicals = [pairing.pairs[a].logical for a in f.acts]
-            cands = [c for c in index.get(_key(f.op, logicals), []) if c.node.id not in matched_q]
+            cands = [c for c in index.get(_key(f.op, logicals), []) if c.node.id not in matched_q and _types_ok(fv, f, qv, c)]
             if cands:
                 c = min(cands, key=lambda c: _score(f, c))
                 matched_q.add(c.node.id)
@@ -331,9 +331,23 @@ def _pair(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str, str] 
     return pairing
 
 
+#: Float ops another model may fold into their producer: an activation into a quantized range or a fused kernel
+#: (FusedConv), a BatchNormalization into a Conv's weights, what a converter drops. (A bias Add is not: an optimizer
+#: folds it into the op after, as SkipLayerNormalization's bias.)
+FOLDABLE = frozenset({"Relu", "Clip", "BatchNormalization", "Identity", "Dropout"})
+
+
+def _types_ok(fv: ModelView, f: CanonicalNode, qv: ModelView, q: CanonicalNode) -> bool:
+    """Whether the two nodes' first outputs may hold one tensor: types that differ are refused unless one is a float
+    type (a quantized or a float16 form); a Cast to bool is not a Cast to int32."""
+    a, b = fv.graph.value_info(f.node.outputs[0]).dtype, qv.graph.value_info(q.node.outputs[0]).dtype
+    return a is None or b is None or a == b or "float" in a or "float" in b
+
+
 def _foldable(fv: ModelView, f: CanonicalNode, pairing: Pairing) -> bool:
-    """A one-input float op whose input has no other reader and whose counterpart no quantized op of its type reads."""
-    if len(f.acts) != 1 or f.node.is_constant:
+    """A one-input float op of :data:`FOLDABLE` whose input has no other reader and whose counterpart no quantized op
+    of its type reads."""
+    if f.op not in FOLDABLE or len(f.acts) != 1 or f.node.is_constant:
         return False
     src = f.acts[0]
     outs = [o for o in f.node.outputs if o]
