@@ -22,7 +22,8 @@ from graph_dap.runtime.tools.quant.analysis import compare_quantized
 from graph_dap.runtime.tools.quant.errors import measure
 from graph_dap.runtime.tools.quant.kernels import compare_kernels
 from graph_dap.runtime.tools.quant.pairing import How
-from graph_dap.runtime.tools.quant.sensitivity import run_sensitivity
+from graph_dap.runtime.tools.quant.sensitivity import in_float, run_sensitivity
+from graph_dap.runtime.tools.quant.view import RECOMPUTED
 from graph_dap.runtime.tools.quant.weights import dequantized_weight
 
 
@@ -79,6 +80,9 @@ def test_every_format_pairs_by_structure_and_measures_against_onnxruntime(models
                 got = params.quantize(value[c1.quant_name]).astype(np.int32)
                 kernel = value[pairing.pairs["r1"].quant_name].astype(np.int32)
                 assert np.abs(got - kernel).max() <= 1 and np.mean(got == kernel) > 0.99
+                other = next(g.group for g in result.groups if g.group.name == "conv2")
+                kept = in_float(pairing, [other])  # sensitivity runs the user's model: none of these nodes
+                assert not any(n.name.startswith(RECOMPUTED) for n in kept.graph.node)
             assert group.per_output["c1"].snr == pytest.approx(measure(value[c1.quant_name], float_values["c1"]).snr, abs=1e-6)
         assert pairing.pairs["x"].how is How.INPUT
         quant_values = _run(models[kind], feeds, [pairing.pairs[n].quant_name for n in ("c2", "s", "y")])

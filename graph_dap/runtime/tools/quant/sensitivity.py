@@ -186,7 +186,7 @@ def _escaping(pairing: Pairing, g: Group) -> tuple[list[str], str | None]:
 
 def in_float(pairing: Pairing, groups: Sequence[Group]) -> onnx.ModelProto:
     """The quantized model with ``groups`` computed by the float model's nodes and weights."""
-    graph = pairing.quant_view.graph
+    graph = pairing.source_graph  # the user's model: not the recomputing nodes compare runs (see .recompute)
     model = onnx.ModelProto()
     model.CopyFrom(graph.model)
     removed: set[int] = set()
@@ -307,7 +307,7 @@ def run_sensitivity(
     computes only the nodes downstream of it; else each group's run is a whole run."""
     pairing: Pairing = result.pairing
     groups = [g.group for g in result.groups]
-    fg, qg = pairing.float_view.graph, pairing.quant_view.graph
+    fg, qg = pairing.float_view.graph, pairing.source_graph
     feeds = resolve_inputs(fg, inputs, dims)
     providers = check_providers(providers)
     names = [o.name for o in fg.model.graph.output]
