@@ -167,6 +167,14 @@ def test_a_planted_coarse_layer_is_first_by_local_error_and_by_sensitivity(model
     assert sens.runs == len(sens.ranked) + 1 + len(sens.chosen)
     whole = run_sensitivity(result, feeds, budget_bytes=0)  # each group's run a whole run, not only what it changes
     assert [(g.index, g.output_snr) for g in whole.ranked] == [(g.index, g.output_snr) for g in sens.ranked]
+    # QOperator: conv2's integer output is read by the QLinearAdd at the same (coarse) scale: kept in float with it
+    bad = coarser(models["qoperator"], tmp_path / "bad_qop.onnx", "c2_scale")
+    result = compare_quantized(bad, models["float"], feeds)
+    assert result.ranked[0].group.name == "conv2" and result.first_divergence is result.ranked[0]
+    sens = run_sensitivity(result, feeds, target_snr=30.0)
+    assert sens.ranked[0].name == "conv2" and sens.ranked[0].recovered > 10 and sens.ranked[1].recovered < 1
+    assert sens.nodes_to_exclude == ["conv2", "add"] and sens.chosen_snr >= 30
+    assert sens.all_float_snr > 80  # every group in float, reading each other's float values: the float model
 
 
 def test_the_command_line_ranks_groups_reports_and_says_what_is_wrong_in_one_line(models, tmp_path, capsys):
