@@ -253,8 +253,17 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
 
 
 def _baseline(graph: Any, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
-    """Every value the quantized model computes (static ones aside), from one whole run; None over ``budget``."""
-    names = [o for n in graph.nodes if not n.is_constant for o in n.outputs if o]
+    """The values a group's cone may read from the rest of the quantized model, from one whole run; None over ``budget``.
+
+    That is every computed value but those only a QuantizeLinear or DequantizeLinear reads (a QDQ tensor's float value
+    and its integers): a cone holds such a reader only when it holds its writer, so they are never fed to one (in QDQ
+    they are two thirds of the values)."""
+    forms = ("QuantizeLinear", "DequantizeLinear")
+    outputs = set(graph.output_names)
+    names = [
+        o for n in graph.nodes if not n.is_constant for o in n.outputs
+        if o and (o in outputs or any(c.op_type not in forms for c in graph.consumers(o)))
+    ]  # fmt: skip
     size = demanded_bytes(graph, dict.fromkeys(names, 1), feeds)  # (dynamic dimensions: at the inputs' shapes)
     if size is None or size > budget:
         return None
@@ -269,9 +278,12 @@ def _baseline(graph: Any, feeds: Mapping[str, Any], providers: list[str], budget
         raise CompareError(f"onnxruntime cannot run the quantized model: {ort_message(e)}") from None
 
 
-def _cone(model: onnx.ModelProto, prefix: str, held: Mapping[str, Any], feeds: Mapping[str, Any]) -> tuple[onnx.ModelProto, dict[str, Any], list[str]]:
+def _cone(
+    model: onnx.ModelProto, prefix: str, held: Mapping[str, Any], feeds: Mapping[str, Any]
+) -> tuple[onnx.ModelProto, dict[str, Any], list[str]] | None:
     """The part of ``model`` that a group in float (its nodes named ``prefix``...) changes: those nodes and every node
-    downstream, with the constants they need; fed the plain run's values. The model, its feeds, the outputs it computes."""
+    downstream, with the constants they need; fed the plain run's values. The model, its feeds, the outputs it computes;
+    None when it reads a value ``held`` lacks."""
     inits = {t.name for t in model.graph.initializer}
     static = set(inits)
     producer: dict[str, onnx.NodeProto] = {}
@@ -299,6 +311,8 @@ def _cone(model: onnx.ModelProto, prefix: str, held: Mapping[str, Any], feeds: M
     made = {o for n in nodes for o in n.output if o}
     read = {i for n in nodes for i in list(n.input) + sorted(outer_scope_reads(n)) if i}
     fed = sorted(r for r in read if r not in made and r not in inits)
+    if any(r not in held and r not in feeds for r in fed):
+        return None  # a value the plain run's held ones lack: the group's run is a whole run
     values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
     outputs = [o.name for o in model.graph.output if o.name in made]
     sub = helper.make_model(
@@ -364,7 +378,10 @@ def run_sensitivity(
         model = in_float(pairing, kept[g.index], [g])
         if held is None:
             return output_snr(model)
-        sub, sub_feeds, produced = _cone(model, "graph_dap_g", held, qfeeds)
+        cone = _cone(model, "graph_dap_g", held, qfeeds)
+        if cone is None:
+            return output_snr(model)
+        sub, sub_feeds, produced = cone
         got = dict(zip(produced, session(sub).run(produced, sub_feeds))) if produced else {}
         return Error.combine([measure(got[q] if q in got else held[q], reference[n]) for n, q in zip(names, qnames)]).snr
 
