@@ -356,3 +356,44 @@ def test_a_transformer_optimizers_fused_ops_pair_many_to_one():
     ours = _run(data / "bert_torch.onnx", feeds, ["last_hidden_state"])["last_hidden_state"]
     last = next(g for g in result.groups if "last_hidden_state" in g.per_output)
     assert last.per_output["last_hidden_state"].snr == pytest.approx(measure(theirs, ours).snr, abs=1e-6)
+
+
+def test_a_batchnormalization_folded_into_its_conv_leaves_no_pre_bn_tensor(tmp_path):
+    """Conv -> BatchNormalization -> Relu: quantize_static folds the BN into the Conv's weights and the Relu into its
+    range. The BN's output (the Relu's input) is paired with what computes it (QDQ: the Conv's float output; QOperator:
+    the QLinearConv's value before requantizing), the Conv's own output, which no quantized model computes, stays folded."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "w"),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "gamma"),
+        numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "beta"),
+        numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "mean"),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "var"),
+        numpy_helper.from_array(rng.standard_normal((4, 8, 1, 1)).astype(np.float32) * 0.3, "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["b"], name="bn"),
+        helper.make_node("Relu", ["b"], ["r"], name="relu"),
+        helper.make_node("Conv", ["r", "w2"], ["y"], name="conv2"),
+    ]
+    graph = helper.make_graph(nodes, "cbr", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)  # fmt: skip
+    f = tmp_path / "cbr.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(f))
+    feeds = samples(1)[0]
+    float_b = _run(f, feeds, ["b"])["b"]
+    pre = tmp_path / "cbr_pre.onnx"  # what quantization's pre-processing does first: the BN folded into the Conv
+    options = session_options("basic")
+    options.optimized_model_filepath = str(pre)
+    ort.InferenceSession(str(f), options)
+    assert "BatchNormalization" not in {n.op_type for n in onnx.load(str(pre)).graph.node}
+    for kind in ("qdq", "qoperator"):
+        result = compare_quantized(quantize(pre, tmp_path / f"{kind}.onnx", kind), f, feeds)
+        pairing = result.pairing
+        assert "c" in pairing.folded and "c" not in pairing.pairs and "b" in pairing.folded  # c: the pre-BN conv
+        assert pairing.pairs["b"].how is (How.STRUCTURE if kind == "qdq" else How.RECOMPUTED), kind
+        value = _run(pairing.quant_view.graph.model, feeds, [pairing.pairs["b"].quant_name])[pairing.pairs["b"].quant_name]
+        assert measure(value, float_b).snr > 30, kind  # the post-BN value, not the pre-BN one

@@ -316,7 +316,8 @@ def _pair(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str, str] 
                 note = f"{f.node.op_type} {f.node.id} folded into the quantized {producer.op_type if producer else 'input'}'s range"
                 pairing.move(src, out, note)
                 pairing.folded[src] = f.node.id
-                _pair_before_quantize(pairing, src, out, f.node.id)
+                if f.op in RANGE_FOLDS:  # (a BatchNormalization folded into a Conv's weights leaves no pre-BN value)
+                    _pair_before_quantize(pairing, src, out, f.node.id)
                 done.add(f.node.id)
                 changed = True
         for o in pairing.float_activations():
@@ -335,6 +336,8 @@ def _pair(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str, str] 
 #: (FusedConv), a BatchNormalization into a Conv's weights, what a converter drops. (A bias Add is not: an optimizer
 #: folds it into the op after, as SkipLayerNormalization's bias.)
 FOLDABLE = frozenset({"Relu", "Clip", "BatchNormalization", "Identity", "Dropout"})
+#: Those folded into the range of their producer's quantized output: the producer still computes their input.
+RANGE_FOLDS = frozenset({"Relu", "Clip"})
 
 
 def _types_ok(fv: ModelView, f: CanonicalNode, qv: ModelView, q: CanonicalNode) -> bool:
