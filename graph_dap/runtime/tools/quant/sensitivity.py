@@ -6,6 +6,11 @@ quantized op reads integers), run whole by onnxruntime: a session of a few milli
 plain run per group, so N groups cost about N plain runs. Ranked by the output SQNR recovered; with
 a target, groups are kept in float in that order until the output reaches it, and their float
 nodes' names are the ``nodes_to_exclude`` to give ``quantize_static``.
+
+A group's output tensor is kept in float with it (its Q/DQ pair goes with it in QDQ). In QOperator the
+next QLinear ops read that tensor as integers at a scale that is as much theirs as the group's:
+there those readers are kept in float with the group, reading its float output, and are named in
+its ``nodes_to_exclude`` too (a quantizer disabled, as AIMET's per-layer analysis does).
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ class Sensitivity:
     @property
     def nodes_to_exclude(self) -> list[str]:
         by_index = {g.index: g for g in self.ranked}
-        return [n for i in self.chosen for n in by_index[i].nodes]
+        return list(dict.fromkeys(n for i in self.chosen for n in by_index[i].nodes))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,9 +122,13 @@ def _db(v: float) -> str:
 # -- the model with groups in float -------------------------------------------------------
 
 
-def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+def _float_nodes(
+    pairing: Pairing, g: Group, escaping: list[str], prefix: str, linked: dict[str, str], share: bool
+) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
     """The float model's nodes of ``g`` (renamed, float weights copied) computing ``escaping``, the quantized model's
-    values read outside the group: as float where consumers read float, quantized again where they read integers."""
+    values read outside the group: as float where consumers read float, quantized again where they read integers.
+    ``linked``: the float values of groups already in float in the same model (by float tensor), read as they are;
+    with ``share``, ``g``'s own are added to it."""
     fv, qv = pairing.float_view, pairing.quant_view
     fnodes = list(g.float_nodes)
     fname = {o: f"{prefix}f__{o}" for n in fnodes for o in n.outputs if o}
@@ -130,7 +139,9 @@ def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -
         for i in n.all_inputs:
             if i in fname or i in fv.graph.input_names:
                 continue
-            if i in pairing.pairs:
+            if i in linked:  # computed in float by a group before it: read without a round trip through integers
+                fname[i] = linked[i]
+            elif i in pairing.pairs:
                 read = pairing.pairs[i].quant_name
                 if qv.form.get(read) is Form.INT:  # an integer tensor: dequantized for the float node
                     params = qv.params[read]
@@ -163,6 +174,8 @@ def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -
             protos.append(helper.make_node("QuantizeLinear", [src, s, z], [v], name=f"{prefix}out__{v}", axis=params.axis or 1))
         else:
             protos.append(helper.make_node("Identity", [src], [v], name=f"{prefix}out__{v}"))
+    if share:
+        linked.update({p.float_name: fname[p.float_name] for p in g.outputs if p.float_name in fname})
     return protos, inits
 
 
@@ -184,16 +197,30 @@ def _escaping(pairing: Pairing, g: Group) -> tuple[list[str], str | None]:
     return escaping, None
 
 
-def in_float(pairing: Pairing, groups: Sequence[Group]) -> onnx.ModelProto:
-    """The quantized model with ``groups`` computed by the float model's nodes and weights."""
-    graph = pairing.quant_view.graph
+def integer_readers(pairing: Pairing, g: Group, groups: Sequence[Group]) -> list[Group]:
+    """Those of ``groups`` that read one of ``g``'s values as integers (QOperator: the next QLinear ops, whose input
+    scale is the one ``g``'s output is quantized at)."""
+    qv = pairing.quant_view
+    escaping, _ = _escaping(pairing, g)
+    ints = {v for v in escaping if qv.form.get(v) is Form.INT}
+    if not ints:
+        return []
+    return [h for h in groups if h.index != g.index and any(ints.intersection(n.inputs) for n in h.quant_nodes)]
+
+
+def in_float(pairing: Pairing, groups: Sequence[Group], shared: Sequence[Group] | None = None) -> onnx.ModelProto:
+    """The quantized model with ``groups`` computed by the float model's nodes and weights; the groups after one of
+    ``shared`` (default: all of them) read its float outputs as they are, the others their quantized values."""
+    share = {g.index for g in (groups if shared is None else shared)}
+    graph = pairing.source_graph  # the user's model: not the recomputing nodes compare runs (see .recompute)
     model = onnx.ModelProto()
     model.CopyFrom(graph.model)
     removed: set[int] = set()
     added: list[onnx.NodeProto] = []
-    for g in groups:
+    linked: dict[str, str] = {}
+    for g in sorted(groups, key=lambda g: g.index):  # in run order: a group in float reads the float values of those before
         escaping, _ = _escaping(pairing, g)
-        nodes, inits = _float_nodes(pairing, g, escaping, f"graph_dap_g{g.index}_")
+        nodes, inits = _float_nodes(pairing, g, escaping, f"graph_dap_g{g.index}_", linked, g.index in share)
         added += nodes
         model.graph.initializer.extend(inits)
         removed |= {n.index for n in g.quant_nodes if not n.is_constant}
@@ -225,26 +252,47 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
 # -- running it ---------------------------------------------------------------------------
 
 
-def _read_across(pairing: Pairing) -> list[str]:
-    """The quantized model's values a group's rerun can read from the plain run: what the groups' float nodes read
-    (the paired values), the graph outputs, and every value read by a node that also reads another computed value
-    (an Add, a Concat: it reruns when its other input changes). A value whose readers read nothing else computed
-    (a QuantizeLinear's input, its integers read by the DequantizeLinear) reruns only when its producer does: not held,
-    which in a QDQ model is more than half of its values."""
-    graph = pairing.quant_view.graph
-    static = set(graph.initializer_names) | {o for n in graph.nodes if n.is_constant for o in n.outputs if o}
-    keep = {p.quant_name for p in pairing.pairs.values()} | set(graph.output_names) | {i for n in graph.nodes for i in n.implicit_inputs}
-    names = []
-    for n in graph.nodes:
-        for o in n.outputs:
-            if o and not n.is_constant and (o in keep or any(len(set(c.all_inputs) - static) > 1 for c in graph.consumers(o))):
-                names.append(o)
-    return names
-
-
-def _baseline(graph: Any, names: list[str], feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
-    """The quantized model's values ``names``, from one whole run; None over ``budget``."""
+def _held_bytes(pairing: Pairing, graph: Any, names: list[str], feeds: Mapping[str, Any]) -> int | None:
+    """The bytes of the quantized model's values ``names`` (None: some size is unknown). onnx's shape inference stops
+    at the first contrib op (QLinearAdd, QLinearMul, QLinearGlobalAveragePool...), so in a QOperator model every value
+    after it is sized by its float counterpart's shape, at its own element size (its zero point's for integers)."""
     size = demanded_bytes(graph, dict.fromkeys(names, 1), feeds)  # (dynamic dimensions: at the inputs' shapes)
+    if size is not None:
+        return size
+    from graph_dap.runtime.loading import infos_at_input_shapes
+
+    qv, fg = pairing.quant_view, pairing.float_view.graph
+    shapes = {k: getattr(v, "shape", ()) for k, v in feeds.items()}
+    qinfos, finfos = infos_at_input_shapes(graph.model, shapes), infos_at_input_shapes(fg.model, shapes)
+    total = 0
+    for v in names:
+        own = qinfos.get(v, graph.value_info(v)).nbytes
+        if own is not None:
+            total += own
+            continue
+        f = pairing.by_logical.get(qv.logical(v))
+        numel = None if f is None else (finfos[f] if f in finfos else fg.value_info(f)).numel
+        form, params = qv.form.get(v), qv.params.get(v)
+        if numel is None or not (form in (Form.FLOAT, Form.DEQUANTIZED) or (form is Form.INT and params is not None)):
+            return None
+        total += numel * (np.asarray(params.zero_point).dtype.itemsize if form is Form.INT and params is not None else 4)
+    return total
+
+
+def _baseline(pairing: Pairing, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
+    """The values a group's cone may read from the rest of the quantized model, from one whole run; None over ``budget``.
+
+    That is every computed value but those only a QuantizeLinear or DequantizeLinear reads (a QDQ tensor's float value
+    and its integers): a cone holds such a reader only when it holds its writer, so they are never fed to one (in QDQ
+    they are two thirds of the values)."""
+    graph = pairing.source_graph
+    forms = ("QuantizeLinear", "DequantizeLinear")
+    outputs = set(graph.output_names)
+    names = [
+        o for n in graph.nodes if not n.is_constant for o in n.outputs
+        if o and (o in outputs or any(c.op_type not in forms for c in graph.consumers(o)))
+    ]  # fmt: skip
+    size = _held_bytes(pairing, graph, names, feeds)
     if size is None or size > budget:
         return None
     model = onnx.ModelProto()
@@ -259,12 +307,13 @@ def _baseline(graph: Any, names: list[str], feeds: Mapping[str, Any], providers:
 
 
 class _Cones:
-    """The quantized model read once, to build for each group in float only the part that changes: its float nodes
-    and every node downstream of the values it writes, with the constants they need, fed the plain run's values."""
+    """The quantized model read once, to build for groups in float only the part of it they change: their float
+    nodes and every node downstream of the values they write, with the constants those need, fed the plain run's
+    values (the same nodes as :func:`in_float`'s model downstream of them, without copying and sorting it per group)."""
 
     def __init__(self, pairing: Pairing) -> None:
         self.pairing = pairing
-        self.model = pairing.quant_view.graph.model
+        self.model = pairing.source_graph.model
         self.nodes = list(self.model.graph.node)
         self.inits = {t.name: t for t in self.model.graph.initializer}
         self.reads = [[i for i in n.input if i] + sorted(outer_scope_reads(n)) for n in self.nodes]
@@ -275,14 +324,25 @@ class _Cones:
             if all(i in self.static for i in n.input if i) and not outer_scope_reads(n):
                 self.static.update(o for o in n.output if o)
 
-    def model_for(self, g: Group, held: Mapping[str, Any], feeds: Mapping[str, Any]) -> tuple[onnx.ModelProto, dict[str, Any], list[str]]:
-        """The part of the quantized model that ``g`` in float changes (the same nodes as :func:`in_float`'s model
-        downstream of them): the model, its feeds, the graph outputs it computes."""
-        escaping, _ = _escaping(self.pairing, g)
-        added, added_inits = _float_nodes(self.pairing, g, escaping, f"graph_dap_g{g.index}_")
-        removed = {n.index for n in g.quant_nodes if not n.is_constant}
-        changed = set(escaping)
-        cone: list[onnx.NodeProto] = list(added)
+    def model_for(
+        self, groups: Sequence[Group], shared: Sequence[Group], held: Mapping[str, Any], feeds: Mapping[str, Any]
+    ) -> tuple[onnx.ModelProto, dict[str, Any], list[str]] | None:
+        """What ``groups`` in float change (``shared``: as :func:`in_float`): the model, its feeds, the graph outputs
+        it computes; None when it reads a value ``held`` lacks."""
+        share = {g.index for g in shared}
+        linked: dict[str, str] = {}
+        added: list[onnx.NodeProto] = []
+        added_inits: list[onnx.TensorProto] = []
+        removed: set[int] = set()
+        changed: set[str] = set()
+        for g in sorted(groups, key=lambda g: g.index):
+            escaping, _ = _escaping(self.pairing, g)
+            protos, weights = _float_nodes(self.pairing, g, escaping, f"graph_dap_g{g.index}_", linked, g.index in share)
+            added += protos
+            added_inits += weights
+            removed |= {n.index for n in g.quant_nodes if not n.is_constant}
+            changed.update(escaping)
+        cone = list(added)
         for i, (n, reads) in enumerate(zip(self.nodes, self.reads)):
             if i not in removed and any(r in changed for r in reads):
                 cone.append(n)
@@ -301,6 +361,8 @@ class _Cones:
         made |= {o for n in extra.values() for o in n.output if o}
         read = {i for n in nodes for i in list(n.input) + sorted(outer_scope_reads(n)) if i}
         fed = sorted(r for r in read if r not in made and r not in inits)
+        if any(r not in held and r not in feeds for r in fed):
+            return None  # a value the plain run's held ones lack: the group's run is a whole run
         values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
         outputs = [o.name for o in self.model.graph.output if o.name in made]
         sub = helper.make_model(
@@ -315,6 +377,10 @@ class _Cones:
         )
         sub.ir_version = self.model.ir_version
         sub.functions.extend(self.model.functions)
+        if len(groups) > 1:  # a reader kept in float may also read a node downstream of the first group
+            ordered = _topological(list(sub.graph.node), sub)
+            del sub.graph.node[:]
+            sub.graph.node.extend(ordered)
         return sub, values, outputs
 
 
@@ -335,7 +401,7 @@ def run_sensitivity(
     computes only the nodes downstream of it; else each group's run is a whole run."""
     pairing: Pairing = result.pairing
     groups = [g.group for g in result.groups]
-    fg, qg = pairing.float_view.graph, pairing.quant_view.graph
+    fg, qg = pairing.float_view.graph, pairing.source_graph
     feeds = resolve_inputs(fg, inputs, dims)
     providers = check_providers(providers)
     names = [o.name for o in fg.model.graph.output]
@@ -358,15 +424,16 @@ def run_sensitivity(
     plain = session(qg.model)
     outs = plain.run(qnames, qfeeds)
     plain_times: list[float] = []
-    held = _baseline(qg, _read_across(pairing), qfeeds, providers, budget_bytes, opt_level)
+    held = _baseline(pairing, qfeeds, providers, budget_bytes, opt_level)
 
     cones = _Cones(pairing) if held is not None else None
 
     def group_snr(g: Group) -> float:
         """The output SQNR with ``g`` in float: only what it changes runs again, the rest is the plain run's, when it is held."""
-        if held is None or cones is None:
-            return output_snr(in_float(pairing, [g]))
-        sub, sub_feeds, produced = cones.model_for(g, held, qfeeds)
+        cone = None if held is None or cones is None else cones.model_for(kept[g.index], [g], held, qfeeds)
+        if held is None or cone is None:
+            return output_snr(in_float(pairing, kept[g.index], [g]))
+        sub, sub_feeds, produced = cone
         got = dict(zip(produced, session(sub).run(produced, sub_feeds))) if produced else {}
         return Error.combine([measure(got[q] if q in got else held[q], reference[n]) for n, q in zip(names, qnames)]).snr
 
@@ -384,6 +451,9 @@ def run_sensitivity(
             eligible.append(g)
         elif g.float_nodes:
             skipped.append(f"{g.name}: {why}")
+    # a group whose output the next QLinear ops read as integers is kept in float with them, its float output read as
+    # it is: else its output would be quantized again at the scale it has now, which is theirs (QOperator)
+    kept = {g.index: [g, *integer_readers(pairing, g, eligible)] for g in eligible}
     spent = 0.0
     rows = []
     for k, g in enumerate(eligible):
@@ -392,7 +462,7 @@ def run_sensitivity(
         began = time.perf_counter()
         snr = group_snr(g)
         spent += time.perf_counter() - began
-        rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(g.node_names())))
+        rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(n for h in kept[g.index] for n in h.node_names())))
         if on_progress is not None:
             on_progress(k + 1, len(eligible))
     rows.sort(key=lambda r: (-r.recovered if not math.isnan(r.recovered) else math.inf, r.index))
@@ -407,7 +477,7 @@ def run_sensitivity(
             if snr >= target_snr:
                 break
             chosen.append(r.index)
-            snr = output_snr(in_float(pairing, [by_index[i] for i in chosen]))
+            snr = output_snr(in_float(pairing, list({h.index: h for i in chosen for h in kept[i]}.values()), [by_index[i] for i in chosen]))
         out.chosen, out.chosen_snr = chosen, snr
     # the time of the one-group-in-float runs (session and run each), and a plain run's median measured among them
     out.runs, out.seconds = len(eligible) + 1 + len(out.chosen), spent
