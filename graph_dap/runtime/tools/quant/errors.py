@@ -29,7 +29,7 @@ from graph_dap.runtime.tools.quant.params import QuantParams
 from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, demanded_bytes
 from graph_dap.runtime.tools.quant.view import Form, ModelView
 
-__all__ = ["Error", "GroupErrors", "evaluate_groups", "measure", "readable_value", "as_read"]
+__all__ = ["Error", "GroupErrors", "Scratch", "evaluate_groups", "measure", "readable_value", "as_read"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,18 +90,20 @@ def _snr(signal: float, noise: float) -> float:
 
 
 def measure(
-    value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None
+    value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None,
+    scratch: Scratch | None = None,
 ) -> Error:
     """``value`` against the float ``reference``: float32 BLAS dot products over one difference array; NaN or Inf on
     one side fail (as :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says). ``cosine=False`` leaves the
-    cosine out (NaN: not computed) and ``signal`` (the reference's sum of squares, when known) saves passes."""
+    cosine out (NaN: not computed) and ``signal`` (the reference's sum of squares, when known) saves passes; the
+    difference goes to ``scratch`` when given."""
     a = np.asarray(value, np.float32).reshape(-1)
     b = np.asarray(reference, np.float32).reshape(-1)
     if a.shape != b.shape:
         return Error(-math.inf, math.inf, math.inf, math.nan, 0.0, math.inf, int(b.size))
     if not a.size:
         return Error(math.inf, 0.0, 0.0, 1.0, 0.0, 0.0, 0)
-    d = a - b
+    d = np.subtract(a, b, out=scratch.take(a.size) if scratch is not None else None)
     noise = float(np.dot(d, d))
     if signal is None:
         signal = float(np.dot(b, b))
@@ -110,7 +112,9 @@ def measure(
         return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], signal, math.inf, int(b.size))
     cos = math.nan
     if cosine:
-        aa, dot = float(np.dot(a, a)), float(np.dot(a, b))
+        # a = b + d: a.b and a.a from one more dot (d.b), each term rounded at its own magnitude
+        db = float(np.dot(d, b))
+        dot, aa = signal + db, max(signal + 2 * db + noise, 0.0)
         if aa == 0 or signal == 0:
             cos = 1.0 if aa == signal else 0.0
         else:
@@ -120,6 +124,21 @@ def measure(
     if params is not None:
         steps = max_abs / float(params.scale) if params.per_tensor else params.max_steps(d.reshape(np.shape(reference)))
     return Error(_snr(signal, noise), max_abs, noise / d.size, cos, signal, noise, int(d.size), steps)
+
+
+class Scratch:
+    """A float32 work array reused from one :func:`measure` to the next (a new one costs its pages' first touch)."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = np.empty(0, np.float32)
+
+    def take(self, size: int) -> np.ndarray:
+        """``size`` elements of it (grown when too small); valid until the next take."""
+        if self._buf.size < size:
+            self._buf = np.empty(size, np.float32)
+        return self._buf[:size]
 
 
 def readable_value(view: ModelView, name: str, value: Any) -> np.ndarray:
@@ -218,6 +237,7 @@ def evaluate_groups(
     for g in groups:
         for p in g.inputs:
             read_later[p.float_name] = read_later.get(p.float_name, 0) + 1
+    scratch = Scratch()
     trips: dict[str, np.ndarray] = {}  # round trips of paired tensors, kept for the groups that read them
     out: list[GroupErrors] = []
     batch: list[_Pending] = []
@@ -251,30 +271,31 @@ def evaluate_groups(
             floats[p.float_name] = f
             q = readable_value(qv, p.quant_name, qs.take(p.quant_name))
             pp = qv.params.get(p.quant_name)
-            a = measure(q, f, pp)
+            a = measure(q, f, pp, scratch=scratch)
             acc.append(a)
             acc_snr[p.float_name] = a.snr
             if pp is not None:
                 trip, clips = pp.round_trip_clipped(f)
-                qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal))
+                qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal, scratch=scratch))
                 if p.float_name in read_later and qv.form.get(p.quant_name) is Form.DEQUANTIZED:
                     trips[p.float_name] = trip  # what the groups that read it are fed
                 if params is None:
                     params, clipped = pp, clips / max(np.size(f), 1)
         input_snr = min((acc_snr.get(p.float_name, math.inf) for p in g.inputs), default=math.inf)
-        size = sum(np.asarray(v).nbytes for d in (quant_feeds, float_feeds, floats) for v in d.values())
+        unique = {id(v): v for d in (quant_feeds, float_feeds, floats) for v in d.values()}  # a feed read as it is: one array
+        size = sum(np.asarray(v).nbytes for v in unique.values())
         batch.append(_Pending(g, quant_feeds, float_feeds, floats, acc, qonly, params, clipped, input_snr, size))
         held += size
         peak_batch = max(peak_batch, held)
         if held >= batch_bytes or i == len(groups) - 1:
-            out += _finish(pairing, batch, quant_runner.providers)
+            out += _finish(pairing, batch, quant_runner.providers, scratch)
             batch, held = [], 0
         if on_group is not None:
             on_group(i + 1, len(groups))
     return out, {"float_peak_bytes": fs.peak_bytes, "quant_peak_bytes": qs.peak_bytes, "local_batch_peak_bytes": peak_batch}
 
 
-def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str]) -> list[GroupErrors]:
+def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str], scratch: Scratch) -> list[GroupErrors]:
     """The local runs of a batch of groups (one model per side), then each group's errors."""
     qv = pairing.quant_view
     quant_runs = [(b.group.index, b.group.quant_nodes, b.quant_feeds, [p.quant_name for p in b.group.outputs]) for b in batch]
@@ -293,7 +314,7 @@ def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str]) -
             f = b.floats[p.float_name]
             ref = local_f.get((g.index, p.float_name), b.float_feeds.get(p.float_name, f))
             value = local_q.get((g.index, p.quant_name), b.quant_feeds.get(p.quant_name))
-            loc.append(measure(readable_value(qv, p.quant_name, value), ref, qv.params.get(p.quant_name), cosine=False))
+            loc.append(measure(readable_value(qv, p.quant_name, value), ref, qv.params.get(p.quant_name), cosine=False, scratch=scratch))
         per = {p.float_name: a for p, a in zip(g.outputs, b.accumulated)}
         out.append(
             GroupErrors(

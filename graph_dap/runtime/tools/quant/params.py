@@ -93,14 +93,16 @@ class QuantParams:
 
     # -- the arithmetic ---------------------------------------------------------------
 
-    def _scaled(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``x / scale + zp`` (a new float32 array), and scale and zero point shaped to broadcast against it."""
+    def _scaled(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``x / scale + zp`` (a new float32 array), and scale and zero point shaped to broadcast against it
+        (None: the zero point is 0 everywhere, and adding it would change nothing)."""
         shape = tuple(np.shape(x))
         s = self._expand(self.scale, shape)
-        zp = self._expand(self.zero_point.astype(np.float32), shape)
+        zp = self._expand(self.zero_point.astype(np.float32), shape) if self.zero_point.any() else None
         with np.errstate(all="ignore"):
             t = np.asarray(np.divide(np.asarray(x, np.float32), s, dtype=np.float32))  # a 0-d result stays an array
-            t += zp
+            if zp is not None:
+                t += zp
         return t, s, zp
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
@@ -126,13 +128,16 @@ class QuantParams:
         return self.round_trip_clipped(x)[0]
 
     def round_trip_clipped(self, x: np.ndarray) -> tuple[np.ndarray, int]:
-        """The round trip, and how many elements were clipped (beyond the range by more than half a step), in one pass."""
+        """The round trip, and how many elements were clipped (beyond the range by more than half a step)."""
         t, s, zp = self._scaled(x)
         lo, hi = self.qrange
-        clipped = int(np.count_nonzero(t < lo - 0.5)) + int(np.count_nonzero(t > hi + 0.5))
+        clipped = 0
+        if t.size and (t.min() < lo - 0.5 or t.max() > hi + 0.5):  # two reductions; counting only where some clip
+            clipped = int(np.count_nonzero(t < lo - 0.5)) + int(np.count_nonzero(t > hi + 0.5))
         np.rint(t, out=t)
         np.clip(t, lo, hi, out=t)
-        t -= zp
+        if zp is not None:
+            t -= zp
         t *= s
         return t, clipped
 
