@@ -211,17 +211,20 @@ def evaluate_groups(
     float_runner: NodeRunner,
     quant_runner: NodeRunner,
     on_group: Callable[[int, int], None] | None = None,
-    batch_bytes: int = 64 << 20,
+    batch_bytes: int | None = None,
     budget_bytes: int = 1 << 30,
 ) -> tuple[list[GroupErrors], dict[str, int]]:
     """Run both models once in lockstep over ``groups`` and measure each group's three errors.
 
     Each model runs whole when the values the groups need fit ``budget_bytes``, else node by node,
     each value kept only until its groups are done. The local runs go in batches of groups (about
-    ``batch_bytes`` of values each): one model and one session per batch and side (see :mod:`.local`).
+    ``batch_bytes`` of values each; default a quarter of the budget, at least 64 MB): one model and one
+    session per batch and side (see :mod:`.local`).
     Returns the errors in group order and the peak bytes each side held.
     """
     fv, qv = pairing.float_view, pairing.quant_view
+    if batch_bytes is None:
+        batch_bytes = max(64 << 20, budget_bytes // 4)  # each batch costs two sessions and two runs: few and large
     float_demand: dict[str, int] = {}
     quant_demand: dict[str, int] = {}
     for g in groups:

@@ -132,10 +132,12 @@ class QuantParams:
         t, s, zp = self._scaled(x)
         lo, hi = self.qrange
         clipped = 0
-        if t.size and (t.min() < lo - 0.5 or t.max() > hi + 0.5):  # two reductions; counting only where some clip
+        least, most = (float(t.min()), float(t.max())) if t.size else (lo, hi)
+        if least < lo - 0.5 or most > hi + 0.5:  # two reductions; counting only where some clip
             clipped = int(np.count_nonzero(t < lo - 0.5)) + int(np.count_nonzero(t > hi + 0.5))
         np.rint(t, out=t)
-        np.clip(t, lo, hi, out=t)
+        if not (lo <= least and most <= hi):  # NaN too: np.clip keeps it
+            np.clip(t, lo, hi, out=t)
         if zp is not None:
             t -= zp
         t *= s
