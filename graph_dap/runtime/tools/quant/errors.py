@@ -26,7 +26,7 @@ from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.local import run_local
 from graph_dap.runtime.tools.quant.pairing import Pairing
 from graph_dap.runtime.tools.quant.params import QuantParams
-from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, demanded_bytes
+from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, value_bytes
 from graph_dap.runtime.tools.quant.view import Form, ModelView
 
 __all__ = ["Error", "GroupErrors", "Scratch", "evaluate_groups", "measure", "readable_value", "as_read"]
@@ -179,13 +179,17 @@ class GroupErrors:
         return self.input_snr - self.accumulated.snr
 
 
-def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int) -> Any:
-    """A whole run when the demanded values fit the budget, else a node-by-node stream."""
+def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int, size: int | None) -> Any:
+    """A whole run when the demanded values (``size`` bytes; None: unknown) fit the budget, else a node-by-node stream."""
     feeds = {k: inputs[k] for k in graph.input_names}
-    size = demanded_bytes(graph, demand, feeds)
     if size is not None and size <= budget:
         return WholeRun(graph, feeds, runner.providers, demand)
     return ValueStream(graph, feeds, runner, demand)
+
+
+def _total(sizes: Mapping[str, int | None]) -> int | None:
+    """The sum of ``sizes``, None when one is unknown."""
+    return None if None in sizes.values() else sum(v for v in sizes.values() if v is not None)
 
 
 @dataclass(slots=True)
@@ -233,8 +237,14 @@ def evaluate_groups(
             quant_demand[p.quant_name] = quant_demand.get(p.quant_name, 0) + 1
         for p in g.inputs:
             float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
-    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes)
-    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes)
+    float_sizes = value_bytes(fv.graph, float_demand, {k: inputs[k] for k in fv.graph.input_names})
+    quant_sizes = value_bytes(qv.graph, quant_demand, {k: inputs[k] for k in qv.graph.input_names})
+    for g in groups:  # a paired value has its float tensor's shape (and at most its 4 bytes an element): past a
+        for p in g.outputs:  # contrib op (QLinearAdd...), onnx's shape inference knows no size
+            if quant_sizes.get(p.quant_name) is None:
+                quant_sizes[p.quant_name] = float_sizes.get(p.float_name)
+    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, _total(float_sizes))
+    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, _total(quant_sizes))
     acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
     read_later: dict[str, int] = {}  # groups still to read each paired tensor
     for g in groups:
