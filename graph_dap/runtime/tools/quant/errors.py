@@ -251,7 +251,8 @@ def evaluate_groups(
         for p in g.inputs:
             read_later[p.float_name] = read_later.get(p.float_name, 0) + 1
     scratch = Scratch()
-    trips: dict[str, np.ndarray] = {}  # round trips of paired tensors, kept for the groups that read them
+    # round trips of paired tensors (and their integers, for a model that reads them so), kept for their readers
+    trips: dict[str, tuple[str, np.ndarray, np.ndarray | None]] = {}  # float name: quantized name, round trip, integers
     out: list[GroupErrors] = []
     batch: list[_Pending] = []
     held = 0
@@ -260,17 +261,21 @@ def evaluate_groups(
         fs.advance([p.float_name for p in g.outputs])
         floats_in = {p.float_name: fs.take(p.float_name) for p in g.inputs}
         quant_feeds: dict[str, Any] = {}
+        # the float nodes on the same inputs, dequantized: the reference of the local error
+        float_feeds: dict[str, Any] = {}
         for raw, p in g.reads:
             cached = trips.get(p.float_name) if raw == p.quant_name else None
-            quant_feeds[raw] = cached if cached is not None else as_read(qv, raw, floats_in[p.float_name])
+            if cached is None or cached[0] != raw:
+                quant_feeds[raw] = as_read(qv, raw, floats_in[p.float_name])
+                float_feeds.setdefault(p.float_name, readable_value(qv, raw, quant_feeds[raw]))
+            else:
+                _, trip, ints = cached
+                quant_feeds[raw] = trip if ints is None else ints
+                float_feeds.setdefault(p.float_name, trip)  # = readable_value of the integers
         for p in g.inputs:
             read_later[p.float_name] -= 1
             if read_later[p.float_name] <= 0:
                 trips.pop(p.float_name, None)
-        # the float nodes on the same inputs, dequantized: the reference of the local error
-        float_feeds: dict[str, Any] = {}
-        for raw, p in g.reads:
-            float_feeds.setdefault(p.float_name, readable_value(qv, raw, quant_feeds[raw]))
         for n in g.float_nodes:
             for r in n.all_inputs:
                 if r in fv.graph.input_names and r not in float_feeds:
@@ -288,10 +293,15 @@ def evaluate_groups(
             acc.append(a)
             acc_snr[p.float_name] = a.snr
             if pp is not None:
-                trip, clips = pp.round_trip_clipped(f)
+                form = qv.form.get(p.quant_name) if p.float_name in read_later else None
+                if form is Form.INT:  # its readers are fed the integers, their float nodes the round trip
+                    ints, trip, clips = pp.quantized_round_trip(f)
+                    trips[p.float_name] = (p.quant_name, trip, ints)
+                else:
+                    trip, clips = pp.round_trip_clipped(f)
+                    if form is Form.DEQUANTIZED:
+                        trips[p.float_name] = (p.quant_name, trip, None)  # what the groups that read it are fed
                 qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal, scratch=scratch))
-                if p.float_name in read_later and qv.form.get(p.quant_name) is Form.DEQUANTIZED:
-                    trips[p.float_name] = trip  # what the groups that read it are fed
                 if params is None:
                     params, clipped = pp, clips / max(np.size(f), 1)
         input_snr = min((acc_snr.get(p.float_name, math.inf) for p in g.inputs), default=math.inf)
