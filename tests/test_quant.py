@@ -23,7 +23,8 @@ from graph_dap.runtime.tools.quant.errors import measure
 from graph_dap.runtime.tools.quant.kernels import compare_kernels
 from graph_dap.runtime.tools.quant.pairing import How
 from graph_dap.runtime.tools.quant.params import QuantParams
-from graph_dap.runtime.tools.quant.sensitivity import run_sensitivity
+from graph_dap.runtime.tools.quant.sensitivity import in_float, run_sensitivity
+from graph_dap.runtime.tools.quant.view import RECOMPUTED
 from graph_dap.runtime.tools.quant.weights import dequantized_weight
 
 
@@ -41,7 +42,7 @@ def models(tmp_path_factory):
 
 def _run(path, feeds, names=None):
     """onnxruntime's whole run of the model (optimizations off), with ``names`` made outputs."""
-    m = onnx.load(str(path))
+    m = onnx.load(str(path)) if not isinstance(path, onnx.ModelProto) else onnx.ModelProto.FromString(path.SerializeToString())
     have = {o.name for o in m.graph.output}
     m.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names or () if n not in have)
     sess = ort.InferenceSession(m.SerializeToString(), session_options("none"))
@@ -53,7 +54,7 @@ def test_every_format_pairs_by_structure_and_measures_against_onnxruntime(models
     every float tensor is paired or folded, every weight compared, and the accumulated error is the one between
     onnxruntime's own values of the two models."""
     feeds = samples(1)[0]
-    float_values = _run(models["float"], feeds, ["c2", "s", "y"])
+    float_values = _run(models["float"], feeds, ["c1", "c2", "s", "y"])
     for kind in ("qdq", "qoperator", "dynamic"):
         result = compare_quantized(models[kind], models["float"], feeds)
         pairing = result.pairing
@@ -66,6 +67,24 @@ def test_every_format_pairs_by_structure_and_measures_against_onnxruntime(models
         else:
             assert pairing.pairs["r1"].how is How.FOLDED and "c1" in pairing.folded  # Relu folded into the quantized range
             assert pairing.pairs["c2"].how is How.STRUCTURE
+            assert counts["float_paired"] == counts["float_activations"] == 7, kind  # the tensor before the Relu too
+            group = next(g for g in result.groups if g.group.name == "conv1+relu1")
+            assert [p.float_name for p in group.group.outputs] == ["r1", "c1"]  # what consumers read first
+            c1 = pairing.pairs["c1"]
+            value = _run(pairing.quant_view.graph.model, feeds, [c1.quant_name, pairing.pairs["r1"].quant_name])
+            if kind == "qdq":  # the Conv's own output, before the QuantizeLinear that folds the Relu
+                assert c1.how is How.STRUCTURE and pairing.quant_view.graph.producer(c1.quant_name).op_type == "Conv"
+            else:  # recomputed beside the QLinearConv; requantized, it is the kernel's output (up to the last step's rounding)
+                assert c1.how is How.RECOMPUTED and pairing.source_graph is not pairing.quant_view.graph
+                assert pairing.source_graph.producer(c1.quant_name) is None  # not in the user's model
+                params = pairing.quant_view.params[pairing.pairs["r1"].quant_name]
+                got = params.quantize(value[c1.quant_name]).astype(np.int32)
+                kernel = value[pairing.pairs["r1"].quant_name].astype(np.int32)
+                assert np.abs(got - kernel).max() <= 1 and np.mean(got == kernel) > 0.99
+                other = next(g.group for g in result.groups if g.group.name == "conv2")
+                kept = in_float(pairing, [other])  # sensitivity runs the user's model: none of these nodes
+                assert not any(n.name.startswith(RECOMPUTED) for n in kept.graph.node)
+            assert group.per_output["c1"].snr == pytest.approx(measure(value[c1.quant_name], float_values["c1"]).snr, abs=1e-6)
         assert pairing.pairs["x"].how is How.INPUT
         quant_values = _run(models[kind], feeds, [pairing.pairs[n].quant_name for n in ("c2", "s", "y")])
         by_name = {g.group.outputs[0].float_name: g for g in result.groups}
@@ -149,6 +168,14 @@ def test_a_planted_coarse_layer_is_first_by_local_error_and_by_sensitivity(model
     assert sens.runs == len(sens.ranked) + 1 + len(sens.chosen)
     whole = run_sensitivity(result, feeds, budget_bytes=0)  # each group's run a whole run, not only what it changes
     assert [(g.index, g.output_snr) for g in whole.ranked] == [(g.index, g.output_snr) for g in sens.ranked]
+    # QOperator: conv2's integer output is read by the QLinearAdd at the same (coarse) scale: kept in float with it
+    bad = coarser(models["qoperator"], tmp_path / "bad_qop.onnx", "c2_scale")
+    result = compare_quantized(bad, models["float"], feeds)
+    assert result.ranked[0].group.name == "conv2" and result.first_divergence is result.ranked[0]
+    sens = run_sensitivity(result, feeds, target_snr=30.0)
+    assert sens.ranked[0].name == "conv2" and sens.ranked[0].recovered > 10 and sens.ranked[1].recovered < 1
+    assert sens.nodes_to_exclude == ["conv2", "add"] and sens.chosen_snr >= 30
+    assert sens.all_float_snr > 80  # every group in float, reading each other's float values: the float model
 
 
 def test_the_command_line_ranks_groups_reports_and_says_what_is_wrong_in_one_line(models, tmp_path, capsys):
@@ -334,3 +361,70 @@ def test_weights_held_by_constant_nodes_are_paired_and_compared(tmp_path):
     read = dequantized_weight(result.pairing, next(w for w in result.pairing.weights if w.float_name == "w3"))
     assert read is not None and np.array_equal(read[0], ort_w3)
     assert weights["w3"].error.snr == pytest.approx(measure(ort_w3, w3).snr, abs=1e-4)
+
+
+def test_a_transformer_optimizers_fused_ops_pair_many_to_one():
+    """bert from torch against onnxruntime's transformer optimizer's rewrite of it (EmbedLayerNormalization, Attention,
+    SkipLayerNormalization, BiasGelu): the fused ops' outputs are paired, a bias Add the optimizer moved into
+    SkipLayerNormalization is inside that group (not 'folded' into the MatMul before it), a Cast to int32 is not the
+    float model's Cast to bool, and the errors are those between onnxruntime's own outputs of the two models."""
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data" / "converters"
+    feeds = dict(np.load(data / "bert_torch.inputs.npz"))
+    result = compare_quantized(data / "bert_optimized.onnx", data / "bert_torch.onnx", feeds)
+    pairing = result.pairing
+    assert not any(p.how is How.FOLDED for p in pairing.pairs.values())
+    assert "/bert/Cast_output_0" not in pairing.pairs
+    dense = "/bert/encoder/layer.0/output/dense/MatMul_output_0"
+    assert pairing.pairs[dense].quant_name == dense
+    bias = "/bert/encoder/layer.0/output/dense/Add_output_0"
+    assert "SkipLayerNormalization" in pairing.unpaired_float[bias] and "inside the group" in pairing.unpaired_float[bias]
+    skip = next(g for g in result.groups if "/bert/encoder/layer.0/output/LayerNorm/LayerNormalization_output_0" in g.per_output)
+    assert [n.op_type for n in skip.group.quant_nodes] == ["SkipLayerNormalization"]
+    assert {n.op_type for n in skip.group.float_nodes if not n.is_constant} == {"Add", "LayerNormalization"}  # many-to-one
+    theirs = _run(data / "bert_optimized.onnx", feeds, ["last_hidden_state"])["last_hidden_state"]
+    ours = _run(data / "bert_torch.onnx", feeds, ["last_hidden_state"])["last_hidden_state"]
+    last = next(g for g in result.groups if "last_hidden_state" in g.per_output)
+    assert last.per_output["last_hidden_state"].snr == pytest.approx(measure(theirs, ours).snr, abs=1e-6)
+
+
+def test_a_batchnormalization_folded_into_its_conv_leaves_no_pre_bn_tensor(tmp_path):
+    """Conv -> BatchNormalization -> Relu: quantize_static folds the BN into the Conv's weights and the Relu into its
+    range. The BN's output (the Relu's input) is paired with what computes it (QDQ: the Conv's float output; QOperator:
+    the QLinearConv's value before requantizing), the Conv's own output, which no quantized model computes, stays folded."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "w"),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "gamma"),
+        numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "beta"),
+        numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "mean"),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "var"),
+        numpy_helper.from_array(rng.standard_normal((4, 8, 1, 1)).astype(np.float32) * 0.3, "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["b"], name="bn"),
+        helper.make_node("Relu", ["b"], ["r"], name="relu"),
+        helper.make_node("Conv", ["r", "w2"], ["y"], name="conv2"),
+    ]
+    graph = helper.make_graph(nodes, "cbr", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)  # fmt: skip
+    f = tmp_path / "cbr.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(f))
+    feeds = samples(1)[0]
+    float_b = _run(f, feeds, ["b"])["b"]
+    pre = tmp_path / "cbr_pre.onnx"  # what quantization's pre-processing does first: the BN folded into the Conv
+    options = session_options("basic")
+    options.optimized_model_filepath = str(pre)
+    ort.InferenceSession(str(f), options)
+    assert "BatchNormalization" not in {n.op_type for n in onnx.load(str(pre)).graph.node}
+    for kind in ("qdq", "qoperator"):
+        result = compare_quantized(quantize(pre, tmp_path / f"{kind}.onnx", kind), f, feeds)
+        pairing = result.pairing
+        assert "c" in pairing.folded and "c" not in pairing.pairs and "b" in pairing.folded  # c: the pre-BN conv
+        assert pairing.pairs["b"].how is (How.STRUCTURE if kind == "qdq" else How.RECOMPUTED), kind
+        value = _run(pairing.quant_view.graph.model, feeds, [pairing.pairs["b"].quant_name])[pairing.pairs["b"].quant_name]
+        assert measure(value, float_b).snr > 30, kind  # the post-BN value, not the pre-BN one

@@ -289,7 +289,7 @@ def _quantized_reference(session: DebugSession, spec: ReferenceSpec, providers: 
 def _born_nodes(quant: Any, graph: Graph) -> dict[str, tuple[str, Any]]:
     """For each group whose local error breaks the rule: the node of ``graph`` that finishes it, and the value to show."""
     out: dict[str, tuple[str, Any]] = {}
-    is_quant = graph is quant.pairing.quant_view.graph or graph.path == quant.pairing.quant_view.graph.path
+    is_quant = graph is quant.pairing.source_graph or graph.path == quant.pairing.source_graph.path
     for g in quant.groups:
         if not quant.born(g):
             continue

@@ -246,7 +246,7 @@ def compare_quantized(
     if not groups:
         raise CompareError(f"no tensor of {model_label(quant_graph)} could be paired with one of {model_label(float_graph)}")
     feeds = resolve_inputs(float_graph, inputs, dims)
-    float_runner, quant_runner = NodeRunner(float_graph, providers), NodeRunner(quant_graph, providers)
+    float_runner, quant_runner = NodeRunner(float_graph, providers), NodeRunner(pairing.quant_view.graph, providers)
     errors, memory = evaluate_groups(pairing, groups, feeds, float_runner, quant_runner, on_progress, budget_bytes=budget_bytes)
     weights, skipped = compare_weights(pairing)
     fmt = quant_format(quant_graph)

@@ -38,7 +38,7 @@ class GroupsPerInput:
         self.pairing = pair_models(self.float_graph, self.quant_graph)
         self.groups = make_groups(self.pairing)
         self.float_runner = NodeRunner(self.float_graph, providers)
-        self.quant_runner = NodeRunner(self.quant_graph, providers)
+        self.quant_runner = NodeRunner(self.pairing.quant_view.graph, providers)  # with its recomputing nodes, if any
         self.names = [g.name for g in self.groups]
 
     def measure(self, feeds: Mapping[str, Any]) -> tuple[dict[str, Any], GroupErrors | None]:

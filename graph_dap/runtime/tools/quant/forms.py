@@ -236,7 +236,7 @@ def quant_values(graph: Graph, comparison: Any = None, providers: Sequence[str] 
     """``graph``'s quantized values, with the float model of ``comparison`` (a QuantComparison) as their reference when
     ``graph`` is its quantized side; None when ``graph`` is a float model."""
     pairing = comparison.pairing if comparison is not None else None
-    if pairing is not None and pairing.quant_view.graph is graph:
+    if pairing is not None and pairing.source_graph is graph:
         weights = {w.quant_name: w.float_name for w in pairing.weights}
         return QuantValues(pairing.quant_view, pairing.float_view.graph, pairing.by_logical, providers, weights, pairing.float_view)
     if not is_quantized(graph):

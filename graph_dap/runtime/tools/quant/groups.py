@@ -25,7 +25,7 @@ class Group:
     """Nodes of both models between paired tensors."""
 
     index: int
-    outputs: tuple[Pair, ...]  # the pairs it computes
+    outputs: tuple[Pair, ...]  # the pairs it computes; first those whose value its consumers read (see Pairing.inner)
     float_nodes: tuple[Node, ...]  # run order
     quant_nodes: tuple[Node, ...]  # run order (DequantizeLinear of its weights included)
     reads: tuple[tuple[str, Pair], ...]  # (the quantized model's value it reads, the pair that value stands for)
@@ -135,18 +135,26 @@ def make_groups(pairing: Pairing) -> list[Group]:
                         parent[find(i)] = find(owners[n])
                     else:
                         owners[n] = i
+    owner_l: dict[str, int] = {}  # a logical tensor paired twice (a folded op's input and output) is one group's
+    for i, (pairs, _, _, _) in enumerate(raw):
+        for p in pairs:
+            if p.logical in owner_l:
+                parent[find(i)] = find(owner_l[p.logical])
+            else:
+                owner_l[p.logical] = i
     merged: dict[int, list[int]] = {}
     for i in range(len(raw)):
         merged.setdefault(find(i), []).append(i)
     groups: list[tuple[int, list[Pair], set[int], set[int]]] = []
     for members in merged.values():
-        pairs = [p for i in members for p in raw[i][0]]
+        pairs = sorted((p for i in members for p in raw[i][0]), key=pairing.inner)  # what consumers read first
         fnodes = set().union(*(raw[i][1] for i in members))
         qnodes = set().union(*(raw[i][2] for i in members))
         key = max((fg.nodes[k].order for k in fnodes if not fg.nodes[k].is_constant), default=-1)
         groups.append((key, pairs, fnodes, qnodes))
     groups.sort(key=lambda g: (g[0], min(qg.nodes[k].order for k in g[3]) if g[3] else -1))
     out = []
+    _explain_inside(pairing, groups)
     for index, (_, pairs, fnodes, qnodes) in enumerate(groups):
         own = {p.logical for p in pairs}
         _, reads = _quant_closure(pairing, own, [p.quant_name for p in pairs])
@@ -165,3 +173,22 @@ def make_groups(pairing: Pairing) -> list[Group]:
 def _shared_constant(graph: Any, order: int) -> bool:
     """A static node (a weight's DequantizeLinear, a shape constant) may serve several groups without merging them."""
     return bool(graph.nodes[order].is_constant)
+
+
+def _explain_inside(pairing: Pairing, groups: list[tuple[int, list[Pair], set[int], set[int]]]) -> None:
+    """Say of each unpaired float tensor computed inside a group which of the other model's nodes compute it there
+    (a fused Attention, an EmbedLayerNormalization: many-to-one)."""
+    fg, qg = pairing.float_view.graph, pairing.quant_view.graph
+    for _, pairs, fnodes, qnodes in groups:
+        ops = [n for k in sorted(qnodes) if not (n := qg.nodes[k]).is_constant and n.op_type not in _FORMS]
+        ops.sort(key=lambda n: n.op_type in _PLUMBING)  # the ops that compute first, then casts and shapes
+        within = ", ".join(f"{n.op_type} {n.id}" for n in ops[:3]) + (f" and {len(ops) - 3} more" if len(ops) > 3 else "")
+        for k in fnodes:
+            for o in fg.nodes[k].outputs:
+                if o and o in pairing.unpaired_float:
+                    if not pairing.unpaired_float[o].startswith("folded"):
+                        pairing.unpaired_float[o] = f"inside the group of {pairs[0].float_name}: the other model computes it within {within or 'no node'}"
+
+
+_FORMS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+_PLUMBING = frozenset({"Cast", "Shape", "Reshape", "Unsqueeze", "Squeeze", "Gather", "Concat", "Transpose", "Identity"})

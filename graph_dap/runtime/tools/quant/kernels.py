@@ -192,7 +192,7 @@ def compare_kernels(
     """Compare ``result``'s groups (a QuantComparison) as onnxruntime's kernels at ``opt_level`` compute them."""
     pairing = result.pairing
     fv, qv = pairing.float_view, pairing.quant_view
-    fg, qg = fv.graph, qv.graph
+    fg, qg = fv.graph, pairing.source_graph  # the user's model (quant_view's may hold recomputing nodes: .recompute)
     providers = check_providers(providers)
     feeds = resolve_inputs(fg, inputs, dims)
     with tempfile.TemporaryDirectory(prefix="graph-dap-kernels-") as tmp:

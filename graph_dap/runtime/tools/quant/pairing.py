@@ -23,7 +23,8 @@ from typing import Any
 
 from graph_dap.errors import CompareError
 from graph_dap.runtime.graph import Graph
-from graph_dap.runtime.tools.quant.view import COMMUTATIVE, CanonicalNode, ModelView, WeightSlot
+from graph_dap.runtime.tools.quant.recompute import with_recomputed
+from graph_dap.runtime.tools.quant.view import COMMUTATIVE, CanonicalNode, Form, ModelView, WeightSlot
 
 __all__ = ["How", "Pair", "Pairing", "WeightPair", "pair_models", "read_pairing_file"]
 
@@ -34,6 +35,7 @@ class How(Enum):
     INPUT = "input"  # a graph input, shared by name
     STRUCTURE = "structure"  # outputs of matched nodes
     FOLDED = "folded"  # a float op the other model folded away: its output paired with its producer's counterpart
+    RECOMPUTED = "recomputed"  # what a quantized op computes before requantizing, recomputed with the float op (see .recompute)
     NAME = "name"  # the same name on both sides, found by nothing else
     FILE = "file"  # the user's pairing file
 
@@ -67,9 +69,11 @@ class WeightPair:
 class Pairing:
     """The pairs, the weights paired, and why the other tensors were not paired."""
 
-    def __init__(self, float_view: ModelView, quant_view: ModelView) -> None:
+    def __init__(self, float_view: ModelView, quant_view: ModelView, source_graph: Graph | None = None) -> None:
         self.float_view = float_view
         self.quant_view = quant_view
+        #: the user's quantized model; ``quant_view.graph`` is a copy with recomputing nodes when it has some (.recompute)
+        self.source_graph = source_graph or quant_view.graph
         self.pairs: dict[str, Pair] = {}  # by float tensor
         self.by_logical: dict[str, str] = {}  # quantized logical tensor -> float tensor
         self.matched: dict[str, str] = {}  # float node id -> quantized node id
@@ -96,6 +100,17 @@ class Pairing:
 
     # -- reading ---------------------------------------------------------------------
 
+    def inner(self, pair: Pair) -> bool:
+        """Whether ``pair`` reads a value inside its group that no other group reads: a producer's float output before the
+        QuantizeLinear that folds a Relu, or a QOperator op's value before it requantizes, recomputed."""
+        return pair.how is How.RECOMPUTED or (pair.how is How.STRUCTURE and pair.quant_name != self.quant_view.readable(pair.logical))
+
+    def folded_outputs(self) -> list[str]:
+        """The outputs of the float ops the other model folded away (a Relu, a Clip): each paired with its producer's
+        counterpart."""
+        graph = self.float_view.graph
+        return [graph.node(node_id).outputs[0] for node_id in self.folded.values()]
+
     def ordered(self) -> list[Pair]:
         """The pairs in the float model's run order (graph inputs first)."""
         graph = self.float_view.graph
@@ -113,7 +128,8 @@ class Pairing:
     def quant_activations(self) -> list[str]:
         """The quantized model's logical tensors that a node computes (not constants, not run-time scales)."""
         v = self.quant_view
-        return [root for root, members in v.members.items() if root not in v.graph.input_names and v.readable(root) is not None]
+        ours = v.recomputed_values()
+        return [r for r, members in v.members.items() if r not in v.graph.input_names and r not in ours and v.readable(r) is not None]
 
     def counts(self) -> dict[str, int]:
         acts = self.float_activations()
@@ -234,10 +250,24 @@ def _shape_ok(a: Any, b: Any) -> bool:
     return a is None or b is None or len(a) != len(b) or all(x == y or not isinstance(x, int) or not isinstance(y, int) for x, y in zip(a, b))
 
 
-def pair_models(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str, str] | None = None) -> Pairing:
-    """Pair ``quant_graph``'s tensors with ``float_graph``'s (see the module)."""
+def pair_models(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str, str] | None = None, *, recompute: bool = True) -> Pairing:
+    """Pair ``quant_graph``'s tensors with ``float_graph``'s (see the module).
+
+    With ``recompute``, where a QOperator op wrote a folded Relu's or Clip's output, the tensor before it is paired with
+    the op's value before requantizing, recomputed in a copy of the quantized model (:mod:`.recompute`)."""
+    pairing = _pair(float_graph, quant_graph, user_pairs, None)
+    if recompute:
+        qv = pairing.quant_view
+        outs = [qv.members[pairing.pairs[out].logical][0] for out in pairing.folded_outputs() if out in pairing.pairs]
+        copy = with_recomputed(quant_graph, [o for o in outs if qv.form.get(o) is Form.INT]) if outs else None
+        if copy is not None:
+            pairing = _pair(float_graph, copy, user_pairs, quant_graph)
+    return pairing
+
+
+def _pair(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str, str] | None, source: Graph | None) -> Pairing:
     fv, qv = ModelView(float_graph), ModelView(quant_graph)
-    pairing = Pairing(fv, qv)
+    pairing = Pairing(fv, qv, source)
     missing = [n for n in float_graph.input_names if n not in quant_graph.input_names]
     if missing or not float_graph.input_names:
         raise CompareError(
@@ -270,7 +300,7 @@ def pair_models(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str,
             if not all(a in pairing.pairs for a in f.acts) or not f.acts:
                 continue
             logicals = [pairing.pairs[a].logical for a in f.acts]
-            cands = [c for c in index.get(_key(f.op, logicals), []) if c.node.id not in matched_q]
+            cands = [c for c in index.get(_key(f.op, logicals), []) if c.node.id not in matched_q and _types_ok(fv, f, qv, c)]
             if cands:
                 c = min(cands, key=lambda c: _score(f, c))
                 matched_q.add(c.node.id)
@@ -286,6 +316,8 @@ def pair_models(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str,
                 note = f"{f.node.op_type} {f.node.id} folded into the quantized {producer.op_type if producer else 'input'}'s range"
                 pairing.move(src, out, note)
                 pairing.folded[src] = f.node.id
+                if f.op in RANGE_FOLDS:  # (a BatchNormalization folded into a Conv's weights leaves no pre-BN value)
+                    _pair_before_quantize(pairing, src, out, f.node.id)
                 done.add(f.node.id)
                 changed = True
         for o in pairing.float_activations():
@@ -300,9 +332,25 @@ def pair_models(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str,
     return pairing
 
 
+#: Float ops another model may fold into their producer: an activation into a quantized range or a fused kernel
+#: (FusedConv), a BatchNormalization into a Conv's weights, what a converter drops. (A bias Add is not: an optimizer
+#: folds it into the op after, as SkipLayerNormalization's bias.)
+FOLDABLE = frozenset({"Relu", "Clip", "BatchNormalization", "Identity", "Dropout"})
+#: Those folded into the range of their producer's quantized output: the producer still computes their input.
+RANGE_FOLDS = frozenset({"Relu", "Clip"})
+
+
+def _types_ok(fv: ModelView, f: CanonicalNode, qv: ModelView, q: CanonicalNode) -> bool:
+    """Whether the two nodes' first outputs may hold one tensor: types that differ are refused unless one is a float
+    type (a quantized or a float16 form); a Cast to bool is not a Cast to int32."""
+    a, b = fv.graph.value_info(f.node.outputs[0]).dtype, qv.graph.value_info(q.node.outputs[0]).dtype
+    return a is None or b is None or a == b or "float" in a or "float" in b
+
+
 def _foldable(fv: ModelView, f: CanonicalNode, pairing: Pairing) -> bool:
-    """A one-input float op whose input has no other reader and whose counterpart no quantized op of its type reads."""
-    if len(f.acts) != 1 or f.node.is_constant:
+    """A one-input float op of :data:`FOLDABLE` whose input has no other reader and whose counterpart no quantized op
+    of its type reads."""
+    if f.op not in FOLDABLE or len(f.acts) != 1 or f.node.is_constant:
         return False
     src = f.acts[0]
     outs = [o for o in f.node.outputs if o]
@@ -315,6 +363,24 @@ def _foldable(fv: ModelView, f: CanonicalNode, pairing: Pairing) -> bool:
         return False
     logical = pairing.pairs[src].logical
     return not any(c.op == f.op for c in pairing.quant_view.consumers(logical))
+
+
+def _pair_before_quantize(pairing: Pairing, src: str, out: str, folded_id: str) -> None:
+    """Pair the input of a folded op with its quantized producer's own float output, before the QuantizeLinear that folds
+    the op into its range (QDQ: the Conv writes the pre-Relu value, its Q/DQ round trip is the Relu's output). QOperator
+    ops write the folded value as integers: there the input stays folded."""
+    qv = pairing.quant_view
+    folded = pairing.pairs[out]
+    root = qv.members.get(folded.logical, [folded.logical])[0]
+    producer = qv.graph.producer(root)
+    if producer is None:
+        return
+    if qv.form.get(root) is Form.FLOAT and root != folded.quant_name:
+        note = f"{producer.op_type} {producer.id}'s output before the QuantizeLinear that folds {folded_id}"
+        pairing.pairs[src] = Pair(src, root, folded.logical, How.STRUCTURE, note)
+    elif root in qv.before_requantize:
+        note = f"{producer.op_type} {producer.id}'s value before it requantizes (folding {folded_id}), recomputed with {producer.op_type[7:]}"
+        pairing.pairs[src] = Pair(src, qv.before_requantize[root], folded.logical, How.RECOMPUTED, note)
 
 
 def _pair_outputs(pairing: Pairing, f: CanonicalNode, c: CanonicalNode, why: dict[str, str]) -> None:

@@ -6,6 +6,11 @@ quantized op reads integers), run whole by onnxruntime: a session of a few milli
 plain run per group, so N groups cost about N plain runs. Ranked by the output SQNR recovered; with
 a target, groups are kept in float in that order until the output reaches it, and their float
 nodes' names are the ``nodes_to_exclude`` to give ``quantize_static``.
+
+A group's output tensor is kept in float with it (its Q/DQ pair goes with it in QDQ). In QOperator the
+next QLinear ops read that tensor as integers at a scale that is as much theirs as the group's:
+there those readers are kept in float with the group, reading its float output, and are named in
+its ``nodes_to_exclude`` too (a quantizer disabled, as AIMET's per-layer analysis does).
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ class Sensitivity:
     @property
     def nodes_to_exclude(self) -> list[str]:
         by_index = {g.index: g for g in self.ranked}
-        return [n for i in self.chosen for n in by_index[i].nodes]
+        return list(dict.fromkeys(n for i in self.chosen for n in by_index[i].nodes))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,9 +122,13 @@ def _db(v: float) -> str:
 # -- the model with groups in float -------------------------------------------------------
 
 
-def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+def _float_nodes(
+    pairing: Pairing, g: Group, escaping: list[str], prefix: str, linked: dict[str, str], share: bool
+) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
     """The float model's nodes of ``g`` (renamed, float weights copied) computing ``escaping``, the quantized model's
-    values read outside the group: as float where consumers read float, quantized again where they read integers."""
+    values read outside the group: as float where consumers read float, quantized again where they read integers.
+    ``linked``: the float values of groups already in float in the same model (by float tensor), read as they are;
+    with ``share``, ``g``'s own are added to it."""
     fv, qv = pairing.float_view, pairing.quant_view
     fnodes = list(g.float_nodes)
     fname = {o: f"{prefix}f__{o}" for n in fnodes for o in n.outputs if o}
@@ -130,7 +139,9 @@ def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -
         for i in n.all_inputs:
             if i in fname or i in fv.graph.input_names:
                 continue
-            if i in pairing.pairs:
+            if i in linked:  # computed in float by a group before it: read without a round trip through integers
+                fname[i] = linked[i]
+            elif i in pairing.pairs:
                 read = pairing.pairs[i].quant_name
                 if qv.form.get(read) is Form.INT:  # an integer tensor: dequantized for the float node
                     params = qv.params[read]
@@ -163,6 +174,8 @@ def _float_nodes(pairing: Pairing, g: Group, escaping: list[str], prefix: str) -
             protos.append(helper.make_node("QuantizeLinear", [src, s, z], [v], name=f"{prefix}out__{v}", axis=params.axis or 1))
         else:
             protos.append(helper.make_node("Identity", [src], [v], name=f"{prefix}out__{v}"))
+    if share:
+        linked.update({p.float_name: fname[p.float_name] for p in g.outputs if p.float_name in fname})
     return protos, inits
 
 
@@ -184,16 +197,30 @@ def _escaping(pairing: Pairing, g: Group) -> tuple[list[str], str | None]:
     return escaping, None
 
 
-def in_float(pairing: Pairing, groups: Sequence[Group]) -> onnx.ModelProto:
-    """The quantized model with ``groups`` computed by the float model's nodes and weights."""
-    graph = pairing.quant_view.graph
+def integer_readers(pairing: Pairing, g: Group, groups: Sequence[Group]) -> list[Group]:
+    """Those of ``groups`` that read one of ``g``'s values as integers (QOperator: the next QLinear ops, whose input
+    scale is the one ``g``'s output is quantized at)."""
+    qv = pairing.quant_view
+    escaping, _ = _escaping(pairing, g)
+    ints = {v for v in escaping if qv.form.get(v) is Form.INT}
+    if not ints:
+        return []
+    return [h for h in groups if h.index != g.index and any(ints.intersection(n.inputs) for n in h.quant_nodes)]
+
+
+def in_float(pairing: Pairing, groups: Sequence[Group], shared: Sequence[Group] | None = None) -> onnx.ModelProto:
+    """The quantized model with ``groups`` computed by the float model's nodes and weights; the groups after one of
+    ``shared`` (default: all of them) read its float outputs as they are, the others their quantized values."""
+    share = {g.index for g in (groups if shared is None else shared)}
+    graph = pairing.source_graph  # the user's model: not the recomputing nodes compare runs (see .recompute)
     model = onnx.ModelProto()
     model.CopyFrom(graph.model)
     removed: set[int] = set()
     added: list[onnx.NodeProto] = []
-    for g in groups:
+    linked: dict[str, str] = {}
+    for g in sorted(groups, key=lambda g: g.index):  # in run order: a group in float reads the float values of those before
         escaping, _ = _escaping(pairing, g)
-        nodes, inits = _float_nodes(pairing, g, escaping, f"graph_dap_g{g.index}_")
+        nodes, inits = _float_nodes(pairing, g, escaping, f"graph_dap_g{g.index}_", linked, g.index in share)
         added += nodes
         model.graph.initializer.extend(inits)
         removed |= {n.index for n in g.quant_nodes if not n.is_constant}
@@ -226,8 +253,17 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
 
 
 def _baseline(graph: Any, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
-    """Every value the quantized model computes (static ones aside), from one whole run; None over ``budget``."""
-    names = [o for n in graph.nodes if not n.is_constant for o in n.outputs if o]
+    """The values a group's cone may read from the rest of the quantized model, from one whole run; None over ``budget``.
+
+    That is every computed value but those only a QuantizeLinear or DequantizeLinear reads (a QDQ tensor's float value
+    and its integers): a cone holds such a reader only when it holds its writer, so they are never fed to one (in QDQ
+    they are two thirds of the values)."""
+    forms = ("QuantizeLinear", "DequantizeLinear")
+    outputs = set(graph.output_names)
+    names = [
+        o for n in graph.nodes if not n.is_constant for o in n.outputs
+        if o and (o in outputs or any(c.op_type not in forms for c in graph.consumers(o)))
+    ]  # fmt: skip
     size = demanded_bytes(graph, dict.fromkeys(names, 1), feeds)  # (dynamic dimensions: at the inputs' shapes)
     if size is None or size > budget:
         return None
@@ -242,9 +278,12 @@ def _baseline(graph: Any, feeds: Mapping[str, Any], providers: list[str], budget
         raise CompareError(f"onnxruntime cannot run the quantized model: {ort_message(e)}") from None
 
 
-def _cone(model: onnx.ModelProto, prefix: str, held: Mapping[str, Any], feeds: Mapping[str, Any]) -> tuple[onnx.ModelProto, dict[str, Any], list[str]]:
+def _cone(
+    model: onnx.ModelProto, prefix: str, held: Mapping[str, Any], feeds: Mapping[str, Any]
+) -> tuple[onnx.ModelProto, dict[str, Any], list[str]] | None:
     """The part of ``model`` that a group in float (its nodes named ``prefix``...) changes: those nodes and every node
-    downstream, with the constants they need; fed the plain run's values. The model, its feeds, the outputs it computes."""
+    downstream, with the constants they need; fed the plain run's values. The model, its feeds, the outputs it computes;
+    None when it reads a value ``held`` lacks."""
     inits = {t.name for t in model.graph.initializer}
     static = set(inits)
     producer: dict[str, onnx.NodeProto] = {}
@@ -272,6 +311,8 @@ def _cone(model: onnx.ModelProto, prefix: str, held: Mapping[str, Any], feeds: M
     made = {o for n in nodes for o in n.output if o}
     read = {i for n in nodes for i in list(n.input) + sorted(outer_scope_reads(n)) if i}
     fed = sorted(r for r in read if r not in made and r not in inits)
+    if any(r not in held and r not in feeds for r in fed):
+        return None  # a value the plain run's held ones lack: the group's run is a whole run
     values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
     outputs = [o.name for o in model.graph.output if o.name in made]
     sub = helper.make_model(
@@ -307,7 +348,7 @@ def run_sensitivity(
     computes only the nodes downstream of it; else each group's run is a whole run."""
     pairing: Pairing = result.pairing
     groups = [g.group for g in result.groups]
-    fg, qg = pairing.float_view.graph, pairing.quant_view.graph
+    fg, qg = pairing.float_view.graph, pairing.source_graph
     feeds = resolve_inputs(fg, inputs, dims)
     providers = check_providers(providers)
     names = [o.name for o in fg.model.graph.output]
@@ -334,10 +375,13 @@ def run_sensitivity(
 
     def group_snr(g: Group) -> float:
         """The output SQNR with ``g`` in float: only what it changes runs again, the rest is the plain run's, when it is held."""
-        model = in_float(pairing, [g])
+        model = in_float(pairing, kept[g.index], [g])
         if held is None:
             return output_snr(model)
-        sub, sub_feeds, produced = _cone(model, f"graph_dap_g{g.index}_", held, qfeeds)
+        cone = _cone(model, "graph_dap_g", held, qfeeds)
+        if cone is None:
+            return output_snr(model)
+        sub, sub_feeds, produced = cone
         got = dict(zip(produced, session(sub).run(produced, sub_feeds))) if produced else {}
         return Error.combine([measure(got[q] if q in got else held[q], reference[n]) for n, q in zip(names, qnames)]).snr
 
@@ -355,6 +399,9 @@ def run_sensitivity(
             eligible.append(g)
         elif g.float_nodes:
             skipped.append(f"{g.name}: {why}")
+    # a group whose output the next QLinear ops read as integers is kept in float with them, its float output read as
+    # it is: else its output would be quantized again at the scale it has now, which is theirs (QOperator)
+    kept = {g.index: [g, *integer_readers(pairing, g, eligible)] for g in eligible}
     spent = 0.0
     rows = []
     for k, g in enumerate(eligible):
@@ -363,7 +410,7 @@ def run_sensitivity(
         began = time.perf_counter()
         snr = group_snr(g)
         spent += time.perf_counter() - began
-        rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(g.node_names())))
+        rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(n for h in kept[g.index] for n in h.node_names())))
         if on_progress is not None:
             on_progress(k + 1, len(eligible))
     rows.sort(key=lambda r: (-r.recovered if not math.isnan(r.recovered) else math.inf, r.index))
@@ -378,7 +425,7 @@ def run_sensitivity(
             if snr >= target_snr:
                 break
             chosen.append(r.index)
-            snr = output_snr(in_float(pairing, [by_index[i] for i in chosen]))
+            snr = output_snr(in_float(pairing, list({h.index: h for i in chosen for h in kept[i]}.values()), [by_index[i] for i in chosen]))
         out.chosen, out.chosen_snr = chosen, snr
     # the time of the one-group-in-float runs (session and run each), and a plain run's median measured among them
     out.runs, out.seconds = len(eligible) + 1 + len(out.chosen), spent

@@ -24,7 +24,12 @@ from onnx import helper, numpy_helper
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.tools.quant.params import QuantParams
 
-__all__ = ["QUANT_OPS", "CanonicalNode", "Form", "ModelView", "OpSpec", "WeightSlot", "is_quantized", "quant_format"]
+__all__ = ["QUANT_OPS", "RECOMPUTED", "CanonicalNode", "Form", "ModelView", "OpSpec", "WeightSlot", "is_quantized", "quant_format"]
+
+#: The name prefix of the nodes graph-dap adds to a copy of a quantized model to recompute what a quantized op computes
+#: before requantizing (see :mod:`.recompute`): ``RECOMPUTED + <the op's output>`` for the float op, and the same
+#: followed by ``/...`` for the DequantizeLinear nodes that feed it.
+RECOMPUTED = "graph_dap.before_requantize:"
 
 
 class Form(Enum):
@@ -141,6 +146,7 @@ class ModelView:
         self.form: dict[str, Form] = {}
         self.params: dict[str, QuantParams] = {}
         self.members: dict[str, list[str]] = {}  # logical tensor -> its values, root first
+        self.before_requantize: dict[str, str] = {}  # a quantized op's output -> its value before requantizing, recomputed
         self.nodes: list[CanonicalNode] = []
         for name in graph.input_names:
             self._set(name, name, Form.FLOAT)
@@ -192,6 +198,12 @@ class ModelView:
     def _add(self, n: Node) -> None:
         op = n.op_type
         outs = [o for o in n.outputs if o]
+        if n.name.startswith(RECOMPUTED):  # graph-dap's own recomputation: float values of their own, matched with nothing
+            for o in outs:
+                self._set(o, o, Form.FLOAT)
+            if op != "DequantizeLinear":  # the float op (its DequantizeLinear nodes are named ``.../dequantize<i>``)
+                self.before_requantize[n.name[len(RECOMPUTED) :]] = outs[0]
+            return
         if op in ("QuantizeLinear", "DequantizeLinear") and n.inputs[0] not in self.static:
             src = n.inputs[0]
             root = self.root.get(src, src)
@@ -234,6 +246,10 @@ class ModelView:
                 self._set(o, o, Form.FLOAT)
 
     # -- lookups -------------------------------------------------------------------
+
+    def recomputed_values(self) -> set[str]:
+        """The values of graph-dap's recomputing nodes (see :data:`RECOMPUTED`): not the model's own."""
+        return {o for n in self.graph.nodes if n.name.startswith(RECOMPUTED) for o in n.outputs if o}
 
     def logical(self, value: str) -> str:
         """The logical tensor ``value`` is a form of (itself for a float model's values and for constants)."""
