@@ -304,6 +304,9 @@ def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict
         times.append(time.perf_counter() - t)
         for level in ratios:
             ratios[level].append(times[-1] / plain[level])
+    if args.compare_only:
+        return {"model": name, "format": fmt, "groups": len(result.groups), "compare_s": statistics.median(times),
+                "ratio_none": statistics.median(ratios["none"]), "ratio_all": statistics.median(ratios["all"])}  # fmt: skip
     counts = result.pairing.counts()
     ranked = [g.group.index for g in result.ranked]
     own = min((g for g in result.groups if g.quant_only is not None), key=lambda g: g.quant_only.snr)
@@ -369,6 +372,7 @@ def main() -> None:
     p.add_argument("--formats", default="QDQ,QOperator")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--calibration", type=int, default=4)
+    p.add_argument("--compare-only", action="store_true", help="time compare only: no kernels, planting or sensitivity; no table file")
     args = p.parse_args()
     import tempfile
 
@@ -380,6 +384,10 @@ def main() -> None:
             for fmt in args.formats.split(","):
                 rows.append(measure(name, fmt, folder, args))
                 print(rows[-1], flush=True)
+    if args.compare_only:
+        for r in rows:
+            print(f"| {r['model']} | {r['format']} | {r['groups']} | {r['compare_s']:.2f} | {r['ratio_none']:.2f}x / {r['ratio_all']:.2f}x |")
+        return
     text = table(rows)
     print(text)
     RESULTS.mkdir(exist_ok=True)

@@ -22,6 +22,7 @@ from graph_dap.runtime.tools.quant.analysis import compare_quantized
 from graph_dap.runtime.tools.quant.errors import measure
 from graph_dap.runtime.tools.quant.kernels import compare_kernels
 from graph_dap.runtime.tools.quant.pairing import How
+from graph_dap.runtime.tools.quant.params import QuantParams
 from graph_dap.runtime.tools.quant.sensitivity import _baseline, in_float, run_sensitivity
 from graph_dap.runtime.tools.quant.view import RECOMPUTED
 from graph_dap.runtime.tools.quant.weights import dequantized_weight
@@ -219,6 +220,36 @@ def test_memory_holds_only_what_groups_still_need(models):
     assert streamed.memory["float_peak_bytes"] <= 4 * largest + 16 * 16 * 3 * 4 < whole.memory["float_peak_bytes"]
     for a, b in zip(whole.groups, streamed.groups):
         assert (a.accumulated.snr, a.local.snr) == pytest.approx((b.accumulated.snr, b.local.snr), abs=1e-6)
+    # QOperator: onnx's shape inference sizes nothing after QLinearAdd (a contrib op); sized by their float
+    # tensors, its values fit the budget and it runs whole too (it ran node by node before), with the same errors
+    whole = compare_quantized(models["qoperator"], models["float"], feeds)
+    streamed = compare_quantized(models["qoperator"], models["float"], feeds, budget_bytes=0)
+    assert whole.memory["quant_peak_bytes"] > streamed.memory["quant_peak_bytes"]
+    for a, b in zip(whole.groups, streamed.groups):
+        assert (a.accumulated.snr, a.local.snr, a.quant_only.snr if a.quant_only else None) == (
+            b.accumulated.snr, b.local.snr, b.quant_only.snr if b.quant_only else None)  # fmt: skip
+
+
+def test_one_pass_round_trip_is_quantize_then_dequantize_bit_for_bit():
+    """quantized_round_trip (one pass for the integers, the round trip and the clipped count) against
+    quantize, dequantize and a direct count; per tensor with and without a zero point, per channel; NaN, -0.0."""
+    x = np.random.default_rng(3).standard_normal((2, 3, 5, 7)).astype(np.float32) * 4
+    x.flat[:4] = [np.nan, -0.001, np.inf, -np.inf]
+    for params in (
+        QuantParams.make(np.float32(0.02), np.uint8(128)),
+        QuantParams.make(np.float32(0.05), np.int8(0)),
+        QuantParams.make(np.array([0.01, 0.03, 0.05], np.float32), np.array([3, 0, -2], np.int8), axis=1),
+    ):
+        with np.errstate(invalid="ignore"):  # NaN has no integer
+            q, trip, clipped = params.quantized_round_trip(x)
+            want = params.quantize(x)
+        assert q.dtype == want.dtype and np.array_equal(q, want)
+        back = params.dequantize(want)
+        assert trip.tobytes() == back.tobytes()  # bit for bit: signed zeros too
+        t = x.astype(np.float64) / params.scale_for(x.shape) + params.zero_point.astype(np.float64).reshape(params.scale_for(x.shape).shape)
+        lo, hi = params.qrange
+        assert clipped == int(np.count_nonzero(t < lo - 0.5) + np.count_nonzero(t > hi + 0.5)) > 0
+        assert params.round_trip_clipped(x[:, :, 1:])[1] == params.clipped(x[:, :, 1:])
 
 
 def test_the_kernels_at_level_all_are_read_at_fused_outputs_and_the_optimizer_named(models, tmp_path):

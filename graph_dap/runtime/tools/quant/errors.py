@@ -26,10 +26,10 @@ from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.local import run_local
 from graph_dap.runtime.tools.quant.pairing import Pairing
 from graph_dap.runtime.tools.quant.params import QuantParams
-from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, demanded_bytes
+from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, value_bytes
 from graph_dap.runtime.tools.quant.view import Form, ModelView
 
-__all__ = ["Error", "GroupErrors", "evaluate_groups", "measure", "readable_value", "as_read"]
+__all__ = ["Error", "GroupErrors", "Scratch", "evaluate_groups", "measure", "readable_value", "as_read"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,18 +90,20 @@ def _snr(signal: float, noise: float) -> float:
 
 
 def measure(
-    value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None
+    value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None,
+    scratch: Scratch | None = None,
 ) -> Error:
     """``value`` against the float ``reference``: float32 BLAS dot products over one difference array; NaN or Inf on
     one side fail (as :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says). ``cosine=False`` leaves the
-    cosine out (NaN: not computed) and ``signal`` (the reference's sum of squares, when known) saves passes."""
+    cosine out (NaN: not computed) and ``signal`` (the reference's sum of squares, when known) saves passes; the
+    difference goes to ``scratch`` when given."""
     a = np.asarray(value, np.float32).reshape(-1)
     b = np.asarray(reference, np.float32).reshape(-1)
     if a.shape != b.shape:
         return Error(-math.inf, math.inf, math.inf, math.nan, 0.0, math.inf, int(b.size))
     if not a.size:
         return Error(math.inf, 0.0, 0.0, 1.0, 0.0, 0.0, 0)
-    d = a - b
+    d = np.subtract(a, b, out=scratch.take(a.size) if scratch is not None else None)
     noise = float(np.dot(d, d))
     if signal is None:
         signal = float(np.dot(b, b))
@@ -110,7 +112,9 @@ def measure(
         return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], signal, math.inf, int(b.size))
     cos = math.nan
     if cosine:
-        aa, dot = float(np.dot(a, a)), float(np.dot(a, b))
+        # a = b + d: a.b and a.a from one more dot (d.b), each term rounded at its own magnitude
+        db = float(np.dot(d, b))
+        dot, aa = signal + db, max(signal + 2 * db + noise, 0.0)
         if aa == 0 or signal == 0:
             cos = 1.0 if aa == signal else 0.0
         else:
@@ -120,6 +124,21 @@ def measure(
     if params is not None:
         steps = max_abs / float(params.scale) if params.per_tensor else params.max_steps(d.reshape(np.shape(reference)))
     return Error(_snr(signal, noise), max_abs, noise / d.size, cos, signal, noise, int(d.size), steps)
+
+
+class Scratch:
+    """A float32 work array reused from one :func:`measure` to the next (a new one costs its pages' first touch)."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = np.empty(0, np.float32)
+
+    def take(self, size: int) -> np.ndarray:
+        """``size`` elements of it (grown when too small); valid until the next take."""
+        if self._buf.size < size:
+            self._buf = np.empty(size, np.float32)
+        return self._buf[:size]
 
 
 def readable_value(view: ModelView, name: str, value: Any) -> np.ndarray:
@@ -160,13 +179,17 @@ class GroupErrors:
         return self.input_snr - self.accumulated.snr
 
 
-def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int) -> Any:
-    """A whole run when the demanded values fit the budget, else a node-by-node stream."""
+def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int, size: int | None) -> Any:
+    """A whole run when the demanded values (``size`` bytes; None: unknown) fit the budget, else a node-by-node stream."""
     feeds = {k: inputs[k] for k in graph.input_names}
-    size = demanded_bytes(graph, demand, feeds)
     if size is not None and size <= budget:
         return WholeRun(graph, feeds, runner.providers, demand)
     return ValueStream(graph, feeds, runner, demand)
+
+
+def _total(sizes: Mapping[str, int | None]) -> int | None:
+    """The sum of ``sizes``, None when one is unknown."""
+    return None if None in sizes.values() else sum(v for v in sizes.values() if v is not None)
 
 
 @dataclass(slots=True)
@@ -192,17 +215,20 @@ def evaluate_groups(
     float_runner: NodeRunner,
     quant_runner: NodeRunner,
     on_group: Callable[[int, int], None] | None = None,
-    batch_bytes: int = 64 << 20,
+    batch_bytes: int | None = None,
     budget_bytes: int = 1 << 30,
 ) -> tuple[list[GroupErrors], dict[str, int]]:
     """Run both models once in lockstep over ``groups`` and measure each group's three errors.
 
     Each model runs whole when the values the groups need fit ``budget_bytes``, else node by node,
     each value kept only until its groups are done. The local runs go in batches of groups (about
-    ``batch_bytes`` of values each): one model and one session per batch and side (see :mod:`.local`).
+    ``batch_bytes`` of values each; default a quarter of the budget, at least 64 MB): one model and one
+    session per batch and side (see :mod:`.local`).
     Returns the errors in group order and the peak bytes each side held.
     """
     fv, qv = pairing.float_view, pairing.quant_view
+    if batch_bytes is None:
+        batch_bytes = max(64 << 20, budget_bytes // 4)  # each batch costs two sessions and two runs: few and large
     float_demand: dict[str, int] = {}
     quant_demand: dict[str, int] = {}
     for g in groups:
@@ -211,14 +237,22 @@ def evaluate_groups(
             quant_demand[p.quant_name] = quant_demand.get(p.quant_name, 0) + 1
         for p in g.inputs:
             float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
-    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes)
-    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes)
+    float_sizes = value_bytes(fv.graph, float_demand, {k: inputs[k] for k in fv.graph.input_names})
+    quant_sizes = value_bytes(qv.graph, quant_demand, {k: inputs[k] for k in qv.graph.input_names})
+    for g in groups:  # a paired value has its float tensor's shape (and at most its 4 bytes an element): past a
+        for p in g.outputs:  # contrib op (QLinearAdd...), onnx's shape inference knows no size
+            if quant_sizes.get(p.quant_name) is None:
+                quant_sizes[p.quant_name] = float_sizes.get(p.float_name)
+    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, _total(float_sizes))
+    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, _total(quant_sizes))
     acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
     read_later: dict[str, int] = {}  # groups still to read each paired tensor
     for g in groups:
         for p in g.inputs:
             read_later[p.float_name] = read_later.get(p.float_name, 0) + 1
-    trips: dict[str, np.ndarray] = {}  # round trips of paired tensors, kept for the groups that read them
+    scratch = Scratch()
+    # round trips of paired tensors (and their integers, for a model that reads them so), kept for their readers
+    trips: dict[str, tuple[str, np.ndarray, np.ndarray | None]] = {}  # float name: quantized name, round trip, integers
     out: list[GroupErrors] = []
     batch: list[_Pending] = []
     held = 0
@@ -227,17 +261,21 @@ def evaluate_groups(
         fs.advance([p.float_name for p in g.outputs])
         floats_in = {p.float_name: fs.take(p.float_name) for p in g.inputs}
         quant_feeds: dict[str, Any] = {}
+        # the float nodes on the same inputs, dequantized: the reference of the local error
+        float_feeds: dict[str, Any] = {}
         for raw, p in g.reads:
             cached = trips.get(p.float_name) if raw == p.quant_name else None
-            quant_feeds[raw] = cached if cached is not None else as_read(qv, raw, floats_in[p.float_name])
+            if cached is None or cached[0] != raw:
+                quant_feeds[raw] = as_read(qv, raw, floats_in[p.float_name])
+                float_feeds.setdefault(p.float_name, readable_value(qv, raw, quant_feeds[raw]))
+            else:
+                _, trip, ints = cached
+                quant_feeds[raw] = trip if ints is None else ints
+                float_feeds.setdefault(p.float_name, trip)  # = readable_value of the integers
         for p in g.inputs:
             read_later[p.float_name] -= 1
             if read_later[p.float_name] <= 0:
                 trips.pop(p.float_name, None)
-        # the float nodes on the same inputs, dequantized: the reference of the local error
-        float_feeds: dict[str, Any] = {}
-        for raw, p in g.reads:
-            float_feeds.setdefault(p.float_name, readable_value(qv, raw, quant_feeds[raw]))
         for n in g.float_nodes:
             for r in n.all_inputs:
                 if r in fv.graph.input_names and r not in float_feeds:
@@ -251,30 +289,36 @@ def evaluate_groups(
             floats[p.float_name] = f
             q = readable_value(qv, p.quant_name, qs.take(p.quant_name))
             pp = qv.params.get(p.quant_name)
-            a = measure(q, f, pp)
+            a = measure(q, f, pp, scratch=scratch)
             acc.append(a)
             acc_snr[p.float_name] = a.snr
             if pp is not None:
-                trip, clips = pp.round_trip_clipped(f)
-                qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal))
-                if p.float_name in read_later and qv.form.get(p.quant_name) is Form.DEQUANTIZED:
-                    trips[p.float_name] = trip  # what the groups that read it are fed
+                form = qv.form.get(p.quant_name) if p.float_name in read_later else None
+                if form is Form.INT:  # its readers are fed the integers, their float nodes the round trip
+                    ints, trip, clips = pp.quantized_round_trip(f)
+                    trips[p.float_name] = (p.quant_name, trip, ints)
+                else:
+                    trip, clips = pp.round_trip_clipped(f)
+                    if form is Form.DEQUANTIZED:
+                        trips[p.float_name] = (p.quant_name, trip, None)  # what the groups that read it are fed
+                qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal, scratch=scratch))
                 if params is None:
                     params, clipped = pp, clips / max(np.size(f), 1)
         input_snr = min((acc_snr.get(p.float_name, math.inf) for p in g.inputs), default=math.inf)
-        size = sum(np.asarray(v).nbytes for d in (quant_feeds, float_feeds, floats) for v in d.values())
+        unique = {id(v): v for d in (quant_feeds, float_feeds, floats) for v in d.values()}  # a feed read as it is: one array
+        size = sum(np.asarray(v).nbytes for v in unique.values())
         batch.append(_Pending(g, quant_feeds, float_feeds, floats, acc, qonly, params, clipped, input_snr, size))
         held += size
         peak_batch = max(peak_batch, held)
         if held >= batch_bytes or i == len(groups) - 1:
-            out += _finish(pairing, batch, quant_runner.providers)
+            out += _finish(pairing, batch, quant_runner.providers, scratch)
             batch, held = [], 0
         if on_group is not None:
             on_group(i + 1, len(groups))
     return out, {"float_peak_bytes": fs.peak_bytes, "quant_peak_bytes": qs.peak_bytes, "local_batch_peak_bytes": peak_batch}
 
 
-def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str]) -> list[GroupErrors]:
+def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str], scratch: Scratch) -> list[GroupErrors]:
     """The local runs of a batch of groups (one model per side), then each group's errors."""
     qv = pairing.quant_view
     quant_runs = [(b.group.index, b.group.quant_nodes, b.quant_feeds, [p.quant_name for p in b.group.outputs]) for b in batch]
@@ -293,7 +337,7 @@ def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str]) -
             f = b.floats[p.float_name]
             ref = local_f.get((g.index, p.float_name), b.float_feeds.get(p.float_name, f))
             value = local_q.get((g.index, p.quant_name), b.quant_feeds.get(p.quant_name))
-            loc.append(measure(readable_value(qv, p.quant_name, value), ref, qv.params.get(p.quant_name), cosine=False))
+            loc.append(measure(readable_value(qv, p.quant_name, value), ref, qv.params.get(p.quant_name), cosine=False, scratch=scratch))
         per = {p.float_name: a for p, a in zip(g.outputs, b.accumulated)}
         out.append(
             GroupErrors(

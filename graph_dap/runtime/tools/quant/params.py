@@ -7,6 +7,7 @@ elements along ``axis``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,14 +94,16 @@ class QuantParams:
 
     # -- the arithmetic ---------------------------------------------------------------
 
-    def _scaled(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``x / scale + zp`` (a new float32 array), and scale and zero point shaped to broadcast against it."""
+    def _scaled(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``x / scale + zp`` (a new float32 array), and scale and zero point shaped to broadcast against it
+        (None: the zero point is 0 everywhere, and adding it would change nothing)."""
         shape = tuple(np.shape(x))
         s = self._expand(self.scale, shape)
-        zp = self._expand(self.zero_point.astype(np.float32), shape)
+        zp = self._expand(self.zero_point.astype(np.float32), shape) if self.zero_point.any() else None
         with np.errstate(all="ignore"):
             t = np.asarray(np.divide(np.asarray(x, np.float32), s, dtype=np.float32))  # a 0-d result stays an array
-            t += zp
+            if zp is not None:
+                t += zp
         return t, s, zp
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
@@ -126,15 +129,35 @@ class QuantParams:
         return self.round_trip_clipped(x)[0]
 
     def round_trip_clipped(self, x: np.ndarray) -> tuple[np.ndarray, int]:
-        """The round trip, and how many elements were clipped (beyond the range by more than half a step), in one pass."""
+        """The round trip, and how many elements were clipped (beyond the range by more than half a step)."""
+        _, trip, clipped = self._round_trip(x, integers=False)
+        return trip, clipped
+
+    def quantized_round_trip(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """``quantize(x)``, ``dequantize`` of it (the round trip) and the count of clipped elements, in one pass of each."""
+        q, trip, clipped = self._round_trip(x, integers=True)
+        assert q is not None
+        return q, trip, clipped
+
+    def _round_trip(self, x: np.ndarray, integers: bool) -> tuple[np.ndarray | None, np.ndarray, int]:
         t, s, zp = self._scaled(x)
         lo, hi = self.qrange
-        clipped = int(np.count_nonzero(t < lo - 0.5)) + int(np.count_nonzero(t > hi + 0.5))
+        clipped = 0
+        least, most = (float(t.min()), float(t.max())) if t.size else (lo, hi)
+        if not (lo - 0.5 <= least and most <= hi + 0.5):  # two reductions; counting only where some clip (or NaN)
+            clipped = int(np.count_nonzero(t < lo - 0.5)) + int(np.count_nonzero(t > hi + 0.5))
         np.rint(t, out=t)
-        np.clip(t, lo, hi, out=t)
-        t -= zp
+        if not (lo <= least and most <= hi):  # NaN too: np.clip keeps it
+            np.clip(t, lo, hi, out=t)
+        q = t.astype(dtypes.dtype_of(self.dtype)) if integers else None
+        if q is not None and math.isnan(least):  # NaN has no integer: the round trip is the integer's (as onnxruntime's)
+            return q, self.dequantize(q), clipped
+        if zp is not None:
+            t -= zp
+        elif q is not None:
+            t += 0.0  # -0.0 (rint of -0.3) becomes the 0.0 that dequantize writes
         t *= s
-        return t, clipped
+        return q, t, clipped
 
     def clipped(self, x: np.ndarray) -> int:
         """How many elements of ``x`` lie outside the representable range (by more than half a step): clipped, not rounded."""

@@ -33,7 +33,7 @@ from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.tools.quant.errors import Error, measure
 from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.pairing import Pairing
-from graph_dap.runtime.tools.quant.stream import demanded_bytes
+from graph_dap.runtime.tools.quant.stream import value_bytes
 from graph_dap.runtime.tools.quant.view import Form
 
 __all__ = ["GroupSensitivity", "Sensitivity", "in_float", "run_sensitivity"]
@@ -253,30 +253,17 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
 
 
 def _held_bytes(pairing: Pairing, graph: Any, names: list[str], feeds: Mapping[str, Any]) -> int | None:
-    """The bytes of the quantized model's values ``names`` (None: some size is unknown). onnx's shape inference stops
-    at the first contrib op (QLinearAdd, QLinearMul, QLinearGlobalAveragePool...), so in a QOperator model every value
-    after it is sized by its float counterpart's shape, at its own element size (its zero point's for integers)."""
-    size = demanded_bytes(graph, dict.fromkeys(names, 1), feeds)  # (dynamic dimensions: at the inputs' shapes)
-    if size is not None:
-        return size
-    from graph_dap.runtime.loading import infos_at_input_shapes
-
-    qv, fg = pairing.quant_view, pairing.float_view.graph
-    shapes = {k: getattr(v, "shape", ()) for k, v in feeds.items()}
-    qinfos, finfos = infos_at_input_shapes(graph.model, shapes), infos_at_input_shapes(fg.model, shapes)
-    total = 0
-    for v in names:
-        own = qinfos.get(v, graph.value_info(v)).nbytes
-        if own is not None:
-            total += own
-            continue
-        f = pairing.by_logical.get(qv.logical(v))
-        numel = None if f is None else (finfos[f] if f in finfos else fg.value_info(f)).numel
-        form, params = qv.form.get(v), qv.params.get(v)
-        if numel is None or not (form in (Form.FLOAT, Form.DEQUANTIZED) or (form is Form.INT and params is not None)):
-            return None
-        total += numel * (np.asarray(params.zero_point).dtype.itemsize if form is Form.INT and params is not None else 4)
-    return total
+    """The bytes of the quantized model's values ``names`` (None: some size is unknown). A value onnx's shape inference
+    cannot size (at and after a contrib op: QLinearAdd, QLinearMul...) is sized by its float counterpart, as compare
+    sizes them (at most 4 bytes an element): else a QOperator model's values are never held and each rerun is whole."""
+    sizes = value_bytes(graph, names, feeds)
+    unknown = {v: pairing.by_logical.get(pairing.quant_view.logical(v)) for v, n in sizes.items() if n is None}
+    if unknown:
+        fg = pairing.float_view.graph
+        float_sizes = value_bytes(fg, [f for f in unknown.values() if f], {k: feeds[k] for k in fg.input_names if k in feeds})
+        sizes.update({v: None if f is None else float_sizes.get(f) for v, f in unknown.items()})
+    known = [n for n in sizes.values() if n is not None]
+    return sum(known) if len(known) == len(sizes) else None
 
 
 def _baseline(pairing: Pairing, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:

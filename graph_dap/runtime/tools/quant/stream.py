@@ -17,7 +17,7 @@ from graph_dap.runtime.engine.executor import split_reads
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph
 
-__all__ = ["ValueStream", "WholeRun", "demanded_bytes"]
+__all__ = ["ValueStream", "WholeRun", "demanded_bytes", "value_bytes"]
 
 
 class ValueStream:
@@ -119,21 +119,28 @@ class WholeRun:
         return value
 
 
-def demanded_bytes(graph: Graph, demand: Mapping[str, int], feeds: Mapping[str, Any] | None = None) -> int | None:
+def demanded_bytes(graph: Graph, demand: Iterable[str], feeds: Mapping[str, Any] | None = None) -> int | None:
     """The bytes of the values ``demand`` names, from the graph's value types (None: some size is unknown). A model
     with dynamic dimensions (paddle2onnx writes -1) is sized again at the shapes of ``feeds``."""
-    sizes = [graph.value_info(name).nbytes for name in demand]
-    if None in sizes and feeds:
+    sizes = value_bytes(graph, demand, feeds)
+    if None in sizes.values():
+        return None
+    return sum(s for s in sizes.values() if s is not None)
+
+
+def value_bytes(graph: Graph, names: Iterable[str], feeds: Mapping[str, Any] | None = None) -> dict[str, int | None]:
+    """Each value's bytes, from the graph's value types, at the shapes of ``feeds`` where the model's are dynamic
+    (None: unknown, as a contrib op's output and everything after it are to onnx's shape inference)."""
+    sizes = {name: graph.value_info(name).nbytes for name in names}
+    if None in sizes.values() and feeds:
         from graph_dap.runtime.loading import infos_at_input_shapes
 
         infos = infos_at_input_shapes(graph.model, {k: getattr(v, "shape", ()) for k, v in feeds.items()})
-        sizes = [
-            size if size is not None else _nbytes(feeds[name]) if name in feeds else infos[name].nbytes if name in infos else None
-            for name, size in zip(demand, sizes)
-        ]
-    if None in sizes:
-        return None
-    return sum(s for s in sizes if s is not None)
+        sizes = {
+            name: size if size is not None else _nbytes(feeds[name]) if name in feeds else infos[name].nbytes if name in infos else None
+            for name, size in sizes.items()
+        }
+    return sizes
 
 
 def _nbytes(value: Any) -> int | None:
