@@ -9,7 +9,7 @@ Conv+BatchNormalization+Relu; mobile640: conv_models.py's MobileNet-like blocks,
 Conv+BatchNormalization+HardSwish), and a third-party one, paddle_det (PaddleOCR's PP-OCRv4 text
 detector from the rapidocr-onnxruntime wheel, fetched with pip download, input ``x``), quantized here by onnxruntime's ``quantize_static`` (QDQ and
 QOperator, per-channel weights, calibrated on ``--calibration`` seeded random images; paddle_det, a text
-detector, on document-like pages drawn here, normalized as PaddleOCR normalizes: on random noise
+detector, on document-like pages drawn here, normalized as its rapidocr wheel does: on random noise
 its probability map is zero everywhere and calibration gives its Sigmoid a range of 1e-4). Where
 the quantized model has a defect of its own (a group whose local SQNR is under 10 dB before any
 planting), it is quantized again with that group's nodes excluded, as graph-dap's report says, and
@@ -176,9 +176,10 @@ def images(n: int, seed: int, name: str = "image") -> list[dict[str, np.ndarray]
 
 
 def pages(n: int, seed: int, name: str, size: int = 640) -> list[dict[str, np.ndarray]]:
-    """Document-like pictures: lines of dark glyphs (strokes on a 5x7 grid) on a light page, normalized with ImageNet's
-    mean and deviation as PaddleOCR's detector expects. On them its probability map marks about 11% of the page as text
-    (1.0 at its peak), as on a real page; on random noise it stays under 1e-5."""
+    """Document-like pictures: lines of dark glyphs (strokes on a 5x7 grid) on a light page, normalized as the
+    rapidocr-onnxruntime wheel the detector comes from normalizes its input ((pixel/255 - 0.5)/0.5, its config.yaml's
+    Det). On them its probability map marks about an eighth of the page as text (1.0 at its peak), as on a real page;
+    on random noise it stays under 1e-5."""
     out = []
     for i in range(n):
         rng = np.random.default_rng(seed + i)
@@ -205,8 +206,8 @@ def pages(n: int, seed: int, name: str, size: int = 640) -> list[dict[str, np.nd
                     region[cell[: region.shape[0], : region.shape[1]]] = ink
                 x += w
             y += h + int(rng.integers(8, 40))
-        img = (page / 255.0 - np.array([0.485, 0.456, 0.406], np.float32)) / np.array([0.229, 0.224, 0.225], np.float32)
-        out.append({name: np.clip(img, -3, 3).transpose(2, 0, 1)[None].astype(np.float32)})
+        img = (np.clip(page, 0, 255) / 255.0 - 0.5) / 0.5
+        out.append({name: img.transpose(2, 0, 1)[None].astype(np.float32)})
     return out
 
 
