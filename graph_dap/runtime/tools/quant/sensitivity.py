@@ -197,12 +197,12 @@ def _escaping(pairing: Pairing, g: Group) -> tuple[list[str], str | None]:
     return escaping, None
 
 
-def integer_readers(pairing: Pairing, g: Group, groups: Sequence[Group]) -> list[Group]:
-    """Those of ``groups`` that read one of ``g``'s values as integers (QOperator: the next QLinear ops, whose input
-    scale is the one ``g``'s output is quantized at)."""
+def integer_readers(pairing: Pairing, g: Group, groups: Sequence[Group], forms: tuple[Form, ...] = (Form.INT,)) -> list[Group]:
+    """Those of ``groups`` that read one of ``g``'s values in one of ``forms`` (integers: QOperator's next QLinear ops,
+    whose input scale is the one ``g``'s output is quantized at; dequantized: QDQ's readers of its Q/DQ pair)."""
     qv = pairing.quant_view
     escaping, _ = _escaping(pairing, g)
-    ints = {v for v in escaping if qv.form.get(v) is Form.INT}
+    ints = {v for v in escaping if qv.form.get(v) in forms}
     if not ints:
         return []
     return [h for h in groups if h.index != g.index and any(ints.intersection(n.inputs) for n in h.quant_nodes)]
@@ -441,6 +441,9 @@ def run_sensitivity(
     # a group whose output the next QLinear ops read as integers is kept in float with them, its float output read as
     # it is: else its output would be quantized again at the scale it has now, which is theirs (QOperator)
     kept = {g.index: [g, *integer_readers(pairing, g, eligible)] for g in eligible}
+    # what to exclude: in QDQ a group in float drops its output's Q/DQ pair, which quantize_static keeps while a reader
+    # of that tensor is quantized (it quantizes the inputs of the nodes it quantizes): its readers are named too
+    named = {i: [*groups_, *integer_readers(pairing, groups_[0], eligible, (Form.DEQUANTIZED,))] for i, groups_ in kept.items()}
     spent = 0.0
     rows = []
     for k, g in enumerate(eligible):
@@ -449,7 +452,8 @@ def run_sensitivity(
         began = time.perf_counter()
         snr = group_snr(g)
         spent += time.perf_counter() - began
-        rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(n for h in kept[g.index] for n in h.node_names())))
+        names_ = dict.fromkeys(n for h in named[g.index] for n in h.node_names())
+        rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(names_)))
         if on_progress is not None:
             on_progress(k + 1, len(eligible))
     rows.sort(key=lambda r: (-r.recovered if not math.isnan(r.recovered) else math.inf, r.index))
