@@ -15,7 +15,7 @@ from typing import Any
 from graph_dap.runtime.graph import Node
 from graph_dap.runtime.graph.source import source_fields
 from graph_dap.runtime.tools.quant.pairing import Pair, Pairing
-from graph_dap.runtime.tools.quant.view import Form
+from graph_dap.runtime.tools.quant.view import FORM_OPS, Form
 
 __all__ = ["Group", "make_groups"]
 
@@ -180,15 +180,13 @@ def _explain_inside(pairing: Pairing, groups: list[tuple[int, list[Pair], set[in
     (a fused Attention, an EmbedLayerNormalization: many-to-one)."""
     fg, qg = pairing.float_view.graph, pairing.quant_view.graph
     for _, pairs, fnodes, qnodes in groups:
-        ops = [n for k in sorted(qnodes) if not (n := qg.nodes[k]).is_constant and n.op_type not in _FORMS]
+        ops = [n for k in sorted(qnodes) if not (n := qg.nodes[k]).is_constant and n.op_type not in FORM_OPS]
         ops.sort(key=lambda n: n.op_type in _PLUMBING)  # the ops that compute first, then casts and shapes
         within = ", ".join(f"{n.op_type} {n.id}" for n in ops[:3]) + (f" and {len(ops) - 3} more" if len(ops) > 3 else "")
         for k in fnodes:
             for o in fg.nodes[k].outputs:
-                if o and o in pairing.unpaired_float:
-                    if not pairing.unpaired_float[o].startswith("folded"):
-                        pairing.unpaired_float[o] = f"inside the group of {pairs[0].float_name}: the other model computes it within {within or 'no node'}"
+                if o in pairing.unpaired_float and not pairing.unpaired_float[o].startswith("folded"):
+                    pairing.unpaired_float[o] = f"inside the group of {pairs[0].float_name}: the other model computes it within {within or 'no node'}"
 
 
-_FORMS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 _PLUMBING = frozenset({"Cast", "Shape", "Reshape", "Unsqueeze", "Squeeze", "Gather", "Concat", "Transpose", "Identity"})

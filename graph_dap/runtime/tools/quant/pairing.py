@@ -128,8 +128,7 @@ class Pairing:
     def quant_activations(self) -> list[str]:
         """The quantized model's logical tensors that a node computes (not constants, not run-time scales)."""
         v = self.quant_view
-        ours = v.recomputed_values()
-        return [r for r, members in v.members.items() if r not in v.graph.input_names and r not in ours and v.readable(r) is not None]
+        return [r for r in v.members if r not in v.graph.input_names and r not in v.recomputed and v.readable(r) is not None]
 
     def counts(self) -> dict[str, int]:
         acts = self.float_activations()
@@ -258,8 +257,9 @@ def pair_models(float_graph: Graph, quant_graph: Graph, user_pairs: Mapping[str,
     pairing = _pair(float_graph, quant_graph, user_pairs, None)
     if recompute:
         qv = pairing.quant_view
-        outs = [qv.members[pairing.pairs[out].logical][0] for out in pairing.folded_outputs() if out in pairing.pairs]
-        copy = with_recomputed(quant_graph, [o for o in outs if qv.form.get(o) is Form.INT]) if outs else None
+        roots = [pairing.pairs[out].logical for out in pairing.folded_outputs() if out in pairing.pairs]
+        ints = [r for r in roots if qv.form.get(r) is Form.INT]
+        copy = with_recomputed(qv, ints) if ints else None
         if copy is not None:
             pairing = _pair(float_graph, copy, user_pairs, quant_graph)
     return pairing
@@ -371,7 +371,7 @@ def _pair_before_quantize(pairing: Pairing, src: str, out: str, folded_id: str) 
     ops write the folded value as integers: there the input stays folded."""
     qv = pairing.quant_view
     folded = pairing.pairs[out]
-    root = qv.members.get(folded.logical, [folded.logical])[0]
+    root = folded.logical  # the value its producer computed
     producer = qv.graph.producer(root)
     if producer is None:
         return

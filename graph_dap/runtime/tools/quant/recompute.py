@@ -85,10 +85,10 @@ def _recompute(view: ModelView, node: Node, taken: set[str]) -> tuple[list[onnx.
     return nodes, inits
 
 
-def with_recomputed(graph: Graph, outputs: Sequence[str]) -> Graph | None:
-    """A copy of the quantized ``graph`` that also computes, for each of ``outputs`` (integer outputs of QOperator ops),
-    the value its op requantizes; None when none of them can be recomputed. The copy keeps ``graph``'s path."""
-    view = ModelView(graph)
+def with_recomputed(view: ModelView, outputs: Sequence[str]) -> Graph | None:
+    """A copy of the quantized model ``view`` sees that also computes, for each of ``outputs`` (integer outputs of
+    QOperator ops), the value its op requantizes; None when none of them can be recomputed. The copy keeps its path."""
+    graph = view.graph
     taken = set(graph.value_names()) | {n.name for n in graph.model.graph.node}
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []

@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 from graph_dap.runtime.graph import Graph, Node
 from graph_dap.runtime.tools.quant.params import QuantParams
 
-__all__ = ["QUANT_OPS", "RECOMPUTED", "CanonicalNode", "Form", "ModelView", "OpSpec", "WeightSlot", "is_quantized", "quant_format"]
+__all__ = ["FORM_OPS", "QUANT_OPS", "RECOMPUTED", "CanonicalNode", "Form", "ModelView", "OpSpec", "WeightSlot", "is_quantized", "quant_format"]
 
 #: The name prefix of the nodes graph-dap adds to a copy of a quantized model to recompute what a quantized op computes
 #: before requantizing (see :mod:`.recompute`): ``RECOMPUTED + <the op's output>`` for the float op, and the same
@@ -81,7 +81,8 @@ QUANT_OPS: dict[str, OpSpec] = {
     "MatMulNBits": OpSpec("MatMul", (0,), None, (WeightSlot(1, 2, 3, 1),)),
     **{q: OpSpec(f, (0,), (3, 4)) for q, f in _UNARY.items()},
 }
-_QDQ = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+#: Ops that only change a tensor's form (transparent: see the module).
+FORM_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 #: Ops that move integers without changing what they mean: their output keeps their input's params.
 _PASS_THROUGH = frozenset({"Flatten", "Reshape", "Transpose", "MaxPool", "Resize", "Squeeze", "Unsqueeze", "Slice", "Gather",
                            "Split", "Pad", "Identity", "DepthToSpace", "SpaceToDepth", "Tile", "Expand", "Concat"})  # fmt: skip
@@ -147,6 +148,7 @@ class ModelView:
         self.params: dict[str, QuantParams] = {}
         self.members: dict[str, list[str]] = {}  # logical tensor -> its values, root first
         self.before_requantize: dict[str, str] = {}  # a quantized op's output -> its value before requantizing, recomputed
+        self.recomputed: set[str] = set()  # the values of graph-dap's recomputing nodes (RECOMPUTED): not the model's own
         self.nodes: list[CanonicalNode] = []
         for name in graph.input_names:
             self._set(name, name, Form.FLOAT)
@@ -201,6 +203,7 @@ class ModelView:
         if n.name.startswith(RECOMPUTED):  # graph-dap's own recomputation: float values of their own, matched with nothing
             for o in outs:
                 self._set(o, o, Form.FLOAT)
+            self.recomputed.update(outs)
             if op != "DequantizeLinear":  # the float op (its DequantizeLinear nodes are named ``.../dequantize<i>``)
                 self.before_requantize[n.name[len(RECOMPUTED) :]] = outs[0]
             return
@@ -246,10 +249,6 @@ class ModelView:
                 self._set(o, o, Form.FLOAT)
 
     # -- lookups -------------------------------------------------------------------
-
-    def recomputed_values(self) -> set[str]:
-        """The values of graph-dap's recomputing nodes (see :data:`RECOMPUTED`): not the model's own."""
-        return {o for n in self.graph.nodes if n.name.startswith(RECOMPUTED) for o in n.outputs if o}
 
     def logical(self, value: str) -> str:
         """The logical tensor ``value`` is a form of (itself for a float model's values and for constants)."""
