@@ -208,22 +208,35 @@ def integer_readers(pairing: Pairing, g: Group, groups: Sequence[Group], forms: 
     return [h for h in groups if h.index != g.index and any(ints.intersection(n.inputs) for n in h.quant_nodes)]
 
 
+def _replaced(
+    pairing: Pairing, groups: Sequence[Group], shared: Sequence[Group]
+) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], set[int], set[str]]:
+    """``groups``' float nodes and weights, the indices of the quantized nodes they replace, and the quantized model's
+    values they write for the rest of it; in run order, those after one of ``shared`` reading its float outputs."""
+    share = {g.index for g in shared}
+    linked: dict[str, str] = {}
+    added: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+    removed: set[int] = set()
+    written: set[str] = set()
+    for g in sorted(groups, key=lambda g: g.index):  # in run order: a group in float reads the float values of those before
+        escaping, _ = _escaping(pairing, g)
+        nodes, weights = _float_nodes(pairing, g, escaping, f"graph_dap_g{g.index}_", linked, g.index in share)
+        added += nodes
+        inits += weights
+        removed |= {n.index for n in g.quant_nodes if not n.is_constant}
+        written.update(escaping)
+    return added, inits, removed, written
+
+
 def in_float(pairing: Pairing, groups: Sequence[Group], shared: Sequence[Group] | None = None) -> onnx.ModelProto:
     """The quantized model with ``groups`` computed by the float model's nodes and weights; the groups after one of
     ``shared`` (default: all of them) read its float outputs as they are, the others their quantized values."""
-    share = {g.index for g in (groups if shared is None else shared)}
     graph = pairing.source_graph  # the user's model: not the recomputing nodes compare runs (see .recompute)
     model = onnx.ModelProto()
     model.CopyFrom(graph.model)
-    removed: set[int] = set()
-    added: list[onnx.NodeProto] = []
-    linked: dict[str, str] = {}
-    for g in sorted(groups, key=lambda g: g.index):  # in run order: a group in float reads the float values of those before
-        escaping, _ = _escaping(pairing, g)
-        nodes, inits = _float_nodes(pairing, g, escaping, f"graph_dap_g{g.index}_", linked, g.index in share)
-        added += nodes
-        model.graph.initializer.extend(inits)
-        removed |= {n.index for n in g.quant_nodes if not n.is_constant}
+    added, inits, removed, _ = _replaced(pairing, groups, groups if shared is None else shared)
+    model.graph.initializer.extend(inits)
     kept = [p for i, p in enumerate(model.graph.node) if i not in removed]
     del model.graph.node[:]
     model.graph.node.extend(_topological(kept + added, model))
@@ -316,19 +329,7 @@ class _Cones:
     ) -> tuple[onnx.ModelProto, dict[str, Any], list[str]] | None:
         """What ``groups`` in float change (``shared``: as :func:`in_float`): the model, its feeds, the graph outputs
         it computes; None when it reads a value ``held`` lacks."""
-        share = {g.index for g in shared}
-        linked: dict[str, str] = {}
-        added: list[onnx.NodeProto] = []
-        added_inits: list[onnx.TensorProto] = []
-        removed: set[int] = set()
-        changed: set[str] = set()
-        for g in sorted(groups, key=lambda g: g.index):
-            escaping, _ = _escaping(self.pairing, g)
-            protos, weights = _float_nodes(self.pairing, g, escaping, f"graph_dap_g{g.index}_", linked, g.index in share)
-            added += protos
-            added_inits += weights
-            removed |= {n.index for n in g.quant_nodes if not n.is_constant}
-            changed.update(escaping)
+        added, added_inits, removed, changed = _replaced(self.pairing, groups, shared)
         cone = list(added)
         for i, (n, reads) in enumerate(zip(self.nodes, self.reads)):
             if i not in removed and any(r in changed for r in reads):
