@@ -394,8 +394,10 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-quant-") as tmp:
         folder = Path(tmp)
-        for name in args.models.split(","):
-            float_model(name, folder)
+        names = args.models.split(",")
+        for name in names:  # first: quant_pre_process's onnxruntime session fails once graph-dap's global thread pool
+            float_model(name, folder)  # exists, and then it skips its optimizations (the BatchNormalization fold) silently
+        for name in names:
             for fmt in args.formats.split(","):
                 rows.append(measure(name, fmt, folder, args))
                 print(rows[-1], flush=True)

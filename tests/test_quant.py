@@ -182,6 +182,40 @@ def test_a_planted_coarse_layer_is_first_by_local_error_and_by_sensitivity(model
     assert [(g.index, g.output_snr) for g in whole.ranked] == [(g.index, g.output_snr) for g in sens.ranked]
 
 
+def test_sensitivity_over_a_data_set_adds_each_inputs_energies(models, tmp_path, capsys):
+    """One input's ranking moves with what it shows; over a data set each group's output SQNR adds the inputs' signal
+    and noise energies. Checked against onnxruntime's runs of the model with conv2 in float on each input; the cones
+    equal whole runs; the command line reads the data set as scan reads its inputs."""
+    bad = coarser(models["qdq"], tmp_path / "bad.onnx", "c2_scale")
+    data = samples(3)
+    result = compare_quantized(bad, models["float"], data[0])
+    sens = run_sensitivity(result, data=data)
+    assert sens.inputs == 3 and sens.ranked[0].name == "conv2" and "over 3 inputs" in sens.text()
+    whole = run_sensitivity(result, data=data, budget_bytes=0)
+    assert [(g.index, g.output_snr) for g in whole.ranked] == [(g.index, g.output_snr) for g in sens.ranked]
+    conv2 = next(g.group for g in result.groups if g.group.name == "conv2")
+    sess = ort.InferenceSession(in_float(result.pairing, [conv2]).SerializeToString(), session_options("none"))
+    signal = noise = 0.0
+    for feeds in data:
+        want = _run(models["float"], feeds)
+        got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+        for name, w in want.items():
+            signal += float(np.sum(w.astype(np.float64) ** 2))
+            noise += float(np.sum((got[name].astype(np.float64) - w) ** 2))
+    assert sens.ranked[0].output_snr == pytest.approx(10 * math.log10(signal / noise), abs=1e-3)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for i, feeds in enumerate(data):
+        np.savez(folder / f"x{i}.npz", **feeds)
+    argv = ["compare", str(bad), "--against-model", str(models["float"]), "--inputs", str(folder / "x0.npz"), "--sensitivity"]
+    assert main([*argv, "--sensitivity-data", str(folder), "--json"]) == 1
+    got = json.loads(capsys.readouterr().out)["sensitivity"]
+    assert got["inputs"] == 3 and got["ranked"][0]["group"] == "conv2"
+    assert got["ranked"][0]["output_snr"] == pytest.approx(sens.ranked[0].output_snr, abs=1e-6)
+    assert main([*argv[:-1], "--sensitivity-data", str(folder)]) == 2
+    assert "--sensitivity-data needs --sensitivity" in capsys.readouterr().err
+
+
 def test_the_command_line_ranks_groups_reports_and_says_what_is_wrong_in_one_line(models, tmp_path, capsys):
     q, f, x = str(models["qoperator"]), str(models["float"]), str(models["x"])
     assert main(["compare", q, "--against-model", f, "--inputs", x, "--json", "--sensitivity", "--report", str(tmp_path / "r")]) == 0
@@ -250,6 +284,22 @@ def test_one_pass_round_trip_is_quantize_then_dequantize_bit_for_bit():
         lo, hi = params.qrange
         assert clipped == int(np.count_nonzero(t < lo - 0.5) + np.count_nonzero(t > hi + 0.5)) > 0
         assert params.round_trip_clipped(x[:, :, 1:])[1] == params.clipped(x[:, :, 1:])
+    # a hair under a half: x / scale + zp rounds up in float32 (3.4999998 + 128 is 131.5), onnxruntime rounds x / scale
+    # first and then adds the zero point; the integers and the round trip are onnxruntime's own
+    near = np.array([3.4999998, -2.4999998, 5.4999995, 0.5, 1.5, -0.5, 70.0, -200.0], np.float32)
+    for zp in (np.uint8(128), np.int8(-3)):
+        params = QuantParams.make(np.float32(1.0), zp)
+        qdq = onnx.helper.make_graph(
+            [onnx.helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]), onnx.helper.make_node("DequantizeLinear", ["q", "s", "z"], ["t"])],
+            "qdq", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [8])],
+            [onnx.helper.make_tensor_value_info(n, t, [8]) for n, t in (("q", onnx.helper.np_dtype_to_tensor_dtype(zp.dtype)), ("t", onnx.TensorProto.FLOAT))],
+            [onnx.numpy_helper.from_array(np.float32(1.0), "s"), onnx.numpy_helper.from_array(np.asarray(zp), "z")],
+        )  # fmt: skip
+        sess = ort.InferenceSession(onnx.helper.make_model(qdq, opset_imports=[onnx.helper.make_opsetid("", 13)]).SerializeToString(), session_options("none"))
+        want_q, want_t = sess.run(["q", "t"], {"x": near})
+        q, trip, clipped = params.quantized_round_trip(near)
+        assert np.array_equal(q, want_q) and np.array_equal(params.quantize(near), want_q) and np.array_equal(trip, want_t), (zp, q, want_q)
+        assert np.array_equal(params.round_trip(near), want_t) and clipped == 1  # -200: below either range
 
 
 def test_the_kernels_at_level_all_are_read_at_fused_outputs_and_the_optimizer_named(models, tmp_path):

@@ -250,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DB",
         help="with --sensitivity: the output SQNR to reach; prints the nodes_to_exclude for quantize_static that reach it",
     )
+    quant.add_argument(
+        "--sensitivity-data",
+        metavar="SOURCE",
+        help="with --sensitivity: inputs over which each output SQNR is measured, their energies added (a folder or glob of "
+        ".npz/.npy files or ONNX test-data folders, as scan's --inputs; default: --inputs alone)",
+    )
     quant.add_argument("--report", metavar="DIR", help="write DIR/report.html: the SQNR per group as a chart, the weights, the sensitivity")
     # --opt-level LEVEL (above) with a quantized model: also compare the kernels onnxruntime runs at that level, group by group
 

@@ -16,7 +16,7 @@ from graph_dap.cli.progress import ProgressBar
 from graph_dap.kinds import OptLevel
 
 #: Options that only mean something against a float model.
-QUANT_OPTIONS = ("structure", "show_pairs", "pairs", "sensitivity", "target_snr", "report")
+QUANT_OPTIONS = ("structure", "show_pairs", "pairs", "sensitivity", "sensitivity_data", "target_snr", "report")
 
 
 def quant_options_given(args: argparse.Namespace) -> list[str]:
@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.target_snr is not None and not args.sensitivity:
         raise UsageError("graph-dap: --target-snr needs --sensitivity")
+    if args.sensitivity_data is not None and not args.sensitivity:
+        raise UsageError("graph-dap: --sensitivity-data needs --sensitivity")
     rule = tuple(Condition.parse(c) for c in args.fail_if) or DEFAULT_RULE
     ignored = ["--atol"] * (args.atol is not None) + ["--rtol"] * (args.rtol is not None)
     bar = ProgressBar.on_terminal(args.json, unit="groups")
@@ -71,10 +73,16 @@ def run(args: argparse.Namespace) -> int:
     if args.sensitivity:
         from graph_dap.runtime.tools.quant.sensitivity import run_sensitivity
 
+        data = None
+        if args.sensitivity_data is not None:
+            from graph_dap.runtime.tools.scan.sources import ItemLoader, open_source
+
+            loader = ItemLoader(result.pairing.float_view.graph, parse_dims(args.dim))
+            data = [loader.load(item) for item in open_source(args.sensitivity_data).items()]
         bar = ProgressBar.on_terminal(args.json, unit="groups kept in float")
         result.sensitivity = run_sensitivity(
-            result, args.inputs, dims=parse_dims(args.dim), providers=args.provider or None, target_snr=args.target_snr,
-            on_progress=bar.update if bar else None,
+            result, args.inputs, data=data, dims=parse_dims(args.dim), providers=args.provider or None,
+            target_snr=args.target_snr, on_progress=bar.update if bar else None,
         )  # fmt: skip
         if bar:
             bar.close()

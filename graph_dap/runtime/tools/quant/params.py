@@ -95,22 +95,23 @@ class QuantParams:
     # -- the arithmetic ---------------------------------------------------------------
 
     def _scaled(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """``x / scale + zp`` (a new float32 array), and scale and zero point shaped to broadcast against it
-        (None: the zero point is 0 everywhere, and adding it would change nothing)."""
+        """``x / scale`` (a new float32 array), and scale and zero point shaped to broadcast against it (None: the zero
+        point is 0 everywhere). The zero point is added after rounding, as onnxruntime's QuantizeLinear adds it: rounding
+        ``x / scale + zp`` in float32 lands one step away on values a hair under a half."""
         shape = tuple(np.shape(x))
         s = self._expand(self.scale, shape)
         zp = self._expand(self.zero_point.astype(np.float32), shape) if self.zero_point.any() else None
         with np.errstate(all="ignore"):
             t = np.asarray(np.divide(np.asarray(x, np.float32), s, dtype=np.float32))  # a 0-d result stays an array
-            if zp is not None:
-                t += zp
         return t, s, zp
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
         """QuantizeLinear: round half to even, add the zero point, saturate; in the integer type."""
-        t, _, _ = self._scaled(x)
+        t, _, zp = self._scaled(x)
         lo, hi = self.qrange
         np.rint(t, out=t)
+        if zp is not None:
+            t += zp
         np.clip(t, lo, hi, out=t)
         return t.astype(dtypes.dtype_of(self.dtype))
 
@@ -142,19 +143,19 @@ class QuantParams:
     def _round_trip(self, x: np.ndarray, integers: bool) -> tuple[np.ndarray | None, np.ndarray, int]:
         t, s, zp = self._scaled(x)
         lo, hi = self.qrange
+        np.rint(t, out=t)  # the integer less its zero point: the range is shifted instead of adding it twice
+        low, high = (lo - zp, hi - zp) if zp is not None else (lo, hi)
+        least, most = (float(t.min()), float(t.max())) if t.size else (0.0, 0.0)
+        inside = bool(np.all(low <= least) and np.all(most <= high))  # NaN: not inside (np.clip keeps it)
         clipped = 0
-        least, most = (float(t.min()), float(t.max())) if t.size else (lo, hi)
-        if not (lo - 0.5 <= least and most <= hi + 0.5):  # two reductions; counting only where some clip (or NaN)
-            clipped = int(np.count_nonzero(t < lo - 0.5)) + int(np.count_nonzero(t > hi + 0.5))
-        np.rint(t, out=t)
-        if not (lo <= least and most <= hi):  # NaN too: np.clip keeps it
-            np.clip(t, lo, hi, out=t)
-        q = t.astype(dtypes.dtype_of(self.dtype)) if integers else None
-        if q is not None and math.isnan(least):  # NaN has no integer: the round trip is the integer's (as onnxruntime's)
-            return q, self.dequantize(q), clipped
-        if zp is not None:
-            t -= zp
-        elif q is not None:
+        if not inside:  # two reductions; counting and clipping only where some clip (or NaN)
+            clipped = int(np.count_nonzero(t < low)) + int(np.count_nonzero(t > high))
+            np.clip(t, low, high, out=t)
+        q = None
+        if integers:
+            q = (t + zp if zp is not None else t).astype(dtypes.dtype_of(self.dtype))
+            if math.isnan(least):  # NaN has no integer: the round trip is the integer's (as onnxruntime's)
+                return q, self.dequantize(q), clipped
             t += 0.0  # -0.0 (rint of -0.3) becomes the 0.0 that dequantize writes
         t *= s
         return q, t, clipped

@@ -66,8 +66,9 @@ class Sensitivity:
     chosen: list[int] = field(default_factory=list)
     chosen_snr: float | None = None
     runs: int = 0
-    seconds: float = 0.0  # the one-group-in-float runs together (each: its model, its session, its run)
+    seconds: float = 0.0  # the one-group-in-float runs together (each: its model, its session, its runs)
     plain_seconds: float = 0.0  # a plain run of the quantized model, same options: the median of runs made among them
+    inputs: int = 1  # the inputs each SQNR is measured over (their energies added)
 
     @property
     def nodes_to_exclude(self) -> list[str]:
@@ -85,15 +86,17 @@ class Sensitivity:
             "chosen_snr": None if self.chosen_snr is None else _num(self.chosen_snr),
             "nodes_to_exclude": self.nodes_to_exclude,
             "runs": self.runs,
+            "inputs": self.inputs,
             "seconds": round(self.seconds, 4),
             "plain_run_seconds": round(self.plain_seconds, 4),
         }
 
     def text(self, limit: int = 10) -> str:
         lines = [
-            f"sensitivity: output SQNR {_db(self.baseline_snr)} dB quantized, {_db(self.all_float_snr)} dB with every group in float; "
-            f"{self.runs} runs; the {len(self.ranked)} one-group runs took {self.seconds:.2f}s, "
-            f"{self.seconds / max(len(self.ranked) * self.plain_seconds, 1e-9):.2f}x as many plain runs ({self.plain_seconds * 1000:.1f} ms each)",
+            f"sensitivity: output SQNR {_db(self.baseline_snr)} dB quantized, {_db(self.all_float_snr)} dB with every group in float"
+            + (f", over {self.inputs} inputs" if self.inputs > 1 else "")
+            + f"; {self.runs} models run; the {len(self.ranked)} one-group models took {self.seconds:.2f}s, "
+            f"{self.seconds / max(len(self.ranked) * self.inputs * self.plain_seconds, 1e-9):.2f}x as many plain runs ({self.plain_seconds * 1000:.1f} ms each)",
             "  rank  recovers dB  output dB  group",
         ]
         for i, g in enumerate(self.ranked[: limit or len(self.ranked)]):
@@ -317,18 +320,25 @@ class _Cones:
         self.nodes = list(self.model.graph.node)
         self.inits = {t.name: t for t in self.model.graph.initializer}
         self.reads = [[i for i in n.input if i] + sorted(outer_scope_reads(n)) for n in self.nodes]
+        self._reads = {id(n): r for n, r in zip(self.nodes, self.reads)}
         self.static = set(self.inits)
         self.producer: dict[str, onnx.NodeProto] = {}
-        for n in self.nodes:
+        for n, reads in zip(self.nodes, self.reads):
             self.producer.update({o: n for o in n.output if o})
-            if all(i in self.static for i in n.input if i) and not outer_scope_reads(n):
+            inputs = [i for i in n.input if i]
+            if len(reads) == len(inputs) and all(i in self.static for i in inputs):  # no subgraph reading outside it
                 self.static.update(o for o in n.output if o)
 
+    def reads_of(self, node: onnx.NodeProto) -> list[str]:
+        """What ``node`` reads (its subgraphs' outer-scope reads too): found once for the model's own nodes."""
+        reads = self._reads.get(id(node))
+        return reads if reads is not None else [i for i in node.input if i] + sorted(outer_scope_reads(node))
+
     def model_for(
-        self, groups: Sequence[Group], shared: Sequence[Group], held: Mapping[str, Any], feeds: Mapping[str, Any]
-    ) -> tuple[onnx.ModelProto, dict[str, Any], list[str]] | None:
-        """What ``groups`` in float change (``shared``: as :func:`in_float`): the model, its feeds, the graph outputs
-        it computes; None when it reads a value ``held`` lacks."""
+        self, groups: Sequence[Group], shared: Sequence[Group], held: Sequence[Mapping[str, Any]], feeds: Sequence[Mapping[str, Any]]
+    ) -> tuple[onnx.ModelProto, list[dict[str, Any]], list[str]] | None:
+        """What ``groups`` in float change (``shared``: as :func:`in_float`): the model, its feeds for each input (of
+        ``held`` and ``feeds``, one per input), the graph outputs it computes; None when it reads a value ``held`` lacks."""
         added, added_inits, removed, changed = _replaced(self.pairing, groups, shared)
         cone = list(added)
         for i, (n, reads) in enumerate(zip(self.nodes, self.reads)):
@@ -338,7 +348,7 @@ class _Cones:
         inits = set(self.inits) | {t.name for t in added_inits}
         made = {o for n in cone for o in n.output if o}
         # the static nodes (a weight's DequantizeLinear) the cone reads, and theirs
-        need = [i for n in cone for i in list(n.input) + sorted(outer_scope_reads(n)) if i and i not in made and i in self.static and i not in inits]
+        need = [i for n in cone for i in self.reads_of(n) if i not in made and i in self.static and i not in inits]
         extra: dict[int, onnx.NodeProto] = {}
         while need:
             p = self.producer[need.pop()]
@@ -347,17 +357,23 @@ class _Cones:
                 need += [i for i in p.input if i and i not in inits]
         nodes = [n for n in self.nodes if id(n) in extra] + cone
         made |= {o for n in extra.values() for o in n.output if o}
-        read = {i for n in nodes for i in list(n.input) + sorted(outer_scope_reads(n)) if i}
+        read = {i for n in nodes for i in self.reads_of(n)}
         fed = sorted(r for r in read if r not in made and r not in inits)
-        if any(r not in held and r not in feeds for r in fed):
+        if any(r not in held[0] and r not in feeds[0] for r in fed):
             return None  # a value the plain run's held ones lack: the group's run is a whole run
-        values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
+        values = [{r: np.asarray(h[r] if r in h else f[r]) for r in fed} for h, f in zip(held, feeds)]
         outputs = [o.name for o in self.model.graph.output if o.name in made]
+
+        def info(r: str) -> onnx.ValueInfoProto:
+            shapes = {v[r].shape for v in values}  # inputs of other shapes: the dimensions left free
+            v = values[0][r]
+            return helper.make_tensor_value_info(r, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape) if len(shapes) == 1 else None)
+
         sub = helper.make_model(
             helper.make_graph(
                 nodes,
                 "graph_dap_cone",
-                [helper.make_tensor_value_info(r, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for r, v in values.items()],
+                [info(r) for r in fed],
                 [helper.make_empty_tensor_value_info(o) for o in outputs],
                 [t for name, t in self.inits.items() if name in read] + added_inits,
             ),
@@ -376,6 +392,7 @@ def run_sensitivity(
     result: Any,
     inputs: InputsArg = None,
     *,
+    data: Sequence[InputsArg] | None = None,
     dims: Dims | None = None,
     providers: Sequence[str] | None = None,
     target_snr: float | None = None,
@@ -385,17 +402,19 @@ def run_sensitivity(
 ) -> Sensitivity:
     """Rank ``result``'s groups (a QuantComparison) by the output SQNR each recovers when kept in float.
 
-    When the quantized model's values fit ``budget_bytes``, one plain run keeps them all and each group's run
-    computes only the nodes downstream of it; else each group's run is a whole run."""
+    ``data``: several inputs, over which each output SQNR is measured (their energies added: one input's SQNRs move
+    with what it shows, a data set's do not); default ``inputs`` alone. When the quantized model's values for them fit
+    ``budget_bytes``, one plain run per input keeps them all and each group's runs compute only the nodes downstream of
+    it; else each group's run is a whole run."""
     pairing: Pairing = result.pairing
     groups = [g.group for g in result.groups]
     fg, qg = pairing.float_view.graph, pairing.source_graph
-    feeds = resolve_inputs(fg, inputs, dims)
+    feeds_list = [resolve_inputs(fg, x, dims) for x in (data if data else [inputs])]
     providers = check_providers(providers)
     names = [o.name for o in fg.model.graph.output]
     quant_names = [o.name for o in qg.model.graph.output]
     qnames = [n if n in quant_names else quant_names[i] for i, n in enumerate(names)]
-    qfeeds = {k: feeds[k] for k in qg.input_names}
+    qfeeds = [{k: feeds[k] for k in qg.input_names} for feeds in feeds_list]
 
     def session(model: onnx.ModelProto) -> ort.InferenceSession:
         try:
@@ -403,16 +422,22 @@ def run_sensitivity(
         except ORT_ERRORS as e:
             raise CompareError(f"onnxruntime cannot run the quantized model with groups kept in float: {ort_message(e)}") from None
 
-    reference = dict(zip(names, session(fg.model).run(names, {k: feeds[k] for k in fg.input_names})))
+    float_session = session(fg.model)
+    references = [dict(zip(names, float_session.run(names, {k: feeds[k] for k in fg.input_names}))) for feeds in feeds_list]
+
+    def combined(outputs: Sequence[Mapping[str, Any]]) -> float:
+        """The output SQNR over every input: ``outputs`` by the quantized model's output names, one per input."""
+        return Error.combine([measure(out[q], ref[n]) for out, ref in zip(outputs, references) for n, q in zip(names, qnames)]).snr
 
     def output_snr(model: onnx.ModelProto) -> float:
-        outs = session(model).run(qnames, qfeeds)
-        return Error.combine([measure(o, reference[n]) for n, o in zip(names, outs)]).snr
+        sess = session(model)
+        return combined([dict(zip(qnames, sess.run(qnames, f))) for f in qfeeds])
 
     plain = session(qg.model)
-    outs = plain.run(qnames, qfeeds)
+    outs = [dict(zip(qnames, plain.run(qnames, f))) for f in qfeeds]
     plain_times: list[float] = []
-    held = _baseline(pairing, qfeeds, providers, budget_bytes, opt_level)
+    helds = [_baseline(pairing, f, providers, budget_bytes // len(qfeeds), opt_level) for f in qfeeds]
+    held = None if any(h is None for h in helds) else [h for h in helds if h is not None]
 
     cones = _Cones(pairing) if held is not None else None
 
@@ -422,16 +447,17 @@ def run_sensitivity(
         if held is None or cone is None:
             return output_snr(in_float(pairing, kept[g.index], [g]))
         sub, sub_feeds, produced = cone
-        got = dict(zip(produced, session(sub).run(produced, sub_feeds))) if produced else {}
-        return Error.combine([measure(got[q] if q in got else held[q], reference[n]) for n, q in zip(names, qnames)]).snr
+        sess = session(sub) if produced else None
+        got = [dict(zip(produced, sess.run(produced, f))) if sess is not None else {} for f in sub_feeds]
+        return combined([{q: g_[q] if q in g_ else h[q] for q in qnames} for g_, h in zip(got, held)])
 
     def time_plain() -> None:
         """One plain run of the quantized model, timed: every few groups, so that the ratio is side by side."""
         began = time.perf_counter()
-        plain.run(qnames, qfeeds)
+        plain.run(qnames, qfeeds[0])
         plain_times.append(time.perf_counter() - began)
 
-    baseline = Error.combine([measure(o, reference[n]) for n, o in zip(names, outs)]).snr
+    baseline = combined(outs)
     eligible, skipped = [], []
     for g in groups:
         _, why = _escaping(pairing, g)
@@ -472,6 +498,6 @@ def run_sensitivity(
             snr = output_snr(in_float(pairing, list({h.index: h for i in chosen for h in kept[i]}.values()), [by_index[i] for i in chosen]))
         out.chosen, out.chosen_snr = chosen, snr
     # the time of the one-group-in-float runs (session and run each), and a plain run's median measured among them
-    out.runs, out.seconds = len(eligible) + 1 + len(out.chosen), spent
+    out.runs, out.seconds, out.inputs = len(eligible) + 1 + len(out.chosen), spent, len(qfeeds)
     out.plain_seconds = sorted(plain_times)[len(plain_times) // 2]
     return out
