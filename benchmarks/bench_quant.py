@@ -26,7 +26,8 @@ Measured per model and format, in one process, medians of ``--repeat`` runs:
 - ``compare`` of every group against the plain runs of the two models (``InferenceSession.run``,
   graph-dap's session options, at level none, the quantized model's float simulation that
   graph-dap measures, and at ORT_ENABLE_ALL for scale);
-- ``--sensitivity`` over N groups against N plain runs of the quantized model (level none);
+- ``--sensitivity`` over N groups against N plain runs of the quantized model (level none), per input, over
+  ``--sens-inputs`` inputs (their energies added; the planted layer's rank on the first input alone beside it);
 - memory: the values the comparison held at its peak, next to all the model's activations;
 - the kernels at level all: groups read from onnxruntime's optimized model (dequantized from fused
   integer nodes, put back from NHWC), how many part from the simulation by more than a step, and the
@@ -328,7 +329,8 @@ def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict
     kernels = compare_kernels(result, feeds)
     planted, index = plant(q, result)
     bad = compare_quantized(planted, f, feeds)
-    sens = run_sensitivity(bad, feeds)
+    one = run_sensitivity(bad, feeds)
+    sens = run_sensitivity(bad, data=images(args.sens_inputs, 1000, input_name))  # the compare's input and the next ones
     total_bytes = demanded_bytes(result.pairing.float_view.graph, dict.fromkeys(result.pairing.float_activations(), 1), feeds) or 0
     return {
         "model": name,
@@ -344,6 +346,8 @@ def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict
         "planted_local": [g.group.index for g in bad.ranked].index(index) + 1,
         "planted_first": bad.first_divergence is not None and bad.first_divergence.group.index == index,
         "planted_sens": [r.index for r in sens.ranked].index(index) + 1,
+        "planted_sens_one": [r.index for r in one.ranked].index(index) + 1,
+        "sens_inputs": sens.inputs,
         "planted_name": bad.groups[index].group.name,
         "compare_s": statistics.median(times),
         "ratio_none": statistics.median(ratios["none"]),
@@ -365,17 +369,17 @@ def measure(name: str, fmt: str, folder: Path, args: argparse.Namespace) -> dict
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| model | format | nodes float / quantized | float tensors paired | weights compared | quantizer's defects kept in float | groups | worst own error: rank by local error | "
-        "planted 16x layer: rank by local error / first divergence / rank by sensitivity | compare s | vs plain runs of both (none / all) | "
-        "sensitivity: runs, s | vs N plain runs (level none) | values held at peak MB (all activations MB) | "
+        "planted 16x layer: rank by local error / first divergence / rank by sensitivity over the inputs (on the first alone) | compare s | vs plain runs of both (none / all) | "
+        "sensitivity: inputs, models run, s | vs N plain runs per input (level none) | values held at peak MB (all activations MB) | "
         "kernels at level all: groups read at fused outputs |"
     )
     out = [head, "|" + " --- |" * (head.count("|") - 1)]
     for r in rows:
         out.append(
             f"| {r['model']} | {r['format']} | {r['float_nodes']} / {r['quant_nodes']} | {r['paired']} | {r['weights']} | {r['excluded']} | {r['groups']} | "
-            f"{r['own_worst']} | {r['planted_name']}: {r['planted_local']} / {'yes' if r['planted_first'] else 'no'} / {r['planted_sens']} | "
+            f"{r['own_worst']} | {r['planted_name']}: {r['planted_local']} / {'yes' if r['planted_first'] else 'no'} / {r['planted_sens']} ({r['planted_sens_one']}) | "
             f"{r['compare_s']:.2f} | {r['ratio_none']:.2f}x / {r['ratio_all']:.2f}x | "
-            f"{r['sens_runs']}, {r['sens_s']:.2f} | {r['sens_s'] / (r['sens_groups'] * r['sens_plain_s']):.2f}x | "
+            f"{r['sens_inputs']}, {r['sens_runs']}, {r['sens_s']:.2f} | {r['sens_s'] / (r['sens_groups'] * r['sens_inputs'] * r['sens_plain_s']):.2f}x | "
             f"{r['held_mb']:.0f} ({r['all_mb']:.0f}) | {r['kernels']} |"
         )
     return "\n".join(out)
@@ -387,6 +391,7 @@ def main() -> None:
     p.add_argument("--formats", default="QDQ,QOperator")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--calibration", type=int, default=4)
+    p.add_argument("--sens-inputs", type=int, default=4, help="the inputs sensitivity is measured over (energies added)")
     p.add_argument("--compare-only", action="store_true", help="time compare only: no kernels, planting or sensitivity; no table file")
     args = p.parse_args()
     import tempfile

@@ -335,10 +335,10 @@ class _Cones:
         return reads if reads is not None else [i for i in node.input if i] + sorted(outer_scope_reads(node))
 
     def model_for(
-        self, groups: Sequence[Group], shared: Sequence[Group], held: Sequence[Mapping[str, Any]], feeds: Sequence[Mapping[str, Any]]
-    ) -> tuple[onnx.ModelProto, list[dict[str, Any]], list[str]] | None:
-        """What ``groups`` in float change (``shared``: as :func:`in_float`): the model, its feeds for each input (of
-        ``held`` and ``feeds``, one per input), the graph outputs it computes; None when it reads a value ``held`` lacks."""
+        self, groups: Sequence[Group], shared: Sequence[Group], held: Mapping[str, Any], feeds: Mapping[str, Any]
+    ) -> tuple[onnx.ModelProto, dict[str, Any], list[str]] | None:
+        """What ``groups`` in float change (``shared``: as :func:`in_float`): the model, its feeds, the graph outputs
+        it computes; None when it reads a value ``held`` lacks."""
         added, added_inits, removed, changed = _replaced(self.pairing, groups, shared)
         cone = list(added)
         for i, (n, reads) in enumerate(zip(self.nodes, self.reads)):
@@ -359,21 +359,16 @@ class _Cones:
         made |= {o for n in extra.values() for o in n.output if o}
         read = {i for n in nodes for i in self.reads_of(n)}
         fed = sorted(r for r in read if r not in made and r not in inits)
-        if any(r not in held[0] and r not in feeds[0] for r in fed):
+        if any(r not in held and r not in feeds for r in fed):
             return None  # a value the plain run's held ones lack: the group's run is a whole run
-        values = [{r: np.asarray(h[r] if r in h else f[r]) for r in fed} for h, f in zip(held, feeds)]
+        values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
         outputs = [o.name for o in self.model.graph.output if o.name in made]
-
-        def info(r: str) -> onnx.ValueInfoProto:
-            shapes = {v[r].shape for v in values}  # inputs of other shapes: the dimensions left free
-            v = values[0][r]
-            return helper.make_tensor_value_info(r, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape) if len(shapes) == 1 else None)
 
         sub = helper.make_model(
             helper.make_graph(
                 nodes,
                 "graph_dap_cone",
-                [info(r) for r in fed],
+                [helper.make_tensor_value_info(r, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)) for r, v in values.items()],
                 [helper.make_empty_tensor_value_info(o) for o in outputs],
                 [t for name, t in self.inits.items() if name in read] + added_inits,
             ),
@@ -403,8 +398,8 @@ def run_sensitivity(
     """Rank ``result``'s groups (a QuantComparison) by the output SQNR each recovers when kept in float.
 
     ``data``: several inputs, over which each output SQNR is measured (their energies added: one input's SQNRs move
-    with what it shows, a data set's do not); default ``inputs`` alone. When the quantized model's values for them fit
-    ``budget_bytes``, one plain run per input keeps them all and each group's runs compute only the nodes downstream of
+    with what it shows, a data set's do not); default ``inputs`` alone. One input at a time: when the quantized model's
+    values fit ``budget_bytes``, one plain run keeps them and each group's run computes only the nodes downstream of
     it; else each group's run is a whole run."""
     pairing: Pairing = result.pairing
     groups = [g.group for g in result.groups]
@@ -434,22 +429,7 @@ def run_sensitivity(
         return combined([dict(zip(qnames, sess.run(qnames, f))) for f in qfeeds])
 
     plain = session(qg.model)
-    outs = [dict(zip(qnames, plain.run(qnames, f))) for f in qfeeds]
     plain_times: list[float] = []
-    helds = [_baseline(pairing, f, providers, budget_bytes // len(qfeeds), opt_level) for f in qfeeds]
-    held = None if any(h is None for h in helds) else [h for h in helds if h is not None]
-
-    cones = _Cones(pairing) if held is not None else None
-
-    def group_snr(g: Group) -> float:
-        """The output SQNR with ``g`` in float: only what it changes runs again, the rest is the plain run's, when it is held."""
-        cone = None if held is None or cones is None else cones.model_for(kept[g.index], [g], held, qfeeds)
-        if held is None or cone is None:
-            return output_snr(in_float(pairing, kept[g.index], [g]))
-        sub, sub_feeds, produced = cone
-        sess = session(sub) if produced else None
-        got = [dict(zip(produced, sess.run(produced, f))) if sess is not None else {} for f in sub_feeds]
-        return combined([{q: g_[q] if q in g_ else h[q] for q in qnames} for g_, h in zip(got, held)])
 
     def time_plain() -> None:
         """One plain run of the quantized model, timed: every few groups, so that the ratio is side by side."""
@@ -457,7 +437,7 @@ def run_sensitivity(
         plain.run(qnames, qfeeds[0])
         plain_times.append(time.perf_counter() - began)
 
-    baseline = combined(outs)
+    baseline = combined([dict(zip(qnames, plain.run(qnames, f))) for f in qfeeds])
     eligible, skipped = [], []
     for g in groups:
         _, why = _escaping(pairing, g)
@@ -471,18 +451,34 @@ def run_sensitivity(
     # what to exclude: in QDQ a group in float drops its output's Q/DQ pair, which quantize_static keeps while a reader
     # of that tensor is quantized (it quantizes the inputs of the nodes it quantizes): its readers are named too
     named = {i: [*groups_, *integer_readers(pairing, groups_[0], eligible, (Form.DEQUANTIZED,))] for i, groups_ in kept.items()}
+    cones: _Cones | None = None
     spent = 0.0
+    errors: dict[int, list[Error]] = {g.index: [] for g in eligible}
+    for k, (feeds, reference) in enumerate(zip(qfeeds, references)):  # one input at a time: its held values alone
+        held = _baseline(pairing, feeds, providers, budget_bytes, opt_level)
+        if held is not None and cones is None:
+            cones = _Cones(pairing)
+        for j, g in enumerate(eligible):
+            if j % 8 == 0:
+                time_plain()
+            began = time.perf_counter()
+            # only what g in float changes runs again, the rest is the plain run's, when it is held; else a whole run
+            cone = None if held is None or cones is None else cones.model_for(kept[g.index], [g], held, feeds)
+            if held is None or cone is None:
+                got = dict(zip(qnames, session(in_float(pairing, kept[g.index], [g])).run(qnames, feeds)))
+            else:
+                sub, sub_feeds, produced = cone
+                ran = dict(zip(produced, session(sub).run(produced, sub_feeds))) if produced else {}
+                got = {q: ran[q] if q in ran else held[q] for q in qnames}
+            errors[g.index] += [measure(got[q], reference[n]) for n, q in zip(names, qnames)]
+            spent += time.perf_counter() - began
+            if on_progress is not None:
+                on_progress(k * len(eligible) + j + 1, len(qfeeds) * len(eligible))
     rows = []
-    for k, g in enumerate(eligible):
-        if k % 8 == 0:
-            time_plain()
-        began = time.perf_counter()
-        snr = group_snr(g)
-        spent += time.perf_counter() - began
+    for g in eligible:
+        snr = Error.combine(errors[g.index]).snr
         names_ = dict.fromkeys(n for h in named[g.index] for n in h.node_names())
         rows.append(GroupSensitivity(g.index, g.name, snr, snr - baseline, tuple(names_)))
-        if on_progress is not None:
-            on_progress(k + 1, len(eligible))
     rows.sort(key=lambda r: (-r.recovered if not math.isnan(r.recovered) else math.inf, r.index))
     time_plain()
     all_float = output_snr(in_float(pairing, eligible))
@@ -498,6 +494,6 @@ def run_sensitivity(
             snr = output_snr(in_float(pairing, list({h.index: h for i in chosen for h in kept[i]}.values()), [by_index[i] for i in chosen]))
         out.chosen, out.chosen_snr = chosen, snr
     # the time of the one-group-in-float runs (session and run each), and a plain run's median measured among them
-    out.runs, out.seconds, out.inputs = len(eligible) + 1 + len(out.chosen), spent, len(qfeeds)
+    out.runs, out.seconds, out.inputs = len(eligible) * len(qfeeds) + 1 + len(out.chosen), spent, len(qfeeds)
     out.plain_seconds = sorted(plain_times)[len(plain_times) // 2]
     return out
