@@ -26,7 +26,7 @@ from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.local import run_local
 from graph_dap.runtime.tools.quant.pairing import Pairing
 from graph_dap.runtime.tools.quant.params import QuantParams
-from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, value_bytes
+from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, total_bytes, value_bytes
 from graph_dap.runtime.tools.quant.view import Form, ModelView
 
 __all__ = ["Error", "GroupErrors", "Scratch", "evaluate_groups", "measure", "readable_value", "as_read"]
@@ -187,11 +187,6 @@ def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: d
     return ValueStream(graph, feeds, runner, demand)
 
 
-def _total(sizes: Mapping[str, int | None]) -> int | None:
-    """The sum of ``sizes``, None when one is unknown."""
-    return None if None in sizes.values() else sum(v for v in sizes.values() if v is not None)
-
-
 @dataclass(slots=True)
 class _Pending:
     """A group whose full-run values are in hand, waiting for its batch's local run."""
@@ -243,8 +238,8 @@ def evaluate_groups(
         for p in g.outputs:  # contrib op (QLinearAdd...), onnx's shape inference knows no size
             if quant_sizes.get(p.quant_name) is None:
                 quant_sizes[p.quant_name] = float_sizes.get(p.float_name)
-    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, _total(float_sizes))
-    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, _total(quant_sizes))
+    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, total_bytes(float_sizes))
+    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, total_bytes(quant_sizes))
     acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
     read_later: dict[str, int] = {}  # groups still to read each paired tensor
     for g in groups:

@@ -33,7 +33,7 @@ from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
 from graph_dap.runtime.tools.quant.errors import Error, measure
 from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.pairing import Pairing
-from graph_dap.runtime.tools.quant.stream import value_bytes
+from graph_dap.runtime.tools.quant.stream import total_bytes, value_bytes
 from graph_dap.runtime.tools.quant.view import Form
 
 __all__ = ["GroupSensitivity", "Sensitivity", "in_float", "run_sensitivity"]
@@ -278,8 +278,7 @@ def _held_bytes(pairing: Pairing, graph: Any, names: list[str], feeds: Mapping[s
         fg = pairing.float_view.graph
         float_sizes = value_bytes(fg, [f for f in unknown.values() if f], {k: feeds[k] for k in fg.input_names if k in feeds})
         sizes.update({v: None if f is None else float_sizes.get(f) for v, f in unknown.items()})
-    known = [n for n in sizes.values() if n is not None]
-    return sum(known) if len(known) == len(sizes) else None
+    return total_bytes(sizes)
 
 
 def _baseline(pairing: Pairing, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
@@ -363,7 +362,6 @@ class _Cones:
             return None  # a value the plain run's held ones lack: the group's run is a whole run
         values = {r: np.asarray(held[r] if r in held else feeds[r]) for r in fed}
         outputs = [o.name for o in self.model.graph.output if o.name in made]
-
         sub = helper.make_model(
             helper.make_graph(
                 nodes,
@@ -420,9 +418,13 @@ def run_sensitivity(
     float_session = session(fg.model)
     references = [dict(zip(names, float_session.run(names, {k: feeds[k] for k in fg.input_names}))) for feeds in feeds_list]
 
+    def output_errors(out: Mapping[str, Any], reference: Mapping[str, Any]) -> list[Error]:
+        """Each output of one input's run (by the quantized model's output names) against the float model's."""
+        return [measure(out[q], reference[n]) for n, q in zip(names, qnames)]
+
     def combined(outputs: Sequence[Mapping[str, Any]]) -> float:
-        """The output SQNR over every input: ``outputs`` by the quantized model's output names, one per input."""
-        return Error.combine([measure(out[q], ref[n]) for out, ref in zip(outputs, references) for n, q in zip(names, qnames)]).snr
+        """The output SQNR over every input: ``outputs`` one per input."""
+        return Error.combine([e for out, ref in zip(outputs, references) for e in output_errors(out, ref)]).snr
 
     def output_snr(model: onnx.ModelProto) -> float:
         sess = session(model)
@@ -470,7 +472,7 @@ def run_sensitivity(
                 sub, sub_feeds, produced = cone
                 ran = dict(zip(produced, session(sub).run(produced, sub_feeds))) if produced else {}
                 got = {q: ran[q] if q in ran else held[q] for q in qnames}
-            errors[g.index] += [measure(got[q], reference[n]) for n, q in zip(names, qnames)]
+            errors[g.index] += output_errors(got, reference)
             spent += time.perf_counter() - began
             if on_progress is not None:
                 on_progress(k * len(eligible) + j + 1, len(qfeeds) * len(eligible))

@@ -17,7 +17,7 @@ from graph_dap.runtime.engine.executor import split_reads
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph
 
-__all__ = ["ValueStream", "WholeRun", "demanded_bytes", "value_bytes"]
+__all__ = ["ValueStream", "WholeRun", "demanded_bytes", "total_bytes", "value_bytes"]
 
 
 class ValueStream:
@@ -122,10 +122,13 @@ class WholeRun:
 def demanded_bytes(graph: Graph, demand: Iterable[str], feeds: Mapping[str, Any] | None = None) -> int | None:
     """The bytes of the values ``demand`` names, from the graph's value types (None: some size is unknown). A model
     with dynamic dimensions (paddle2onnx writes -1) is sized again at the shapes of ``feeds``."""
-    sizes = value_bytes(graph, demand, feeds)
-    if None in sizes.values():
-        return None
-    return sum(s for s in sizes.values() if s is not None)
+    return total_bytes(value_bytes(graph, demand, feeds))
+
+
+def total_bytes(sizes: Mapping[str, int | None]) -> int | None:
+    """The sum of :func:`value_bytes`' sizes; None when one is unknown."""
+    known = [n for n in sizes.values() if n is not None]
+    return sum(known) if len(known) == len(sizes) else None
 
 
 def value_bytes(graph: Graph, names: Iterable[str], feeds: Mapping[str, Any] | None = None) -> dict[str, int | None]:
