@@ -4,7 +4,7 @@
 
 The models are convolutional detectors at 1x3x640x640: yolo640 (built here: YOLOv8-like, Conv+SiLU
 with the BatchNormalization folded as exporters write it, residual blocks, an SPPF, an upsampling
-neck, Sigmoid heads), and those of benchmarks/ (det640: the text-detection-like FPN of models.py,
+neck, Sigmoid heads, at YOLOv8n's widths; yolo640s the same at YOLOv8s's, twice as wide), and those of benchmarks/ (det640: the text-detection-like FPN of models.py,
 Conv+BatchNormalization+Relu; mobile640: conv_models.py's MobileNet-like blocks,
 Conv+BatchNormalization+HardSwish), and a third-party one, paddle_det (PaddleOCR's PP-OCRv4 text
 detector from the rapidocr-onnxruntime wheel, fetched with pip download, input ``x``), quantized here by onnxruntime's ``quantize_static`` (QDQ and
@@ -54,10 +54,11 @@ sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent / "tests"))  # quant_models; after this folder, whose models.py is the benchmarks'
 
 
-def yolo(size: int = 640) -> onnx.ModelProto:
+def yolo(size: int = 640, width: int = 1) -> onnx.ModelProto:
     """A YOLOv8-like detector: Conv+SiLU (BatchNormalization folded, as exported), C2f-like blocks with residuals,
     an SPPF of max pools, an upsampling neck with Concat, and two heads, each one tensor of boxes in pixels beside
-    class probabilities (as YOLOv8 writes its output), concatenated."""
+    class probabilities (as YOLOv8 writes its output), concatenated. ``width`` multiplies the channels: 1 has
+    YOLOv8n's (16 to 256), 2 YOLOv8s's (32 to 512)."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(5)
@@ -81,31 +82,32 @@ def yolo(size: int = 640) -> onnx.ModelProto:
         nodes.append(helper.make_node("Add", [x, h], [f"{name}.sum"], name=f"{name}/add"))
         return f"{name}.sum"
 
-    x = conv("image", 3, 16, 3, 2, "stem")
+    w = width
+    x = conv("image", 3, 16 * w, 3, 2, "stem")
     feats = []
-    for i, (cin, c) in enumerate([(16, 32), (32, 64), (64, 128), (128, 256)]):
+    for i, (cin, c) in enumerate([(16 * w, 32 * w), (32 * w, 64 * w), (64 * w, 128 * w), (128 * w, 256 * w)]):
         x = block(conv(x, cin, c, 3, 2, f"down{i}"), c, f"stage{i}")
         feats.append((x, c))
-    y = conv(x, 256, 128, 1, 1, "sppf.cv1")
+    y = conv(x, 256 * w, 128 * w, 1, 1, "sppf.cv1")
     pools = [y]
     for i in range(3):
         nodes.append(helper.make_node("MaxPool", [pools[-1]], [f"sppf.pool{i}"], name=f"sppf/pool{i}", kernel_shape=[5, 5], pads=[2] * 4))
         pools.append(f"sppf.pool{i}")
     nodes.append(helper.make_node("Concat", pools, ["sppf.cat"], name="sppf/concat", axis=1))
-    top = conv("sppf.cat", 512, 128, 1, 1, "sppf.cv2")
+    top = conv("sppf.cat", 512 * w, 128 * w, 1, 1, "sppf.cv2")
     inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up2"))
     inits.append(numpy_helper.from_array(np.array([1, 12, -1], np.int64), "flat_shape"))
     outs = []
     for i, (f, c) in ((2, feats[2]), (1, feats[1])):
         nodes.append(helper.make_node("Resize", [top, "", "up2"], [f"neck.up{i}"], name=f"neck/up{i}", mode="nearest"))
         nodes.append(helper.make_node("Concat", [f"neck.up{i}", f], [f"neck.cat{i}"], name=f"neck/concat{i}", axis=1))
-        width = 64 if i == 1 else 128
-        top = conv(f"neck.cat{i}", 128 + c, width, 3, 1, f"neck.c{i}")
+        cout = (64 if i == 1 else 128) * w
+        top = conv(f"neck.cat{i}", 128 * w + c, cout, 3, 1, f"neck.c{i}")
         # YOLOv8's head: boxes in pixels (here scaled by the stride) beside class probabilities in [0, 1], one tensor
-        box = conv(top, width, 4, 1, 1, f"head{i}.box", act=False)
+        box = conv(top, cout, 4, 1, 1, f"head{i}.box", act=False)
         inits.append(numpy_helper.from_array(np.array(8.0 * 2**i * 4, np.float32), f"head{i}.stride"))
         nodes.append(helper.make_node("Mul", [box, f"head{i}.stride"], [f"head{i}.pixels"], name=f"head{i}/stride"))
-        cls = conv(top, width, 8, 1, 1, f"head{i}.cls", act=False)
+        cls = conv(top, cout, 8, 1, 1, f"head{i}.cls", act=False)
         nodes.append(helper.make_node("Sigmoid", [cls], [f"head{i}.prob"], name=f"head{i}/sigmoid"))
         nodes.append(helper.make_node("Concat", [f"head{i}.pixels", f"head{i}.prob"], [f"head{i}.det"], name=f"head{i}/concat", axis=1))
         nodes.append(helper.make_node("Reshape", [f"head{i}.det", "flat_shape"], [f"head{i}.flat"], name=f"head{i}/reshape"))
@@ -153,6 +155,7 @@ def float_model(name: str, folder: Path) -> Path:
         "det640": lambda: det_fpn(640),
         "mobile640": lambda: mobile(640),
         "yolo640": lambda: yolo(640),
+        "yolo640s": lambda: yolo(640, width=2),
         "paddle_det": paddle_det,
     }[name]()
     values = {o for n in m.graph.node for o in n.output} | {i.name for i in m.graph.input}

@@ -14,7 +14,7 @@ a float value is kept only until the groups that read it are done, so memory sta
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ from graph_dap.runtime.tools.quant.params import QuantParams
 from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, total_bytes, value_bytes
 from graph_dap.runtime.tools.quant.view import Form, ModelView
 
-__all__ = ["Error", "GroupErrors", "Scratch", "evaluate_groups", "measure", "readable_value", "as_read"]
+__all__ = ["Error", "GroupErrors", "Scratch", "as_read", "evaluate_groups", "measure", "quant_value_bytes", "readable_value"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +158,19 @@ def as_read(view: ModelView, name: str, float_value: np.ndarray) -> np.ndarray:
     return float_value
 
 
+def quant_value_bytes(pairing: Pairing, graph: Any, names: Iterable[str], feeds: Mapping[str, Any]) -> dict[str, int | None]:
+    """The bytes of the quantized model's values ``names`` (None: unknown). A value onnx's shape inference cannot size
+    (at and after a contrib op: QLinearAdd, QLinearMul...) is sized by its float counterpart, whose shape it has (and at
+    most its 4 bytes an element): else a QOperator model's values would never be held."""
+    sizes = value_bytes(graph, names, {k: feeds[k] for k in graph.input_names if k in feeds})
+    unknown = {v: pairing.by_logical.get(pairing.quant_view.logical(v)) for v, n in sizes.items() if n is None}
+    if unknown:
+        fg = pairing.float_view.graph
+        float_sizes = value_bytes(fg, [f for f in unknown.values() if f], {k: feeds[k] for k in fg.input_names if k in feeds})
+        sizes.update({v: None if f is None else float_sizes.get(f) for v, f in unknown.items()})
+    return sizes
+
+
 @dataclass(frozen=True, slots=True)
 class GroupErrors:
     """A group's three errors (over its outputs), the SQNR it starts from, and its output's quantization."""
@@ -232,14 +245,10 @@ def evaluate_groups(
             quant_demand[p.quant_name] = quant_demand.get(p.quant_name, 0) + 1
         for p in g.inputs:
             float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
-    float_sizes = value_bytes(fv.graph, float_demand, {k: inputs[k] for k in fv.graph.input_names})
-    quant_sizes = value_bytes(qv.graph, quant_demand, {k: inputs[k] for k in qv.graph.input_names})
-    for g in groups:  # a paired value has its float tensor's shape (and at most its 4 bytes an element): past a
-        for p in g.outputs:  # contrib op (QLinearAdd...), onnx's shape inference knows no size
-            if quant_sizes.get(p.quant_name) is None:
-                quant_sizes[p.quant_name] = float_sizes.get(p.float_name)
-    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, total_bytes(float_sizes))
-    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, total_bytes(quant_sizes))
+    float_size = total_bytes(value_bytes(fv.graph, float_demand, {k: inputs[k] for k in fv.graph.input_names}))
+    quant_size = total_bytes(quant_value_bytes(pairing, qv.graph, quant_demand, inputs))
+    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, float_size)
+    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, quant_size)
     acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
     read_later: dict[str, int] = {}  # groups still to read each paired tensor
     for g in groups:

@@ -30,10 +30,10 @@ from graph_dap.errors import CompareError
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph.order import outer_scope_reads
 from graph_dap.runtime.inputs import Dims, InputsArg, resolve_inputs
-from graph_dap.runtime.tools.quant.errors import Error, measure
+from graph_dap.runtime.tools.quant.errors import Error, measure, quant_value_bytes
 from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.pairing import Pairing
-from graph_dap.runtime.tools.quant.stream import total_bytes, value_bytes
+from graph_dap.runtime.tools.quant.stream import total_bytes
 from graph_dap.runtime.tools.quant.view import Form
 
 __all__ = ["GroupSensitivity", "Sensitivity", "in_float", "run_sensitivity"]
@@ -268,19 +268,6 @@ def _topological(nodes: list[onnx.NodeProto], model: onnx.ModelProto) -> list[on
 # -- running it ---------------------------------------------------------------------------
 
 
-def _held_bytes(pairing: Pairing, graph: Any, names: list[str], feeds: Mapping[str, Any]) -> int | None:
-    """The bytes of the quantized model's values ``names`` (None: some size is unknown). A value onnx's shape inference
-    cannot size (at and after a contrib op: QLinearAdd, QLinearMul...) is sized by its float counterpart, as compare
-    sizes them (at most 4 bytes an element): else a QOperator model's values are never held and each rerun is whole."""
-    sizes = value_bytes(graph, names, feeds)
-    unknown = {v: pairing.by_logical.get(pairing.quant_view.logical(v)) for v, n in sizes.items() if n is None}
-    if unknown:
-        fg = pairing.float_view.graph
-        float_sizes = value_bytes(fg, [f for f in unknown.values() if f], {k: feeds[k] for k in fg.input_names if k in feeds})
-        sizes.update({v: None if f is None else float_sizes.get(f) for v, f in unknown.items()})
-    return total_bytes(sizes)
-
-
 def _baseline(pairing: Pairing, feeds: Mapping[str, Any], providers: list[str], budget: int, level: str) -> dict[str, Any] | None:
     """The values a group's cone may read from the rest of the quantized model, from one whole run; None over ``budget``.
 
@@ -294,7 +281,7 @@ def _baseline(pairing: Pairing, feeds: Mapping[str, Any], providers: list[str], 
         o for n in graph.nodes if not n.is_constant for o in n.outputs
         if o and (o in outputs or any(c.op_type not in forms for c in graph.consumers(o)))
     ]  # fmt: skip
-    size = _held_bytes(pairing, graph, names, feeds)
+    size = total_bytes(quant_value_bytes(pairing, graph, names, feeds))
     if size is None or size > budget:
         return None
     model = onnx.ModelProto()
