@@ -482,3 +482,43 @@ def test_a_batchnormalization_folded_into_its_conv_leaves_no_pre_bn_tensor(tmp_p
         assert pairing.pairs["b"].how is (How.STRUCTURE if kind == "qdq" else How.RECOMPUTED), kind
         value = _run(pairing.quant_view.graph.model, feeds, [pairing.pairs["b"].quant_name])[pairing.pairs["b"].quant_name]
         assert measure(value, float_b).snr > 30, kind  # the post-BN value, not the pre-BN one
+
+
+def test_a_qoperator_models_recomputed_values_past_contrib_ops_are_sized_so_it_runs_whole(tmp_path):
+    """Conv -> Add -> Conv -> Add -> Relu -> Conv in QOperator: the second Add's value before the folded Relu is recomputed
+    from the first QLinearAdd's output (a contrib op: onnx's shape inference sizes nothing after it). Sized by the float
+    tensor it is paired with, every value compare holds is known, so the quantized model runs whole within the budget,
+    with the same errors as node by node (the recomputed value had no size, and PaddleOCR det's quantized side streamed)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from graph_dap.runtime.tools.quant.errors import quant_value_bytes
+    from graph_dap.runtime.tools.quant.stream import total_bytes
+
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.3, n)
+             for n, s in (("w1", (3, 3, 3, 3)), ("w2", (3, 3, 3, 3)), ("w3", (4, 3, 1, 1)))]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1] * 4),
+        helper.make_node("Add", ["c1", "x"], ["s1"], name="add1"),
+        helper.make_node("Conv", ["s1", "w2"], ["c2"], name="conv2", pads=[1] * 4),
+        helper.make_node("Add", ["c2", "s1"], ["s2"], name="add2"),
+        helper.make_node("Relu", ["s2"], ["r"], name="relu"),
+        helper.make_node("Conv", ["r", "w3"], ["y"], name="conv3"),
+    ]
+    graph = helper.make_graph(nodes, "res", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)  # fmt: skip
+    f = tmp_path / "res.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(f))
+    feeds = samples(1)[0]
+    q = quantize(f, tmp_path / "res_qoperator.onnx", "qoperator")
+    whole = compare_quantized(q, f, feeds)
+    pairing = whole.pairing
+    assert pairing.pairs["s2"].how is How.RECOMPUTED
+    demanded = [p.quant_name for g in whole.groups for p in g.group.outputs]
+    assert pairing.quant_view.graph.value_info(pairing.pairs["s2"].quant_name).nbytes is None  # past QLinearAdd
+    sizes = quant_value_bytes(pairing, pairing.quant_view.graph, demanded, feeds)
+    assert None not in sizes.values(), sizes
+    assert total_bytes(sizes) <= 1 << 30  # the default budget: a whole run
+    streamed = compare_quantized(q, f, feeds, budget_bytes=0)
+    for a, b in zip(whole.groups, streamed.groups):
+        assert (a.accumulated.snr, a.local.snr) == (b.accumulated.snr, b.local.snr)

@@ -158,16 +158,23 @@ def as_read(view: ModelView, name: str, float_value: np.ndarray) -> np.ndarray:
     return float_value
 
 
-def quant_value_bytes(pairing: Pairing, graph: Any, names: Iterable[str], feeds: Mapping[str, Any]) -> dict[str, int | None]:
+def quant_value_bytes(
+    pairing: Pairing, graph: Any, names: Iterable[str], feeds: Mapping[str, Any], float_sizes: Mapping[str, int | None] | None = None
+) -> dict[str, int | None]:
     """The bytes of the quantized model's values ``names`` (None: unknown). A value onnx's shape inference cannot size
-    (at and after a contrib op: QLinearAdd, QLinearMul...) is sized by its float counterpart, whose shape it has (and at
-    most its 4 bytes an element): else a QOperator model's values would never be held."""
+    (at and after a contrib op: QLinearAdd, QLinearMul..., and a recomputed value before requantizing) is sized by its
+    float counterpart, whose shape it has (and at most its 4 bytes an element): else a QOperator model's values would
+    never be held. ``float_sizes``: the float tensors' sizes where known already."""
     sizes = value_bytes(graph, names, {k: feeds[k] for k in graph.input_names if k in feeds})
-    unknown = {v: pairing.by_logical.get(pairing.quant_view.logical(v)) for v, n in sizes.items() if n is None}
+    paired = {p.quant_name: p.float_name for p in pairing.pairs.values()}  # a recomputed value is its pair's alone
+    unknown = {v: paired.get(v) or pairing.by_logical.get(pairing.quant_view.logical(v)) for v, n in sizes.items() if n is None}
     if unknown:
+        known = dict(float_sizes or {})
         fg = pairing.float_view.graph
-        float_sizes = value_bytes(fg, [f for f in unknown.values() if f], {k: feeds[k] for k in fg.input_names if k in feeds})
-        sizes.update({v: None if f is None else float_sizes.get(f) for v, f in unknown.items()})
+        missing = [f for f in unknown.values() if f and f not in known]
+        if missing:
+            known.update(value_bytes(fg, missing, {k: feeds[k] for k in fg.input_names if k in feeds}))
+        sizes.update({v: None if f is None else known.get(f) for v, f in unknown.items()})
     return sizes
 
 
@@ -245,8 +252,8 @@ def evaluate_groups(
             quant_demand[p.quant_name] = quant_demand.get(p.quant_name, 0) + 1
         for p in g.inputs:
             float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
-    float_size = total_bytes(value_bytes(fv.graph, float_demand, {k: inputs[k] for k in fv.graph.input_names}))
-    quant_size = total_bytes(quant_value_bytes(pairing, qv.graph, quant_demand, inputs))
+    float_sizes = value_bytes(fv.graph, float_demand, {k: inputs[k] for k in fv.graph.input_names})
+    float_size, quant_size = total_bytes(float_sizes), total_bytes(quant_value_bytes(pairing, qv.graph, quant_demand, inputs, float_sizes))
     fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, float_size)
     qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, quant_size)
     acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
