@@ -302,6 +302,39 @@ def test_one_pass_round_trip_is_quantize_then_dequantize_bit_for_bit():
         assert np.array_equal(params.round_trip(near), want_t) and clipped == 1  # -200: below either range
 
 
+def test_large_values_go_a_chunk_at_a_time_with_the_same_round_trip_and_metrics_as_float64():
+    """Past a chunk (65536 elements), the round trip and the metrics go a cache-sized chunk at a time: the integers,
+    the round trip and the clipped count are bit for bit the whole-array ones; the sums are float64's within float32
+    rounding; NaN or a channel's steps take the whole array."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 70001)) * 3).astype(np.float32)  # three chunks and a part
+    x.flat[[0, 65536, 131071, 200000]] = [-0.001, 500.0, -500.0, 2.5]
+    for params in (QuantParams.make(np.float32(0.02), np.uint8(128)), QuantParams.make(np.float32(0.05), np.int8(0))):
+        q, trip, clipped = params.quantized_round_trip(x)
+        assert q.dtype == params.quantize(x[:1, :1]).dtype and np.array_equal(q, params.quantize(x))
+        assert trip.tobytes() == params.dequantize(q).tobytes()  # signed zeros too
+        assert np.array_equal(params.round_trip(x), trip)  # (-0.0 stays -0.0 here, as the whole array way leaves it)
+        t = x.astype(np.float64) / float(params.scale) + int(params.zero_point)
+        lo, hi = params.qrange
+        assert clipped == int(np.count_nonzero(t < lo - 0.5) + np.count_nonzero(t > hi + 0.5)) > 0
+        with_nan = x.copy()
+        with_nan.flat[140000] = np.nan  # in the third chunk: the whole array's way, NaN's integer as onnxruntime's
+        with np.errstate(invalid="ignore"):
+            q2, trip2, _ = params.quantized_round_trip(with_nan)
+            assert np.array_equal(q2, params.quantize(with_nan)) and trip2.tobytes() == params.dequantize(q2).tobytes()
+        e = measure(trip, x, params)
+        d = trip.astype(np.float64) - x
+        signal, noise = float(np.dot(x.astype(np.float64).ravel(), x.astype(np.float64).ravel())), float(np.dot(d.ravel(), d.ravel()))
+        assert e.snr == pytest.approx(10 * math.log10(signal / noise), abs=1e-4) and e.size == x.size
+        assert e.max_abs == pytest.approx(np.abs(d).max(), rel=1e-6) and e.steps == pytest.approx(e.max_abs / float(params.scale))
+        cos = float(np.dot(trip.astype(np.float64).ravel(), x.ravel())) / math.sqrt(float(np.dot(trip.astype(np.float64).ravel(), trip.ravel())) * signal)
+        assert e.cosine == pytest.approx(cos, abs=1e-5)  # float32 sums
+    channels = QuantParams.make(np.array([0.01, 0.02, 0.03], np.float32), np.zeros(3, np.int8), axis=0)
+    e = measure(channels.round_trip(x), x, channels)  # steps per channel: the whole difference at once
+    assert e.steps == pytest.approx(max(np.abs(channels.round_trip(x)[i] - x[i]).max() / s for i, s in enumerate((0.01, 0.02, 0.03))), rel=1e-5)
+    assert math.isinf(measure(x, np.where(x > 0, x, np.inf)).noise)  # Inf on one side fails, as compare_arrays says
+
+
 def test_the_kernels_at_level_all_are_read_at_fused_outputs_and_the_optimizer_named(models, tmp_path):
     """Symmetric activations: onnxruntime's QLinearConv (NHWC) parts from the float simulation. Each group's kernel value is
     the one onnxruntime's own optimized model (optimized_model_filepath) holds, dequantized and put back to NCHW; the

@@ -12,6 +12,7 @@ import onnx
 from graph_dap.errors import ModelError, NodeNotFoundError
 from graph_dap.runtime.graph.order import MAX_CALL_DEPTH, bind_attributes, name_counts, outer_scope_reads, topological_order
 from graph_dap.runtime.graph.types import ValueInfo, attribute_value, dtype_name, value_info
+from graph_dap.runtime.graph.wire import ModelWire
 from graph_dap.runtime.weights import Weights
 
 if TYPE_CHECKING:
@@ -218,6 +219,7 @@ class Graph:
         self.functions: dict[tuple[str, str], onnx.FunctionProto] = {(f.domain, f.name): f for f in model.functions}
         self._inferred = inferred or {}
         self._sources: SourceMap | None = None
+        self._wire: ModelWire | None = None
         self.scopes: dict[ScopePath, Scope] = {}
         self._by_id: dict[str, Node] = {}
         self._names = name_counts(g, self.functions)
@@ -251,6 +253,13 @@ class Graph:
 
             self._sources = SourceMap(self)
         return self._sources
+
+    @property
+    def wire(self) -> ModelWire:
+        """The model's variants as bytes for onnxruntime (its weights serialized once); made on first use."""
+        if self._wire is None:
+            self._wire = ModelWire(self.model)
+        return self._wire
 
     # -- lookups across scopes -------------------------------------------------------
 

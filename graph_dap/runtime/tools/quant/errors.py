@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.tools.metrics import compare_arrays
 from graph_dap.runtime.tools.quant.groups import Group
-from graph_dap.runtime.tools.quant.local import run_local
+from graph_dap.runtime.tools.quant.local import LocalModel
 from graph_dap.runtime.tools.quant.pairing import Pairing
 from graph_dap.runtime.tools.quant.params import QuantParams
 from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, total_bytes, value_bytes
@@ -89,41 +90,56 @@ def _snr(signal: float, noise: float) -> float:
     return 10 * math.log10(signal / noise)
 
 
+#: Elements a pass over two values takes at a time: a chunk of each and of their difference stay in a core's cache,
+#: so each value is read from memory once, not once per sum.
+_CHUNK = 1 << 16
+
+
 def measure(
     value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None,
     scratch: Scratch | None = None,
 ) -> Error:
-    """``value`` against the float ``reference``: float32 BLAS dot products over one difference array; NaN or Inf on
-    one side fail (as :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says). ``cosine=False`` leaves the
-    cosine out (NaN: not computed) and ``signal`` (the reference's sum of squares, when known) saves passes; the
-    difference goes to ``scratch`` when given."""
+    """``value`` against the float ``reference``: float32 BLAS dot products over their difference, a chunk at a time;
+    NaN or Inf on one side fail (as :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says). ``cosine=False``
+    leaves the cosine out (NaN: not computed) and ``signal`` (the reference's sum of squares, when known) saves a sum;
+    ``scratch`` holds the difference."""
     a = np.asarray(value, np.float32).reshape(-1)
     b = np.asarray(reference, np.float32).reshape(-1)
     if a.shape != b.shape:
         return Error(-math.inf, math.inf, math.inf, math.nan, 0.0, math.inf, int(b.size))
     if not a.size:
         return Error(math.inf, 0.0, 0.0, 1.0, 0.0, 0.0, 0)
-    d = np.subtract(a, b, out=scratch.take(a.size) if scratch is not None else None)
-    noise = float(np.dot(d, d))
+    per_part = params is not None and not params.per_tensor  # its steps need the whole difference, channel by channel
+    step = a.size if per_part else _CHUNK
+    buf = scratch.take(min(a.size, step)) if scratch is not None else np.empty(min(a.size, step), np.float32)
+    noise, squares, cross, high, low = 0.0, 0.0, 0.0, -math.inf, math.inf
+    for i in range(0, a.size, step):
+        x, y = a[i : i + step], b[i : i + step]
+        d = np.subtract(x, y, out=buf[: x.size])
+        noise += float(np.dot(d, d))
+        if signal is None:
+            squares += float(np.dot(y, y))
+        if cosine:
+            cross += float(np.dot(d, y))
+        high, low = max(high, float(d.max())), min(low, float(d.min()))
     if signal is None:
-        signal = float(np.dot(b, b))
+        signal = squares
     if not (math.isfinite(noise) and math.isfinite(signal)):
         m = compare_arrays(value, reference).metrics
         return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], signal, math.inf, int(b.size))
     cos = math.nan
     if cosine:
-        # a = b + d: a.b and a.a from one more dot (d.b), each term rounded at its own magnitude
-        db = float(np.dot(d, b))
-        dot, aa = signal + db, max(signal + 2 * db + noise, 0.0)
+        # a = b + d: a.b and a.a from one more sum (d.b), each term rounded at its own magnitude
+        dot, aa = signal + cross, max(signal + 2 * cross + noise, 0.0)
         if aa == 0 or signal == 0:
             cos = 1.0 if aa == signal else 0.0
         else:
             cos = max(-1.0, min(1.0, dot / math.sqrt(aa * signal)))
-    max_abs = float(max(d.max(), -d.min()))
+    max_abs = max(high, -low)
     steps = None
     if params is not None:
-        steps = max_abs / float(params.scale) if params.per_tensor else params.max_steps(d.reshape(np.shape(reference)))
-    return Error(_snr(signal, noise), max_abs, noise / d.size, cos, signal, noise, int(d.size), steps)
+        steps = max_abs / float(params.scale) if params.per_tensor else params.max_steps(buf.reshape(np.shape(reference)))
+    return Error(_snr(signal, noise), max_abs, noise / a.size, cos, signal, noise, int(a.size), steps)
 
 
 class Scratch:
@@ -200,11 +216,20 @@ class GroupErrors:
 
 
 def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int, size: int | None) -> Any:
-    """A whole run when the demanded values (``size`` bytes; None: unknown) fit the budget, else a node-by-node stream."""
+    """A whole run when the demanded values (``size`` bytes; None: unknown) fit the budget (its session built, to
+    :meth:`~.stream.WholeRun.run`), else a node-by-node stream."""
     feeds = {k: inputs[k] for k in graph.input_names}
     if size is not None and size <= budget:
-        return WholeRun(graph, feeds, runner.providers, demand)
+        return WholeRun(graph, feeds, runner.providers, demand, deferred=True)
     return ValueStream(graph, feeds, runner, demand)
+
+
+def _both(make_a: Callable[[], Any], make_b: Callable[[], Any]) -> tuple[Any, Any]:
+    """``make_a()`` and ``make_b()`` side by side: building a session mostly keeps one core busy (its runs take both)."""
+    with ThreadPoolExecutor(1) as pool:
+        a = pool.submit(make_a)
+        b = make_b()
+        return a.result(), b
 
 
 @dataclass(slots=True)
@@ -237,13 +262,13 @@ def evaluate_groups(
 
     Each model runs whole when the values the groups need fit ``budget_bytes``, else node by node,
     each value kept only until its groups are done. The local runs go in batches of groups (about
-    ``batch_bytes`` of values each; default a quarter of the budget, at least 64 MB): one model and one
+    ``batch_bytes`` of values each; default half the budget, at least 64 MB): one model and one
     session per batch and side (see :mod:`.local`).
     Returns the errors in group order and the peak bytes each side held.
     """
     fv, qv = pairing.float_view, pairing.quant_view
     if batch_bytes is None:
-        batch_bytes = max(64 << 20, budget_bytes // 4)  # each batch costs two sessions and two runs: few and large
+        batch_bytes = max(64 << 20, budget_bytes // 2)  # each batch costs two sessions and two runs: few and large
     float_demand: dict[str, int] = {}
     quant_demand: dict[str, int] = {}
     for g in groups:
@@ -254,8 +279,13 @@ def evaluate_groups(
             float_demand[p.float_name] = float_demand.get(p.float_name, 0) + 1
     float_sizes = value_bytes(fv.graph, float_demand, {k: inputs[k] for k in fv.graph.input_names})
     float_size, quant_size = total_bytes(float_sizes), total_bytes(quant_value_bytes(pairing, qv.graph, quant_demand, inputs, float_sizes))
-    fs = _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, float_size)
-    qs = _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, quant_size)
+    fs, qs = _both(
+        lambda: _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, float_size),
+        lambda: _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, quant_size),
+    )
+    for values in (fs, qs):
+        if isinstance(values, WholeRun):
+            values.run()
     acc_snr: dict[str, float] = {n: math.inf for n in fv.graph.input_names}
     read_later: dict[str, int] = {}  # groups still to read each paired tensor
     for g in groups:
@@ -338,8 +368,12 @@ def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str], s
         for b in batch
         if b.group.float_nodes
     ]
-    local_q = run_local(qv.graph, [r for r in quant_runs if r[1]], providers)
-    local_f = run_local(pairing.float_view.graph, float_runs, providers) if float_runs else {}
+    q_model, f_model = _both(
+        lambda: LocalModel(qv.graph, [r for r in quant_runs if r[1]], providers),
+        lambda: LocalModel(pairing.float_view.graph, float_runs, providers) if float_runs else None,
+    )
+    local_q = q_model.run()
+    local_f = f_model.run() if f_model is not None else {}
     out = []
     for b in batch:
         g = b.group

@@ -20,7 +20,7 @@ from graph_dap.errors import CompareError
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph, Node
 
-__all__ = ["LocalRun", "run_local"]
+__all__ = ["LocalModel", "LocalRun", "run_local"]
 
 LocalRun = tuple[int, Sequence[Node], Mapping[str, np.ndarray], Sequence[str]]  # group index, nodes, feeds, wanted
 
@@ -31,12 +31,38 @@ def _name(index: int, value: str) -> str:
 
 def run_local(graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | None = None) -> dict[tuple[int, str], Any]:
     """Run each ``(index, nodes, feeds, wanted)`` of ``graph``'s nodes in one model; ``{(index, value): array}``."""
-    inits = {t.name: t for t in graph.model.graph.initializer}
+    return LocalModel(graph, runs, providers).run()
+
+
+class LocalModel:
+    """The model and session of :func:`run_local` (built here, perhaps beside another), to :meth:`run` once."""
+
+    def __init__(self, graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | None = None) -> None:
+        self.runs = runs
+        self.session, self.outputs, self.feeds = _build(graph, runs, providers)
+
+    def run(self) -> dict[tuple[int, str], Any]:
+        """``{(index, value): array}`` for each run's wanted values."""
+        try:
+            values = self.session.run(self.outputs, self.feeds)
+        except ORT_ERRORS as e:
+            raise CompareError(f"onnxruntime failed on the groups run on the float model's values: {ort_message(e)}") from None
+        out: dict[tuple[int, str], Any] = {}
+        k = 0
+        for index, _, _, wanted in self.runs:
+            for w in wanted:
+                out[(index, w)] = values[k]
+                k += 1
+        return out
+
+
+def _build(graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | None) -> tuple[Any, list[str], dict[str, Any]]:
+    inits = set(graph.initializer_names)
     nodes: list[onnx.NodeProto] = []
     inputs: list[onnx.ValueInfoProto] = []
     outputs: list[str] = []
     feeds: dict[str, Any] = {}
-    used_inits: dict[str, onnx.TensorProto] = {}
+    used_inits: dict[str, None] = {}  # in the order first read
     for index, group_nodes, group_feeds, wanted in runs:
         made = {o for n in group_nodes for o in n.outputs if o}
         for raw, value in group_feeds.items():
@@ -52,7 +78,7 @@ def run_local(graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] |
                 if not i or i in made or i in group_feeds:
                     renamed.append(_name(index, i) if i else i)
                 elif i in inits:
-                    used_inits[i] = inits[i]
+                    used_inits[i] = None
                     renamed.append(i)
                 else:
                     raise CompareError(f"group {index} reads '{i}', which it neither computes nor is given")
@@ -62,21 +88,15 @@ def run_local(graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] |
             nodes.append(p)
         outputs += [_name(index, w) for w in wanted]
     model = helper.make_model(
-        helper.make_graph(nodes, "graph_dap_local", inputs, [helper.make_empty_tensor_value_info(o) for o in outputs],
-                          list(used_inits.values())),  # fmt: skip
+        helper.make_graph(nodes, "graph_dap_local", inputs, [helper.make_empty_tensor_value_info(o) for o in outputs]),
         opset_imports=list(graph.model.opset_import),
     )
     model.ir_version = graph.model.ir_version
     model.functions.extend(graph.model.functions)
     try:
-        sess = ort.InferenceSession(model.SerializeToString(), session_options("none"), providers=check_providers(providers))
-        values = sess.run(outputs, feeds)
+        data = graph.wire.to_bytes(model, used_inits)  # the weights it reads, serialized once per model
+        folder = graph.weights.folder if graph.weights.has_external else None
+        sess = ort.InferenceSession(data, session_options("none", folder), providers=check_providers(providers))
     except ORT_ERRORS as e:
         raise CompareError(f"onnxruntime failed on the groups run on the float model's values: {ort_message(e)}") from None
-    out: dict[tuple[int, str], Any] = {}
-    k = 0
-    for index, _, _, wanted in runs:
-        for w in wanted:
-            out[(index, w)] = values[k]
-            k += 1
-    return out
+    return sess, outputs, feeds

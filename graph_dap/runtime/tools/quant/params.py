@@ -17,6 +17,10 @@ from graph_dap.runtime import dtypes
 
 __all__ = ["QuantParams"]
 
+#: Elements a pass takes at a time: a chunk and its result stay in a core's cache (see :meth:`QuantParams._round_trip`).
+_CHUNK = 1 << 16
+_NUMPY_INTS = frozenset({"uint8", "int8", "uint16", "int16", "int32"})  # the types numpy writes itself (not int4)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class QuantParams:
@@ -141,6 +145,10 @@ class QuantParams:
         return q, trip, clipped
 
     def _round_trip(self, x: np.ndarray, integers: bool) -> tuple[np.ndarray | None, np.ndarray, int]:
+        if self.axis is None and self.dtype in _NUMPY_INTS and np.size(x) > _CHUNK and np.asarray(x).dtype == np.float32:
+            done = self._round_trip_chunked(np.asarray(x), integers)
+            if done is not None:
+                return done
         t, s, zp = self._scaled(x)
         lo, hi = self.qrange
         np.rint(t, out=t)  # the integer less its zero point: the range is shifted instead of adding it twice
@@ -159,6 +167,33 @@ class QuantParams:
             t += 0.0  # -0.0 (rint of -0.3) becomes the 0.0 that dequantize writes
         t *= s
         return q, t, clipped
+
+    def _round_trip_chunked(self, x: np.ndarray, integers: bool) -> tuple[np.ndarray | None, np.ndarray, int] | None:
+        """:meth:`_round_trip` per tensor, a cache-sized chunk at a time: every pass of a chunk reads it from the core's
+        cache, and ``x`` is read from memory once. None where ``x`` holds a NaN (the whole-array way handles it)."""
+        flat = x.reshape(-1)
+        out = np.empty(flat.shape, np.float32)
+        q = np.empty(flat.shape, dtypes.dtype_of(self.dtype)) if integers else None
+        zp = float(self.zero_point)
+        lo, hi = self.qrange
+        low, high = lo - zp, hi - zp
+        clipped = 0
+        with np.errstate(all="ignore"):
+            for i in range(0, flat.size, _CHUNK):
+                t = out[i : i + _CHUNK]
+                np.divide(flat[i : i + _CHUNK], self.scale, out=t)
+                np.rint(t, out=t)
+                least, most = float(t.min()), float(t.max())
+                if math.isnan(least):
+                    return None
+                if least < low or most > high:
+                    clipped += int(np.count_nonzero(t < low)) + int(np.count_nonzero(t > high))
+                    np.clip(t, low, high, out=t)
+                if q is not None:
+                    np.add(t, zp, out=q[i : i + _CHUNK], casting="unsafe")
+                    t += 0.0  # -0.0 (rint of -0.3) becomes the 0.0 that dequantize writes
+                t *= self.scale
+        return None if q is None else q.reshape(x.shape), out.reshape(x.shape), clipped
 
     def clipped(self, x: np.ndarray) -> int:
         """How many elements of ``x`` lie outside the representable range (by more than half a step): clipped, not rounded."""

@@ -284,12 +284,11 @@ def _baseline(pairing: Pairing, feeds: Mapping[str, Any], providers: list[str], 
     size = total_bytes(quant_value_bytes(pairing, graph, names, feeds))
     if size is None or size > budget:
         return None
-    model = onnx.ModelProto()
-    model.CopyFrom(graph.model)
+    model = graph.wire.skeleton()
     have = {o.name for o in model.graph.output}
     model.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in have)
     try:
-        sess = ort.InferenceSession(model.SerializeToString(), session_options(level), providers=providers)
+        sess = ort.InferenceSession(graph.wire.to_bytes(model), session_options(level), providers=providers)
         return dict(zip(names, sess.run(names, dict(feeds))))
     except ORT_ERRORS as e:
         raise CompareError(f"onnxruntime cannot run the quantized model: {ort_message(e)}") from None

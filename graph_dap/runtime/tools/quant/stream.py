@@ -83,10 +83,12 @@ class WholeRun:
     """The values ``demand`` names from one whole run of ``graph`` (onnxruntime, optimizations off), when they fit a budget.
 
     The same reading interface as :class:`ValueStream`: a value is handed out as many times as demanded, then dropped.
+    ``deferred``: build the session only (another can be built meanwhile); :meth:`run` computes the values.
     """
 
-    def __init__(self, graph: Graph, inputs: Mapping[str, Any], providers: Sequence[str], demand: Mapping[str, int]) -> None:
-        import onnx
+    def __init__(
+        self, graph: Graph, inputs: Mapping[str, Any], providers: Sequence[str], demand: Mapping[str, int], *, deferred: bool = False
+    ) -> None:
         import onnxruntime as ort
         from onnx import helper
 
@@ -94,18 +96,33 @@ class WholeRun:
 
         self.graph = graph
         self._demand = dict(demand)
-        names = [n for n in demand if n not in inputs]
-        model = onnx.ModelProto()
-        model.CopyFrom(graph.model)
+        self._names = [n for n in demand if n not in inputs]
+        self._feeds = {k: inputs[k] for k in graph.input_names}
+        self._values: dict[str, Any] = {k: v for k, v in inputs.items() if k in demand}
+        model = graph.wire.skeleton()
         have = {o.name for o in model.graph.output}
-        model.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in have)
+        model.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in self._names if n not in have)
         try:
             folder = graph.weights.folder if graph.weights.has_external else None
-            sess = ort.InferenceSession(model.SerializeToString(), session_options("none", folder), providers=list(providers))
-            values = sess.run(names, {k: inputs[k] for k in graph.input_names})
+            self._session: Any = ort.InferenceSession(graph.wire.to_bytes(model), session_options("none", folder), providers=list(providers))
         except ORT_ERRORS as e:
             raise CompareError(f"onnxruntime failed on {graph.path or graph.name}: {ort_message(e)}") from None
-        self._values: dict[str, Any] = {**{k: v for k, v in inputs.items() if k in demand}, **dict(zip(names, values))}
+        self.peak_bytes = 0
+        if not deferred:
+            self.run()
+
+    def run(self) -> None:
+        """Run the model (once): every demanded value is then at hand."""
+        from graph_dap.runtime.engine.options import ORT_ERRORS, ort_message
+
+        if self._session is None:
+            return
+        try:
+            values = self._session.run(self._names, self._feeds)
+        except ORT_ERRORS as e:
+            raise CompareError(f"onnxruntime failed on {self.graph.path or self.graph.name}: {ort_message(e)}") from None
+        self._session = None
+        self._values.update(zip(self._names, values))
         self.peak_bytes = sum(getattr(v, "nbytes", 0) for v in self._values.values())
 
     def advance(self, names: Iterable[str]) -> None:
