@@ -40,6 +40,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if not SCHEMA_PATH.is_file():
         raise pytest.UsageError(f"the DAP schema is missing: {SCHEMA_PATH} (see tests/data/README.md)")
     schema()
+    if not hasattr(config, "workerinput"):  # once, in the process that starts the xdist workers (or the only one)
+        _compile_graph_dap()
+
+
+def _compile_graph_dap() -> None:
+    """Compile graph-dap's modules whose bytecode is missing or older than their source, as scripts/setup.sh does.
+
+    The tests start hundreds of adapters, workers, CLIs and language servers. Where PYTHONDONTWRITEBYTECODE
+    is set, none of them writes what it compiled, so each one compiles the modules edited since: with none
+    compiled, ``pytest`` without ``scripts/test.sh`` took 5:02 against 4:49 on 2 cores. Under 0.1 s when
+    nothing changed.
+    """
+    import compileall
+
+    compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "graph_dap"), quiet=2)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -122,8 +122,12 @@ def _numbers() -> st.SearchStrategy[float]:
     return st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(_BOUNDARY_NUMBERS))
 
 
+@cache
 def json_values(max_leaves: int = 20) -> st.SearchStrategy[Any]:
-    """Any JSON value (finite numbers; strings may hold lone surrogates)."""
+    """Any JSON value (finite numbers; strings may hold lone surrogates).
+
+    Built once per size: strategies are immutable, and building a recursive one for every draw
+    (thousands per fuzz test) took most of the test's time in hypothesis's strategy cache."""
     leaves = st.one_of(st.none(), st.booleans(), _integers(), _numbers(), _text())
     return st.recursive(
         leaves,
@@ -148,6 +152,7 @@ class Deep:
         return value
 
 
+@cache
 def hostile() -> st.SearchStrategy[Any]:
     """A value of the wrong type, or nested far too deep."""
     return st.one_of(json_values(), st.sampled_from([63, 64, 65, 200, 1000]).map(Deep))
@@ -197,8 +202,11 @@ def object_for(node: dict[str, Any], depth: int = 0) -> st.SearchStrategy[dict[s
     return st.builds(lambda a, b: {**b, **a}, known, st.one_of(st.just({}), unknown))
 
 
+@cache
 def arguments(command: str) -> st.SearchStrategy[Any]:
-    """The ``arguments`` of a ``command`` request: drawn from its schema; sometimes absent or not an object."""
+    """The ``arguments`` of a ``command`` request: drawn from its schema; sometimes absent or not an object.
+
+    Built once per command (the same strategy, so the same draws, as building it for each one)."""
     node = request_schemas().get(command)
     drawn = object_for(node) if node is not None else st.just({})
     return st.one_of(drawn, drawn, drawn, st.none(), hostile())

@@ -64,11 +64,24 @@ def _field(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
-def nesting_bomb(folder: Path, depth: int = 100_000) -> Path:
-    """A graph input whose type is a sequence of a sequence of ... 100,000 deep (2.5 MB of protobuf)."""
-    inner = _field(1, _varint(1 << 3) + _varint(TensorProto.FLOAT))  # TypeProto.tensor_type {elem_type: FLOAT}
+def _nested(inner: bytes, depth: int) -> bytes:
+    """``inner`` wrapped ``depth`` times in ``_field(4, _field(1, ...))``: each level's two headers, outermost
+    first, then ``inner`` (wrapping the bytes level by level copied them at each level: 40 GB for the bomb)."""
+    headers = []
+    size = len(inner)
     for _ in range(depth):
-        inner = _field(4, _field(1, inner))  # TypeProto.sequence_type {elem_type: ...}
+        elem = _varint(1 << 3 | 2) + _varint(size)  # field 1 (elem_type), length-delimited
+        size += len(elem)
+        seq = _varint(4 << 3 | 2) + _varint(size)  # field 4 (sequence_type), length-delimited
+        size += len(seq)
+        headers.append(seq + elem)
+    return b"".join(reversed(headers)) + inner
+
+
+def nesting_bomb(folder: Path, depth: int = 100_000) -> Path:
+    """A graph input whose type is a sequence of a sequence of ... 100,000 deep (800 KB of protobuf)."""
+    inner = _field(1, _varint(1 << 3) + _varint(TensorProto.FLOAT))  # TypeProto.tensor_type {elem_type: FLOAT}
+    inner = _nested(inner, depth)  # TypeProto.sequence_type {elem_type: ...}, depth times
     value_info = _field(1, b"x") + _field(2, inner)  # ValueInfoProto {name, type}
     graph = _field(2, b"bomb") + _field(11, value_info) + _field(12, _field(1, b"x"))  # GraphProto {name, input, output}
     model = _varint(1 << 3) + _varint(8) + _field(7, graph) + _field(8, _field(1, b"") + _varint(2 << 3) + _varint(17))

@@ -342,6 +342,14 @@ def long_model(folder: Path, count: int = 400, size: int = 256) -> Path:
     )
 
 
+def running_model(folder: Path, count: int = 300) -> Path:
+    """:func:`long_model` on 1024 x 1024 matrices: a run of seconds (about 20 ms a pair on 2 cores, 6 s for
+    the 300 pairs) in few nodes, for a test that acts while a run goes on (pauses it, sets breakpoints, kills
+    its worker). 4,000 pairs of 256 x 256 ran for as long, but their 8,000 nodes took seconds to load, list
+    and plan at each launch and continue."""
+    return long_model(folder, count=count, size=1024)
+
+
 def wide_model(folder: Path, count: int = 130, rows: int = 250) -> tuple[Path, Path, dict[str, Any]]:
     """``count`` Neg nodes on a rows x 3 tensor: many values (a paged scope), a long first axis."""
     feeds = {"x": np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)}

@@ -209,9 +209,9 @@ def test_profile_while_stopped(dap: DapClient, tmp_path: Path) -> None:
 
 
 def test_pause_while_comparing_node_by_node(dap: DapClient, tmp_path: Path) -> None:
-    from models import long_model
+    from models import running_model
 
-    model = long_model(tmp_path, count=4000)
+    model = running_model(tmp_path)
     dap.start(str(model), stopOnEntry=True, reference="provider:CPUExecutionProvider", exceptions=["mismatch"])
     dap.wait_for_stop("entry")
     dap.request("continue", threadId=1)

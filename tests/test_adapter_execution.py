@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dap_client import DapClient, DapError
-from models import chain_files, long_model
+from models import chain_files, running_model
 
 
 def _running(progress: dict[str, Any]) -> bool:
@@ -122,7 +123,7 @@ def test_launch_errors_say_what_is_wrong(dap: DapClient, tmp_path: Path) -> None
 
 
 def test_pause_during_a_long_continue(dap: DapClient, tmp_path: Path) -> None:
-    model = long_model(tmp_path, count=4000)
+    model = running_model(tmp_path)  # a continue of seconds: the pause below comes half a second in
     dap.start(str(model), stopOnEntry=True)
     dap.wait_for_stop("entry")
     dap.request("continue", threadId=1)
@@ -136,22 +137,26 @@ def test_pause_during_a_long_continue(dap: DapClient, tmp_path: Path) -> None:
     assert stop["threadId"] == 1
     assert [e for e in dap.events_named("progressEnd") if e["progressId"] == progress["progressId"]]
     assert not dap.events_named("terminated")  # it stopped before the end
-    assert _frame(dap).startswith(("matmul", "tanh"))
-    # and it goes on from there
-    dap.request("setFunctionBreakpoints", breakpoints=[{"name": "tanh3999"}])
+    paused = re.match(r"(matmul|tanh)(\d+) ", _frame(dap))
+    assert paused, _frame(dap)
+    # and it goes on from there: to the next pair's Tanh (the end would only take seconds more)
+    after = f"tanh{int(paused.group(2)) + 1}"
+    dap.request("setFunctionBreakpoints", breakpoints=[{"name": after}])
     dap.request("continue", threadId=1)
     dap.wait_for_stop("function breakpoint", timeout=120)
+    assert _frame(dap) == f"{after} (Tanh)"
 
 
 def test_breakpoints_set_while_running_take_effect(dap: DapClient, tmp_path: Path) -> None:
-    model = long_model(tmp_path, count=4000)
+    model = running_model(tmp_path)
     dap.start(str(model), stopOnEntry=True)
     dap.wait_for_stop("entry")
     dap.request("continue", threadId=1)
     dap.wait_for_event("progressStart", where=_running)
-    got = dap.request("setFunctionBreakpoints", breakpoints=[{"name": "tanh3990"}])["breakpoints"]
+    # Half a second in, the run is some 25 pairs along at most (about 20 ms each): the 100th is seconds away.
+    got = dap.request("setFunctionBreakpoints", breakpoints=[{"name": "tanh100"}])["breakpoints"]
     assert got[0]["verified"]
     stop = dap.wait_for_stop("function breakpoint", timeout=120)
     assert stop["hitBreakpointIds"] == [got[0]["id"]]
-    assert _frame(dap) == "tanh3990 (Tanh)"
+    assert _frame(dap) == "tanh100 (Tanh)"
     assert not [e for e in dap.events_named("stopped") if e["reason"] == "pause"]

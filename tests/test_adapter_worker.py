@@ -14,13 +14,13 @@ from pathlib import Path
 import msgpack
 import pytest
 from dap_client import TIMEOUT, DapClient, DapError
-from models import chain_files, long_model, reference
+from models import chain_files, reference, running_model
 from processes import ROOT, children, listening
 
 
 @pytest.mark.parametrize(("sig", "words"), [(signal.SIGKILL, "killed by SIGKILL"), (signal.SIGSEGV, "segmentation fault")])
 def test_a_worker_that_dies_mid_run_ends_the_session(dap: DapClient, tmp_path: Path, sig: int, words: str) -> None:
-    model = long_model(tmp_path, count=4000)
+    model = running_model(tmp_path)
     dap.start(str(model), stopOnEntry=True)
     dap.wait_for_stop("entry")
     assert dap.process is not None
@@ -139,7 +139,7 @@ def test_worker_stderr_reaches_the_debug_console(dap: DapClient, tmp_path: Path)
 
 def test_disconnect_during_a_run_ends_the_worker(tmp_path: Path) -> None:
     client = DapClient.stdio()
-    client.start(str(long_model(tmp_path, count=4000)), stopOnEntry=True)
+    client.start(str(running_model(tmp_path)), stopOnEntry=True)
     client.wait_for_stop("entry")
     assert client.process is not None
     (worker,) = children(client.process.pid)

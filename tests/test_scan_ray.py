@@ -46,7 +46,8 @@ def _env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """A one-node Ray cluster on 127.0.0.1 (2 CPUs); its address."""
+    """A one-node Ray cluster on 127.0.0.1 (2 CPUs); its address. The tests that use it are one xdist group
+    (``ray_cluster``), so that one worker starts it: spread over two, each started one (8 s, side by side)."""
     temp = tempfile.mkdtemp(prefix="gdray", dir="/tmp")  # short: Ray's socket paths live under it
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -119,6 +120,7 @@ def test_a_local_ray_finds_what_the_local_pool_finds(tmp_path):
     assert (tmp_path / "ray" / "failing" / "in_6.npz").is_file()
 
 
+@pytest.mark.xdist_group("ray_cluster")
 def test_a_dead_ray_worker_has_its_shard_run_again_and_an_input_that_kills_workers_is_reported(cluster, tmp_path):
     onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     env = _env(SCAN_MARKER=str(tmp_path / "died-once"))
@@ -136,6 +138,7 @@ def test_a_dead_ray_worker_has_its_shard_run_again_and_an_input_that_kills_worke
     assert sum("item_000007 again: reported as a crash" in m for m in incidents) == 1
 
 
+@pytest.mark.xdist_group("ray_cluster")
 def test_an_interrupted_ray_scan_resumes(cluster, tmp_path):
     onnx.save(fault_chain_model(), tmp_path / "chain.onnx")
     gate = tmp_path / "gate"
