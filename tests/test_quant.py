@@ -303,11 +303,11 @@ def test_one_pass_round_trip_is_quantize_then_dequantize_bit_for_bit():
 
 
 def test_large_values_go_a_chunk_at_a_time_with_the_same_round_trip_and_metrics_as_float64():
-    """Past a chunk (65536 elements), the round trip and the metrics go a cache-sized chunk at a time: the integers,
+    """From 2**20 elements on, the round trip and the metrics go a cache-sized chunk at a time: the integers,
     the round trip and the clipped count are bit for bit the whole-array ones; the sums are float64's within float32
     rounding; NaN or a channel's steps take the whole array."""
     rng = np.random.default_rng(5)
-    x = (rng.standard_normal((3, 70001)) * 3).astype(np.float32)  # three chunks and a part
+    x = (rng.standard_normal((3, 400001)) * 3).astype(np.float32)  # 19 chunks of 65536 and a part
     x.flat[[0, 65536, 131071, 200000]] = [-0.001, 500.0, -500.0, 2.5]
     for params in (QuantParams.make(np.float32(0.02), np.uint8(128)), QuantParams.make(np.float32(0.05), np.int8(0))):
         q, trip, clipped = params.quantized_round_trip(x)

@@ -17,8 +17,10 @@ from graph_dap.runtime import dtypes
 
 __all__ = ["QuantParams"]
 
-#: Elements a pass takes at a time: a chunk and its result stay in a core's cache (see :meth:`QuantParams._round_trip`).
+#: Elements a pass takes at a time: a chunk and its result stay in a core's cache (see :meth:`QuantParams._round_trip`),
+#: for values of ``_CHUNKED_FROM`` elements or more (a smaller one stays in the last-level cache anyway).
 _CHUNK = 1 << 16
+_CHUNKED_FROM = 1 << 20
 _NUMPY_INTS = frozenset({"uint8", "int8", "uint16", "int16", "int32"})  # the types numpy writes itself (not int4)
 
 
@@ -145,7 +147,7 @@ class QuantParams:
         return q, trip, clipped
 
     def _round_trip(self, x: np.ndarray, integers: bool) -> tuple[np.ndarray | None, np.ndarray, int]:
-        if self.axis is None and self.dtype in _NUMPY_INTS and np.size(x) > _CHUNK and np.asarray(x).dtype == np.float32:
+        if self.axis is None and self.dtype in _NUMPY_INTS and np.size(x) >= _CHUNKED_FROM and np.asarray(x).dtype == np.float32:
             done = self._round_trip_chunked(np.asarray(x), integers)
             if done is not None:
                 return done
