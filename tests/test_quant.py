@@ -476,11 +476,21 @@ def test_a_transformer_optimizers_fused_ops_pair_many_to_one():
     assert last.per_output["last_hidden_state"].snr == pytest.approx(measure(theirs, ours).snr, abs=1e-6)
 
 
+def _saved(path, nodes, inits):
+    """A model of ``nodes`` from x (1x3x16x16) to y (1x4x16x16), opset 17, saved at ``path``."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(nodes, path.stem, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
 def test_a_batchnormalization_folded_into_its_conv_leaves_no_pre_bn_tensor(tmp_path):
     """Conv -> BatchNormalization -> Relu: quantize_static folds the BN into the Conv's weights and the Relu into its
     range. The BN's output (the Relu's input) is paired with what computes it (QDQ: the Conv's float output; QOperator:
     the QLinearConv's value before requantizing), the Conv's own output, which no quantized model computes, stays folded."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(5)
     inits = [
@@ -497,10 +507,7 @@ def test_a_batchnormalization_folded_into_its_conv_leaves_no_pre_bn_tensor(tmp_p
         helper.make_node("Relu", ["b"], ["r"], name="relu"),
         helper.make_node("Conv", ["r", "w2"], ["y"], name="conv2"),
     ]
-    graph = helper.make_graph(nodes, "cbr", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)  # fmt: skip
-    f = tmp_path / "cbr.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(f))
+    f = _saved(tmp_path / "cbr.onnx", nodes, inits)
     feeds = samples(1)[0]
     float_b = _run(f, feeds, ["b"])["b"]
     pre = tmp_path / "cbr_pre.onnx"  # what quantization's pre-processing does first: the BN folded into the Conv
@@ -522,7 +529,7 @@ def test_a_qoperator_models_recomputed_values_past_contrib_ops_are_sized_so_it_r
     from the first QLinearAdd's output (a contrib op: onnx's shape inference sizes nothing after it). Sized by the float
     tensor it is paired with, every value compare holds is known, so the quantized model runs whole within the budget,
     with the same errors as node by node (the recomputed value had no size, and PaddleOCR det's quantized side streamed)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     from graph_dap.runtime.tools.quant.errors import quant_value_bytes
     from graph_dap.runtime.tools.quant.stream import total_bytes
@@ -538,10 +545,7 @@ def test_a_qoperator_models_recomputed_values_past_contrib_ops_are_sized_so_it_r
         helper.make_node("Relu", ["s2"], ["r"], name="relu"),
         helper.make_node("Conv", ["r", "w3"], ["y"], name="conv3"),
     ]
-    graph = helper.make_graph(nodes, "res", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)  # fmt: skip
-    f = tmp_path / "res.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(f))
+    f = _saved(tmp_path / "res.onnx", nodes, inits)
     feeds = samples(1)[0]
     q = quantize(f, tmp_path / "res_qoperator.onnx", "qoperator")
     whole = compare_quantized(q, f, feeds)

@@ -20,7 +20,7 @@ from graph_dap.errors import CompareError
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph, Node
 
-__all__ = ["LocalModel", "LocalRun", "run_local"]
+__all__ = ["LocalModel", "LocalRun"]
 
 LocalRun = tuple[int, Sequence[Node], Mapping[str, np.ndarray], Sequence[str]]  # group index, nodes, feeds, wanted
 
@@ -29,13 +29,9 @@ def _name(index: int, value: str) -> str:
     return f"g{index}__{value}"
 
 
-def run_local(graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | None = None) -> dict[tuple[int, str], Any]:
-    """Run each ``(index, nodes, feeds, wanted)`` of ``graph``'s nodes in one model; ``{(index, value): array}``."""
-    return LocalModel(graph, runs, providers).run()
-
-
 class LocalModel:
-    """The model and session of :func:`run_local` (built here, perhaps beside another), to :meth:`run` once."""
+    """Each ``(index, nodes, feeds, wanted)`` of ``graph``'s nodes in one model and one session, built here (perhaps
+    beside another), to :meth:`run` once."""
 
     def __init__(self, graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | None = None) -> None:
         self.runs = runs
