@@ -10,6 +10,9 @@ echo "== mypy" >&2
 mypy graph_dap/runtime graph_dap/adapter graph_dap/worker graph_dap/cli graph_dap/host graph_dap/lsp
 # Chromium (and the rest of the e2e's tools) before pytest: the scan report's test opens the report in it.
 bash vscode-ext/scripts/setup-e2e.sh >/dev/null
+# Everything here runs side by side on few cores: onnxruntime's pool of one thread in each graph-dap process (an
+# idle pool's threads spin after each run and take the cores that the other processes need).
+export GRAPH_DAP_THREADS="${GRAPH_DAP_THREADS:-1}"
 # The extra suites (scripts/test.d: the adapter under Microsoft's DAP test client, the VS Code extension
 # and its end-to-end test in code-server) run beside pytest, one after another: they mostly wait on a
 # browser and a UI, and pytest leaves room on the cores (5 min 53 s in a row, one after the other).

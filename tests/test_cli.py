@@ -127,3 +127,18 @@ def test_adapter_and_worker_subcommands():
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_graph_dap_threads_sizes_the_pool_and_a_bad_value_is_one_clear_line():
+    import os
+
+    def with_threads(value: str) -> subprocess.CompletedProcess:
+        env = dict(os.environ, GRAPH_DAP_THREADS=value)
+        return subprocess.run([sys.executable, "-m", "graph_dap", "run", str(EXAMPLE), "--break-on", "nan"], capture_output=True, text=True, env=env, timeout=120)
+
+    for good in ("2", "0"):
+        r = with_threads(good)
+        assert r.returncode == 1 and "stopped (NaN) at norm/std (Sqrt)" in r.stdout, (good, r.stderr)
+    r = with_threads("many")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip() == "graph-dap: GRAPH_DAP_THREADS must be a number of threads, 0 (one per core) or more; got 'many'"

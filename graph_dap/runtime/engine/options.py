@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -31,7 +32,11 @@ ORT_ERRORS: tuple[type[Exception], ...] = (RuntimeError,) + tuple(
 _logger = _log.get_logger(__name__)
 _pool_lock = threading.Lock()
 _pool_ready = False
-_pool_threads = 0  # intra-op threads of the global pool; 0: onnxruntime's default (one per core)
+_pool_threads: int | None = None  # intra-op threads of the global pool; 0: one per core; None: $GRAPH_DAP_THREADS, else 0
+#: The environment variable that sizes the pool of every graph-dap process it reaches (adapters' workers, CLIs):
+#: ``1`` where several run side by side on few cores (a test suite), whose idle pool threads spin for a while
+#: after each run and take the cores the other processes need.
+THREADS_ENV = "GRAPH_DAP_THREADS"
 
 #: onnxruntime's graph optimization levels by the names graph-dap's options take.
 OPT_LEVELS = {
@@ -67,6 +72,15 @@ def set_thread_count(threads: int) -> None:
         _pool_threads = threads
 
 
+def _threads_from_env() -> int:
+    given = os.environ.get(THREADS_ENV, "").strip()
+    if not given:
+        return 0
+    if not given.isdigit():
+        raise OptionError(f"{THREADS_ENV} must be a number of threads, 0 (one per core) or more; got '{given}'")
+    return int(given)
+
+
 _M_ARENA_MAX = -8  # glibc's mallopt parameter
 _one_arena = False
 
@@ -95,10 +109,12 @@ def one_malloc_arena() -> None:
 
 def ensure_global_thread_pool() -> None:
     """Create onnxruntime's process-wide thread pool once (before any session uses it)."""
-    global _pool_ready
+    global _pool_ready, _pool_threads
     with _pool_lock:
         if _pool_ready:
             return
+        if _pool_threads is None:
+            _pool_threads = _threads_from_env()
         one_malloc_arena()
         try:
             ort.set_global_thread_pool_sizes(_pool_threads, 1)
