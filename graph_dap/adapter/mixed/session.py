@@ -79,7 +79,7 @@ class MixedSession:
         self.ids = Ids()
         self.folder = tempfile.mkdtemp(prefix="graph-dap-mixed-")
         self.pool = WorkerPool(spawn_worker)
-        self.catalog = Catalog(self.folder, self.pool.take)
+        self.catalog = Catalog(self.folder, self.pool.take_kept)
         self.link = HostLink(self._model_loaded, self._run_call, self._host_lost, self._config)
         self.python: PythonSide | None = None
         self.runs: dict[int, GraphRun] = {}
