@@ -75,6 +75,11 @@ function quietSettings(extra) {
 		'window.restoreWindows': 'none',
 		'workbench.enableExperiments': false,
 		'debug.openDebug': 'openOnDebugBreak',
+		// No animations and no blinking cursor: the browser paints only when something changes.
+		'workbench.reduceMotion': 'on',
+		'editor.cursorBlinking': 'solid',
+		'editor.smoothScrolling': false,
+		'workbench.list.smoothScrolling': false,
 		...extra,
 	};
 }
@@ -212,6 +217,7 @@ async function main() {
 			executablePath: '/usr/bin/chromium',
 			headless: true,
 			viewport: { width: 1440, height: 900 },
+			reducedMotion: 'reduce',
 			env: { ...process.env, HOME: home, XDG_CONFIG_HOME: join(home, '.config'), XDG_CACHE_HOME: join(home, '.cache') },
 			args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
 		});
