@@ -391,6 +391,34 @@ def test_a_scan_against_the_float_model_ranks_groups_over_the_data_set(models, t
     assert groups[0]["accumulated_snr"] == pytest.approx(10 * np.log10(signal / noise), abs=1e-6)
 
 
+def test_a_scan_against_the_float_model_builds_its_sessions_once_and_measures_each_input_as_compare_does(models, tmp_path, monkeypatch):
+    """The whole runs' and the local batches' sessions are built for the first input and kept for the next (the same
+    models); each input's errors are those compare gives it alone."""
+    from graph_dap.runtime.loading import load_graph
+    from graph_dap.runtime.tools.quant.dataset import GroupsPerInput
+
+    bad = coarser(models["qdq"], tmp_path / "bad.onnx", "c2_scale")
+    per_input = GroupsPerInput(load_graph(bad), models["float"])
+    built: list[int] = []
+
+    class Counted(ort.InferenceSession):
+        def __init__(self, *args, **kwargs):
+            built.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", Counted)
+    counts = []
+    for feeds in samples(3):
+        energies, born = per_input.measure(feeds)
+        counts.append(len(built))
+        alone = compare_quantized(bad, models["float"], feeds)
+        assert born is not None and born.group.name == "conv2"
+        want = [[g.accumulated.signal, g.accumulated.noise, g.local.signal, g.local.noise, g.accumulated.max_abs] for g in alone.groups]
+        assert energies["energies"] == want
+        built.clear()
+    assert counts[0] == 4 and counts[1:] == [0, 0], counts  # two whole runs, two local batches; then none
+
+
 def test_a_re_export_with_other_names_pairs_by_structure(models, tmp_path):
     """Neither model quantized (every computed tensor and node renamed, as a re-export does): --structure pairs them all."""
     m = onnx.load(str(models["float"]))

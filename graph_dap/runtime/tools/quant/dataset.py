@@ -1,6 +1,6 @@
 """A quantized model's groups over a data set: ``scan QUANT.onnx --reference model:FLOAT.onnx``.
 
-Each worker pairs the models and groups their nodes once (:class:`GroupsPerInput`); for each input
+Each worker pairs the models, groups their nodes and builds their sessions once (:class:`GroupsPerInput`); for each input
 it measures every group's accumulated and local error and keeps their energies (a few numbers per
 group), which :func:`aggregate` adds up over the inputs into one SQNR per group (as qdq_loss_debug
 does over its batches), with the input where each group does worst.
@@ -20,6 +20,7 @@ from graph_dap.runtime.tools.quant.analysis import DEFAULT_RULE, order_models
 from graph_dap.runtime.tools.quant.errors import GroupErrors, evaluate_groups
 from graph_dap.runtime.tools.quant.groups import make_groups
 from graph_dap.runtime.tools.quant.pairing import pair_models
+from graph_dap.runtime.tools.quant.stream import Sessions
 from graph_dap.runtime.tools.quant.view import quant_format
 
 __all__ = ["GroupsPerInput", "aggregate", "applies"]
@@ -31,7 +32,7 @@ def applies(graph: Graph, reference_path: Path) -> bool:
 
 
 class GroupsPerInput:
-    """The pairing and groups of a quantized model and its float model, made once; each input's group errors."""
+    """The pairing, groups and sessions of a quantized model and its float model, made once; each input's group errors."""
 
     def __init__(self, graph: Graph, reference_path: Path, providers: Sequence[str] | None = None) -> None:
         self.float_graph, self.quant_graph = order_models(graph, load_graph(reference_path))
@@ -40,10 +41,11 @@ class GroupsPerInput:
         self.float_runner = NodeRunner(self.float_graph, providers)
         self.quant_runner = NodeRunner(self.pairing.quant_view.graph, providers)  # with its recomputing nodes, if any
         self.names = [g.name for g in self.groups]
+        self.sessions = Sessions()  # the whole runs' and the local batches' (the same models for each input)
 
     def measure(self, feeds: Mapping[str, Any]) -> tuple[dict[str, Any], GroupErrors | None]:
         """This input's energies per group (for :func:`aggregate`), and its first group whose local error breaks snr<20."""
-        errors, _ = evaluate_groups(self.pairing, self.groups, feeds, self.float_runner, self.quant_runner)
+        errors, _ = evaluate_groups(self.pairing, self.groups, feeds, self.float_runner, self.quant_runner, sessions=self.sessions)
         rows = [[e.accumulated.signal, e.accumulated.noise, e.local.signal, e.local.noise, e.accumulated.max_abs] for e in errors]
         rule = DEFAULT_RULE[0]
         born = next((e for e in errors if rule.holds(e.local.metrics())), None)

@@ -27,7 +27,7 @@ from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.local import LocalModel
 from graph_dap.runtime.tools.quant.pairing import Pairing
 from graph_dap.runtime.tools.quant.params import QuantParams
-from graph_dap.runtime.tools.quant.stream import ValueStream, WholeRun, total_bytes, value_bytes
+from graph_dap.runtime.tools.quant.stream import Sessions, ValueStream, WholeRun, total_bytes, value_bytes
 from graph_dap.runtime.tools.quant.view import Form, ModelView
 
 __all__ = ["Error", "GroupErrors", "Scratch", "as_read", "evaluate_groups", "measure", "quant_value_bytes", "readable_value"]
@@ -218,12 +218,14 @@ class GroupErrors:
         return self.input_snr - self.accumulated.snr
 
 
-def _values(graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int, size: int | None) -> Any:
+def _values(
+    graph: Any, inputs: Mapping[str, Any], runner: NodeRunner, demand: dict[str, int], budget: int, size: int | None, sessions: Sessions | None
+) -> Any:
     """A whole run when the demanded values (``size`` bytes; None: unknown) fit the budget (its session built, to
     :meth:`~.stream.WholeRun.run`), else a node-by-node stream."""
     feeds = {k: inputs[k] for k in graph.input_names}
     if size is not None and size <= budget:
-        return WholeRun(graph, feeds, runner.providers, demand, deferred=True)
+        return WholeRun(graph, feeds, runner.providers, demand, deferred=True, sessions=sessions)
     return ValueStream(graph, feeds, runner, demand)
 
 
@@ -260,13 +262,14 @@ def evaluate_groups(
     on_group: Callable[[int, int], None] | None = None,
     batch_bytes: int | None = None,
     budget_bytes: int = 1 << 30,
+    sessions: Sessions | None = None,
 ) -> tuple[list[GroupErrors], dict[str, int]]:
     """Run both models once in lockstep over ``groups`` and measure each group's three errors.
 
     Each model runs whole when the values the groups need fit ``budget_bytes``, else node by node,
     each value kept only until its groups are done. The local runs go in batches of groups (about
     ``batch_bytes`` of values each; default half the budget, at least 64 MB): one model and one
-    session per batch and side (see :mod:`.local`).
+    session per batch and side (see :mod:`.local`). ``sessions``: sessions kept from an earlier input's call.
     Returns the errors in group order and the peak bytes each side held.
     """
     fv, qv = pairing.float_view, pairing.quant_view
@@ -283,8 +286,8 @@ def evaluate_groups(
     float_sizes = value_bytes(fv.graph, float_demand, {k: inputs[k] for k in fv.graph.input_names})
     float_size, quant_size = total_bytes(float_sizes), total_bytes(quant_value_bytes(pairing, qv.graph, quant_demand, inputs, float_sizes))
     fs, qs = _both(
-        lambda: _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, float_size),
-        lambda: _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, quant_size),
+        lambda: _values(fv.graph, inputs, float_runner, float_demand, budget_bytes, float_size, sessions),
+        lambda: _values(qv.graph, inputs, quant_runner, quant_demand, budget_bytes, quant_size, sessions),
     )
     for values in (fs, qs):
         if isinstance(values, WholeRun):
@@ -355,14 +358,14 @@ def evaluate_groups(
         held += size
         peak_batch = max(peak_batch, held)
         if held >= batch_bytes or i == len(groups) - 1:
-            out += _finish(pairing, batch, quant_runner.providers, scratch)
+            out += _finish(pairing, batch, quant_runner.providers, scratch, sessions)
             batch, held = [], 0
         if on_group is not None:
             on_group(i + 1, len(groups))
     return out, {"float_peak_bytes": fs.peak_bytes, "quant_peak_bytes": qs.peak_bytes, "local_batch_peak_bytes": peak_batch}
 
 
-def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str], scratch: Scratch) -> list[GroupErrors]:
+def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str], scratch: Scratch, sessions: Sessions | None) -> list[GroupErrors]:
     """The local runs of a batch of groups (one model per side), then each group's errors."""
     qv = pairing.quant_view
     quant_runs = [(b.group.index, b.group.quant_nodes, b.quant_feeds, [p.quant_name for p in b.group.outputs]) for b in batch]
@@ -372,8 +375,8 @@ def _finish(pairing: Pairing, batch: list[_Pending], providers: Sequence[str], s
         if b.group.float_nodes
     ]
     q_model, f_model = _both(
-        lambda: LocalModel(qv.graph, [r for r in quant_runs if r[1]], providers),
-        lambda: LocalModel(pairing.float_view.graph, float_runs, providers) if float_runs else None,
+        lambda: LocalModel(qv.graph, [r for r in quant_runs if r[1]], providers, sessions),
+        lambda: LocalModel(pairing.float_view.graph, float_runs, providers, sessions) if float_runs else None,
     )
     local_q = q_model.run()
     local_f = f_model.run() if f_model is not None else {}

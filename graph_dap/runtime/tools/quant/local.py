@@ -19,6 +19,7 @@ from onnx import helper
 from graph_dap.errors import CompareError
 from graph_dap.runtime.engine.options import ORT_ERRORS, check_providers, ort_message, session_options
 from graph_dap.runtime.graph import Graph, Node
+from graph_dap.runtime.tools.quant.stream import Sessions
 
 __all__ = ["LocalModel", "LocalRun"]
 
@@ -31,11 +32,19 @@ def _name(index: int, value: str) -> str:
 
 class LocalModel:
     """Each ``(index, nodes, feeds, wanted)`` of ``graph``'s nodes in one model and one session, built here (perhaps
-    beside another), to :meth:`run` once."""
+    beside another; or kept in ``sessions`` from a run of the same groups on feeds of the same types), to :meth:`run`
+    once."""
 
-    def __init__(self, graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | None = None) -> None:
+    def __init__(self, graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | None = None, sessions: Sessions | None = None) -> None:
         self.runs = runs
-        self.session, self.outputs, self.feeds = _build(graph, runs, providers)
+        self.feeds = {_name(index, raw): np.asarray(value) for index, _, group_feeds, _ in runs for raw, value in group_feeds.items()}
+        self.outputs = [_name(index, w) for index, _, _, wanted in runs for w in wanted]
+        if sessions is None:
+            self.session = _build(graph, runs, providers)
+        else:
+            shapes = tuple((name, a.dtype.str, a.shape) for name, a in self.feeds.items())
+            key = ("local", id(graph), tuple(n.id for _, nodes, _, _ in runs for n in nodes), shapes, tuple(self.outputs), tuple(providers or ()))
+            self.session = sessions.get(key, lambda: _build(graph, runs, providers))
 
     def run(self) -> dict[tuple[int, str], Any]:
         """``{(index, value): array}`` for each run's wanted values."""
@@ -52,12 +61,11 @@ class LocalModel:
         return out
 
 
-def _build(graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | None) -> tuple[Any, list[str], dict[str, Any]]:
+def _build(graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | None) -> Any:
     inits = set(graph.initializer_names)
     nodes: list[onnx.NodeProto] = []
     inputs: list[onnx.ValueInfoProto] = []
     outputs: list[str] = []
-    feeds: dict[str, Any] = {}
     used_inits: dict[str, None] = {}  # in the order first read
     for index, group_nodes, group_feeds, wanted in runs:
         made = {o for n in group_nodes for o in n.outputs if o}
@@ -65,7 +73,6 @@ def _build(graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | No
             name = _name(index, raw)
             a = np.asarray(value)
             inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)))
-            feeds[name] = a
         for n in group_nodes:
             p = onnx.NodeProto()
             p.CopyFrom(n.proto)
@@ -95,4 +102,4 @@ def _build(graph: Graph, runs: Sequence[LocalRun], providers: Sequence[str] | No
         sess = ort.InferenceSession(data, session_options("none", folder), providers=check_providers(providers))
     except ORT_ERRORS as e:
         raise CompareError(f"onnxruntime failed on the groups run on the float model's values: {ort_message(e)}") from None
-    return sess, outputs, feeds
+    return sess

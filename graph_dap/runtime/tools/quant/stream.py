@@ -8,8 +8,9 @@ plus the values waiting for their outside readers.
 
 from __future__ import annotations
 
-from collections import ChainMap
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections import ChainMap, OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from graph_dap.errors import CompareError
@@ -17,7 +18,34 @@ from graph_dap.runtime.engine.executor import split_reads
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.graph import Graph
 
-__all__ = ["ValueStream", "WholeRun", "demanded_bytes", "total_bytes", "value_bytes"]
+__all__ = ["Sessions", "ValueStream", "WholeRun", "demanded_bytes", "total_bytes", "value_bytes"]
+
+
+class Sessions:
+    """Sessions kept from one input's compare to the next (``scan --reference model:``): each input runs the same
+    models (the whole runs' and the local batches'), which then are built once, not once per input.
+
+    Keyed by what built them (the graph, the values asked for, the feeds' types and shapes); the ``size`` most
+    recently used are kept (inputs of other shapes make other models).
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._kept: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The session kept under ``key``, else ``build()``'s, kept."""
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        made = build()
+        with self._lock:
+            self._kept[key] = made
+            while len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        return made
 
 
 class ValueStream:
@@ -87,7 +115,14 @@ class WholeRun:
     """
 
     def __init__(
-        self, graph: Graph, inputs: Mapping[str, Any], providers: Sequence[str], demand: Mapping[str, int], *, deferred: bool = False
+        self,
+        graph: Graph,
+        inputs: Mapping[str, Any],
+        providers: Sequence[str],
+        demand: Mapping[str, int],
+        *,
+        deferred: bool = False,
+        sessions: Sessions | None = None,
     ) -> None:
         import onnxruntime as ort
         from onnx import helper
@@ -99,14 +134,19 @@ class WholeRun:
         self._names = [n for n in demand if n not in inputs]
         self._feeds = {k: inputs[k] for k in graph.input_names}
         self._values: dict[str, Any] = {k: v for k, v in inputs.items() if k in demand}
-        model = graph.wire.skeleton()
-        have = {o.name for o in model.graph.output}
-        model.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in self._names if n not in have)
-        try:
-            folder = graph.weights.folder if graph.weights.has_external else None
-            self._session: Any = ort.InferenceSession(graph.wire.to_bytes(model), session_options("none", folder), providers=list(providers))
-        except ORT_ERRORS as e:
-            raise CompareError(f"onnxruntime failed on {graph.path or graph.name}: {ort_message(e)}") from None
+
+        def build() -> Any:
+            model = graph.wire.skeleton()
+            have = {o.name for o in model.graph.output}
+            model.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in self._names if n not in have)
+            try:
+                folder = graph.weights.folder if graph.weights.has_external else None
+                return ort.InferenceSession(graph.wire.to_bytes(model), session_options("none", folder), providers=list(providers))
+            except ORT_ERRORS as e:
+                raise CompareError(f"onnxruntime failed on {graph.path or graph.name}: {ort_message(e)}") from None
+
+        key = ("whole", id(graph), tuple(self._names), tuple(providers))
+        self._session: Any = build() if sessions is None else sessions.get(key, build)
         self.peak_bytes = 0
         if not deferred:
             self.run()
