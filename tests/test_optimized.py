@@ -259,6 +259,24 @@ def test_a_second_launch_loads_its_optimized_segments_from_disk(tmp_path, monkey
     assert any((tmp_path / "cache").glob("*.onnx")) and not any((tmp_path / "cache").glob(".*.tmp"))
 
 
+def test_the_segment_cache_keeps_within_its_limit_oldest_out_and_clears_stale_temporary_files(tmp_path, monkeypatch):
+    import os
+
+    from graph_dap.runtime.engine import cache
+
+    monkeypatch.setattr(cache, "LIMIT_BYTES", 250)
+    old = cache.time.time() - 2 * cache.STALE_TMP_SECONDS
+    for i, name in enumerate(["a", "b", "c"]):  # a oldest
+        (tmp_path / f"{name}.onnx").write_bytes(b"x" * 100)
+        os.utime(tmp_path / f"{name}.onnx", (old + i, old + i))
+    (tmp_path / ".dead.1.2.tmp").write_bytes(b"x")  # a killed build's
+    os.utime(tmp_path / ".dead.1.2.tmp", (old, old))
+    (tmp_path / ".live.3.4.tmp").write_bytes(b"x")  # a build under way
+    cache._trim(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".live.3.4.tmp", "b.onnx", "c.onnx"]
+    cache._trim(tmp_path / "gone")  # a folder removed meanwhile: nothing to do, no error
+
+
 def test_the_next_segment_is_built_while_the_session_is_stopped():
     import conv_models
 

@@ -17,6 +17,7 @@ import hashlib
 import os
 import platform
 import threading
+import time
 from pathlib import Path
 
 import onnxruntime as ort
@@ -100,18 +101,39 @@ def commit(tmp: Path, final: Path) -> None:
     _trim(final.parent)
 
 
+#: A temporary file older than this is a build's that never finished (its process was killed): removed.
+STALE_TMP_SECONDS = 3600
+
+
 def _trim(root: Path) -> None:
+    """Remove the oldest entries until the folder is within :data:`LIMIT_BYTES`, and stale temporary files.
+
+    Another process may trim (or commit) at the same time: an entry that is gone is skipped, not fatal."""
+    now = time.time()
     with _lock:
         try:
-            entries = sorted((p.stat().st_mtime, p.stat().st_size, p) for p in root.glob("*.onnx"))
+            listing = list(root.iterdir())
         except OSError:
             return
+        entries = []
+        for path in listing:
+            try:
+                st = path.stat()
+                if path.name.endswith(".tmp") and now - st.st_mtime > STALE_TMP_SECONDS:
+                    path.unlink()
+            except OSError:  # removed meanwhile (or not ours to remove)
+                continue
+            if path.name.endswith(".onnx"):
+                entries.append((st.st_mtime, st.st_size, path))
+        entries.sort()
         total = sum(size for _, size, _ in entries)
         for _, size, path in entries:
             if total <= LIMIT_BYTES:
                 break
             try:
                 path.unlink()
-                total -= size
-            except OSError:
+            except FileNotFoundError:  # another process removed it: it counts as out
                 pass
+            except OSError:
+                continue
+            total -= size
