@@ -93,6 +93,27 @@ def test_bad_inputs_and_broken_model(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr and "broken.onnx" in r.stderr
 
 
+def test_a_path_that_cannot_be_written_and_an_output_reader_that_leaves_are_one_line_or_none(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    r = cli("listing", EXAMPLE, "--out", blocker / "sub" / "x.onnxtxt")  # a folder under a file
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith(f"graph-dap: {blocker}") and r.stderr.strip().endswith("Not a directory"), r.stderr
+    # stdout's reader left (| head): no traceback and nothing at exit, the shell's SIGPIPE status. (This machine's
+    # pipes take writes after their reader closed, so the error a write would meet is raised where the command writes.)
+    code = (
+        "import sys\n"
+        "from graph_dap.cli import commands, main\n"
+        "def listing(args):\n"
+        "    sys.stdout.write('x' * 100)\n"
+        "    raise BrokenPipeError(32, 'Broken pipe')\n"
+        "commands.COMMANDS['listing'] = listing\n"
+        f"sys.exit(main(['listing', {str(EXAMPLE)!r}]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 141 and r.stderr == "", r.stderr
+
+
 def test_listing_command(tmp_path):
     r = cli("listing", EXAMPLE)
     assert r.returncode == 0

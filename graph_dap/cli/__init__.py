@@ -2,8 +2,9 @@
 
 Exit status: 0 when a command completed, 1 when ``run`` stopped on a break or
 ``compare`` found a value out of tolerance, 2 on bad usage, a bad model or bad
-inputs (one line on stderr, never a traceback), 130 when interrupted, 143 when
-terminated (a dump in progress then leaves no file under its final name).
+inputs, or a path that cannot be read or written (one line on stderr, never a traceback), 130 when interrupted,
+141 when the output's reader left (``| head``), 143 when terminated (a dump in progress then leaves no file under its
+final name).
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         print("graph-dap: out of memory (the model, its inputs or its values do not fit in this machine's memory)", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # stdout's reader left (``| head``): nothing more to say
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+    except OSError as e:  # the file system's answer on a path the user gave (or stdout: a full disk)
+        _drop_stdout()
+        where = f"{e.filename}: " if e.filename else "cannot write the output: "
+        print(f"graph-dap: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("graph-dap: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -61,6 +70,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         restore()
     return EXIT_USAGE
+
+
+#: The exit status of a command whose output's reader left (as a shell reports a SIGPIPE).
+EXIT_BROKEN_PIPE = 141
+
+
+def _drop_stdout() -> None:
+    """Point stdout at the null device: what is left in its buffer cannot be written (its reader left, or the disk is
+    full), and Python's flush at exit would report it again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured, closed)
+        pass
 
 
 class _Terminated(BaseException):
