@@ -50,7 +50,10 @@ def temporary_beside(target: Path) -> tuple[int, str]:
     It gets the mode a plain ``open`` would give a new file (0666 less the umask), or the mode of the file
     it replaces: ``mkstemp``'s own 0600 would leave the user's dumps and listings readable by them alone.
     """
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:  # named by the folder the user gave, not by a temporary name they never chose
+        raise type(e)(e.errno, e.strerror, str(target.parent)) from None
     try:
         mode = os.stat(target).st_mode & 0o7777
     except OSError:

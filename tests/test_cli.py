@@ -72,6 +72,7 @@ def test_run_breakpoint_and_inputs(tmp_path):
         (["run", EXAMPLE, "--provider", "NoSuch"], "execution provider 'NoSuch' is not available"),
         (["run"], "the following arguments are required: model"),
         (["frobnicate"], "invalid choice"),
+        (["profile", EXAMPLE, "--top", "-1"], "expected a count, 0 or more, got '-1'"),  # [:-1] would drop the last row
     ],
 )
 def test_bad_usage_exits_2_with_one_clear_line(args, message):
@@ -99,6 +100,8 @@ def test_a_path_that_cannot_be_written_and_an_output_reader_that_leaves_are_one_
     r = cli("listing", EXAMPLE, "--out", blocker / "sub" / "x.onnxtxt")  # a folder under a file
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert r.stderr.startswith(f"graph-dap: {blocker}") and r.stderr.strip().endswith("Not a directory"), r.stderr
+    r = cli("graph", EXAMPLE, "--out", tmp_path / "no" / "such" / "g.html")  # named by its folder, not a temporary file's
+    assert r.returncode == 2 and r.stderr.strip() == f"graph-dap: {tmp_path / 'no' / 'such'}: No such file or directory", r.stderr
     # stdout's reader left (| head): no traceback and nothing at exit, the shell's SIGPIPE status. (This machine's
     # pipes take writes after their reader closed, so the error a write would meet is raised where the command writes.)
     code = (

@@ -54,6 +54,21 @@ def test_npz_npy_and_test_data_folder(tmp_path):
         resolve_inputs(g, tmp_path / "x.npy")
 
 
+def test_a_file_that_is_no_npz_or_npy_says_what_it_is(tmp_path):
+    g = _two_input_graph()
+    (tmp_path / "text.npz").write_text("x,y\n1,2\n")
+    with pytest.raises(InputError, match=r"text.npz: not a .npz \(a zip archive of .npy files\) \(it starts with b'x,'\)"):
+        resolve_inputs(g, tmp_path / "text.npz")  # numpy itself speaks of pickled data
+    (tmp_path / "empty.npy").write_bytes(b"")
+    single = load_graph(make_model([helper.make_node("Neg", ["x"], ["z"])], [tensor("x", [2])], [tensor("z", [2])]))
+    with pytest.raises(InputError, match="empty.npy: empty file; expected a .npy file"):
+        resolve_inputs(single, tmp_path / "empty.npy")
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 3), np.float32))
+    (tmp_path / "cut.npz").write_bytes((tmp_path / "in.npz").read_bytes()[:100])  # a zip, truncated: numpy's words
+    with pytest.raises(InputError, match="cut.npz: "):
+        resolve_inputs(g, tmp_path / "cut.npz")
+
+
 def test_wrong_name_shape_dtype_are_clear():
     g = _two_input_graph()
     with pytest.raises(InputError, match=r"no input 'q' \(its inputs: x, y\)"):

@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     quant.add_argument("--show-pairs", action="store_true", help="print which float tensor stands for which quantized value, and why the others are unpaired")
     quant.add_argument("--pairs", metavar="FILE", help="pairs to use where the structure cannot tell: JSON {FLOAT: QUANT} or lines 'FLOAT QUANT'")
     quant.add_argument("--order", choices=("local", "graph"), default="local", help="rank the groups by local error (default) or list them in graph order")
-    quant.add_argument("--top", type=int, default=0, metavar="K", help="print only the K first groups (default: all)")
+    quant.add_argument("--top", type=count, default=0, metavar="K", help="print only the K first groups (0: all, the default)")
     quant.add_argument(
         "--sensitivity",
         action="store_true",
@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also list onnxruntime's optimized graph: each of its nodes with the original nodes it came from",
     )
-    prof.add_argument("--top", type=int, default=25, metavar="K", help="rows to print, slowest first (0: all; default 25)")
+    prof.add_argument("--top", type=count, default=25, metavar="K", help="rows to print, slowest first (0: all; default 25)")
     prof.add_argument(
         "--by",
         choices=[g.value for g in PROFILE_BY],
@@ -387,6 +387,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return n
+
+
+def count(text: str) -> int:
+    """A count of rows: 0 or more (a negative one would cut rows from the end)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count, 0 or more, got '{text}'") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a count, 0 or more, got '{text}'")
     return n
 
 

@@ -116,8 +116,26 @@ def _read(graph: Graph, inputs: InputsArg) -> dict[str, Any]:
         if suffix == ".pb":
             return {graph.inputs[0].name: _read_proto(path, graph.inputs[0])[1]} if len(graph.inputs) == 1 else _read_test_data_dir(graph, path.parent)
     except (*ARCHIVE_ERRORS, DecodeError) as e:
-        raise InputError(f"cannot read inputs from {path}: {e}") from None
+        raise InputError(f"cannot read inputs from {path}: {_archive_problem(path, suffix) or e}") from None
     raise InputError(f"inputs must be a .npz, a .npy or a folder of input_N.pb files, got {path}")
+
+
+_MAGIC = {".npz": (b"PK", "a .npz (a zip archive of .npy files)"), ".npy": (b"\x93NUMPY", "a .npy file")}
+
+
+def _archive_problem(path: Path, suffix: str) -> str | None:
+    """What a file named .npz or .npy really is when its first bytes say it is not one (numpy then speaks of pickles)."""
+    if suffix not in _MAGIC:
+        return None
+    magic, what = _MAGIC[suffix]
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(magic))
+    except OSError:
+        return None
+    if head == magic:
+        return None
+    return "empty file; expected " + what if not head else f"not {what} (it starts with {head!r})"
 
 
 def _read_test_data_dir(graph: Graph, path: Path) -> dict[str, Any]:
