@@ -380,25 +380,23 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", action="append", default=[], metavar="NAME", help="onnxruntime execution provider")
 
 
-def positive_int(text: str) -> int:
+def _int_at_least(text: str, least: int, what: str) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+        n = least - 1
+    if n < least:
+        raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'")
     return n
+
+
+def positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "a positive integer")
 
 
 def count(text: str) -> int:
     """A count of rows: 0 or more (a negative one would cut rows from the end)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count, 0 or more, got '{text}'") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a count, 0 or more, got '{text}'")
-    return n
+    return _int_at_least(text, 0, "a count, 0 or more")
 
 
 def _non_negative(text: str) -> float:
