@@ -7,6 +7,7 @@ Each case is a model, inputs and expected outputs, with the tolerance the suite 
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,8 +41,45 @@ class Case:
         return self.name.startswith(CONTROL_FLOW_PREFIXES) and (not self.name.startswith("test_range_") or "expanded" in self.name)
 
 
+#: Where :func:`node_cases` keeps what onnx's generator made: it runs every case's reference implementation (the 3-D
+#: pools alone take seconds), 10-16 s in each pytest worker, for 10 MB that load in 0.05 s.
+CACHE = Path(__file__).resolve().parents[1] / ".pytest_cache" / "graph-dap"
+
+
 @functools.cache
 def node_cases() -> dict[str, Case]:
+    """onnx's node cases, generated once per onnx and numpy version and kept (written under a temporary name and
+    renamed; the workers of one run take turns, so one generates and the others read)."""
+    import fcntl
+    import pickle
+    import platform
+    import sys
+
+    key = f"onnx-node-cases-{onnx.__version__}-numpy-{np.__version__}-py{sys.version_info[0]}.{sys.version_info[1]}-{platform.machine()}"
+    path = CACHE / f"{key}.pickle"
+    try:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        lock = open(CACHE / f"{key}.lock", "w")  # noqa: SIM115 - held until the cases are in hand
+    except OSError:  # a read-only checkout: generate them
+        return _generate_node_cases()
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(path, "rb") as f:
+                return pickle.load(f)  # written by this function alone
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+            pass
+        cases = _generate_node_cases()
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(pickle.dumps(cases, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+        return cases
+
+
+def _generate_node_cases() -> dict[str, Case]:
     from onnx.backend.test.case import node
 
     with warnings.catch_warnings():
