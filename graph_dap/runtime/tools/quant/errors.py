@@ -26,7 +26,7 @@ from graph_dap.runtime.tools.metrics import compare_arrays
 from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.local import LocalModel
 from graph_dap.runtime.tools.quant.pairing import Pairing
-from graph_dap.runtime.tools.quant.params import QuantParams
+from graph_dap.runtime.tools.quant.params import CHUNK, CHUNKED_FROM, QuantParams
 from graph_dap.runtime.tools.quant.stream import Sessions, ValueStream, WholeRun, total_bytes, value_bytes
 from graph_dap.runtime.tools.quant.view import Form, ModelView
 
@@ -90,14 +90,6 @@ def _snr(signal: float, noise: float) -> float:
     return 10 * math.log10(signal / noise)
 
 
-#: Elements a pass over two values takes at a time: a chunk of each and of their difference stay in a core's cache,
-#: so each value is read from memory once, not once per sum. Only values past ``_CHUNKED_FROM`` elements go so: a
-#: smaller one stays in the last-level cache anyway, and the calls per chunk cost more than they save (measured:
-#: 3.3M elements 6.7 -> 3.8 ms, 1.6M 2.4 -> 1.8 ms, 0.4M 0.30 -> 0.45 ms).
-_CHUNK = 1 << 16
-_CHUNKED_FROM = 1 << 20
-
-
 def measure(
     value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None,
     scratch: Scratch | None = None,
@@ -113,7 +105,7 @@ def measure(
     if not a.size:
         return Error(math.inf, 0.0, 0.0, 1.0, 0.0, 0.0, 0)
     per_part = params is not None and not params.per_tensor  # its steps need the whole difference, channel by channel
-    step = a.size if per_part or a.size < _CHUNKED_FROM else _CHUNK
+    step = a.size if per_part or a.size < CHUNKED_FROM else CHUNK
     buf = scratch.take(min(a.size, step)) if scratch is not None else np.empty(min(a.size, step), np.float32)
     noise, squares, cross, high, low = 0.0, 0.0, 0.0, -math.inf, math.inf
     for i in range(0, a.size, step):
