@@ -23,6 +23,7 @@ import numpy as np
 
 from graph_dap.runtime.engine.nodes import NodeRunner
 from graph_dap.runtime.tools.metrics import compare_arrays
+from graph_dap.runtime.tools.quant import passes
 from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.local import LocalModel
 from graph_dap.runtime.tools.quant.pairing import Pairing
@@ -94,10 +95,10 @@ def measure(
     value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None,
     scratch: Scratch | None = None,
 ) -> Error:
-    """``value`` against the float ``reference``: float32 BLAS dot products over their difference, a chunk at a time;
-    NaN or Inf on one side fail (as :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says). ``cosine=False``
-    leaves the cosine out (NaN: not computed) and ``signal`` (the reference's sum of squares, when known) saves a sum;
-    ``scratch`` holds the difference."""
+    """``value`` against the float ``reference``: the sums of their difference in one pass (:mod:`.passes`), else
+    float32 BLAS dot products over it, a chunk at a time; NaN or Inf on one side fail (as
+    :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says). ``cosine=False`` leaves the cosine out (NaN: not
+    computed) and ``signal`` (the reference's sum of squares, when known) saves a sum; ``scratch`` holds the difference."""
     a = np.asarray(value, np.float32).reshape(-1)
     b = np.asarray(reference, np.float32).reshape(-1)
     if a.shape != b.shape:
@@ -105,36 +106,58 @@ def measure(
     if not a.size:
         return Error(math.inf, 0.0, 0.0, 1.0, 0.0, 0.0, 0)
     per_part = params is not None and not params.per_tensor  # its steps need the whole difference, channel by channel
-    step = a.size if per_part or a.size < CHUNKED_FROM else CHUNK
-    buf = scratch.take(min(a.size, step)) if scratch is not None else np.empty(min(a.size, step), np.float32)
-    noise, squares, cross, high, low = 0.0, 0.0, 0.0, -math.inf, math.inf
-    for i in range(0, a.size, step):
-        x, y = a[i : i + step], b[i : i + step]
-        d = np.subtract(x, y, out=buf[: x.size])
-        noise += float(np.dot(d, d))
-        if signal is None:
-            squares += float(np.dot(y, y))
-        if cosine:
-            cross += float(np.dot(d, y))
-        high, low = max(high, float(d.max())), min(low, float(d.min()))
-    if signal is None:
-        signal = squares
-    if not (math.isfinite(noise) and math.isfinite(signal)):
+    sums = None if per_part else passes.diff_sums(a, b)
+    buf = None
+    if sums is None:
+        step = a.size if per_part or a.size < CHUNKED_FROM else CHUNK
+        buf = scratch.take(min(a.size, step)) if scratch is not None else np.empty(min(a.size, step), np.float32)
+        noise, squares, cross, high, low = 0.0, 0.0, 0.0, -math.inf, math.inf
+        for i in range(0, a.size, step):
+            x, y = a[i : i + step], b[i : i + step]
+            d = np.subtract(x, y, out=buf[: x.size])
+            noise += float(np.dot(d, d))
+            if signal is None:
+                squares += float(np.dot(y, y))
+            if cosine:
+                cross += float(np.dot(d, y))
+            high, low = max(high, float(d.max())), min(low, float(d.min()))
+        sums = passes.Sums(noise, squares, cross, high, low, int(a.size))
+    if signal is not None:
+        sums = passes.Sums(sums.noise, signal, sums.cross, sums.high, sums.low, sums.size)
+    if not (math.isfinite(sums.noise) and math.isfinite(sums.signal)):
         m = compare_arrays(value, reference).metrics
-        return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], signal, math.inf, int(b.size))
+        return Error(m["snr"], m["max_abs"], m["mse"], m["cosine"], sums.signal, math.inf, int(b.size))
+    steps = None
+    if params is not None:
+        if params.per_tensor:
+            steps = max(sums.high, -sums.low) / float(params.scale)
+        else:
+            assert buf is not None
+            steps = params.max_steps(buf.reshape(np.shape(reference)))
+    return error_of(sums, cosine=cosine, steps=steps)
+
+
+def error_of(sums: passes.Sums, *, cosine: bool = True, steps: float | None = None) -> Error:
+    """The :class:`Error` of a difference's sums (finite ones); ``cosine=False``: not computed (NaN)."""
+    noise, signal, size = sums.noise, sums.signal, sums.size
     cos = math.nan
     if cosine:
         # a = b + d: a.b and a.a from one more sum (d.b), each term rounded at its own magnitude
-        dot, aa = signal + cross, max(signal + 2 * cross + noise, 0.0)
+        dot, aa = signal + sums.cross, max(signal + 2 * sums.cross + noise, 0.0)
         if aa == 0 or signal == 0:
             cos = 1.0 if aa == signal else 0.0
         else:
             cos = max(-1.0, min(1.0, dot / math.sqrt(aa * signal)))
-    max_abs = max(high, -low)
-    steps = None
-    if params is not None:
-        steps = max_abs / float(params.scale) if params.per_tensor else params.max_steps(buf.reshape(np.shape(reference)))
-    return Error(_snr(signal, noise), max_abs, noise / a.size, cos, signal, noise, int(a.size), steps)
+    return Error(_snr(signal, noise), max(sums.high, -sums.low), noise / size, cos, signal, noise, size, steps)
+
+
+def _trip_error(trip: np.ndarray, value: np.ndarray, params: QuantParams, sums: passes.Sums | None, signal: float, scratch: Scratch) -> Error:
+    """A round trip's error against its float value (``signal``: the value's sum of squares), from the sums its pass
+    computed where it did (per tensor), else measured."""
+    if sums is None or not (params.per_tensor and math.isfinite(sums.noise) and math.isfinite(signal)):
+        return measure(trip, value, params, cosine=False, signal=signal, scratch=scratch)
+    sums = passes.Sums(sums.noise, signal, math.nan, sums.high, sums.low, sums.size)
+    return error_of(sums, cosine=False, steps=max(sums.high, -sums.low) / float(params.scale))
 
 
 class Scratch:
@@ -333,14 +356,11 @@ def evaluate_groups(
             acc_snr[p.float_name] = a.snr
             if pp is not None:
                 form = qv.form.get(p.quant_name) if p.float_name in read_later else None
-                if form is Form.INT:  # its readers are fed the integers, their float nodes the round trip
-                    ints, trip, clips = pp.quantized_round_trip(f)
+                # its readers are fed the integers (INT; their float nodes the round trip) or the round trip
+                ints, trip, clips, sums = pp.measured_round_trip(f, integers=form is Form.INT)
+                if form is Form.INT or form is Form.DEQUANTIZED:
                     trips[p.float_name] = (p.quant_name, trip, ints)
-                else:
-                    trip, clips = pp.round_trip_clipped(f)
-                    if form is Form.DEQUANTIZED:
-                        trips[p.float_name] = (p.quant_name, trip, None)  # what the groups that read it are fed
-                qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal, scratch=scratch))
+                qonly.append(_trip_error(trip, f, pp, sums, a.signal, scratch))
                 if params is None:
                     params, clipped = pp, clips / max(np.size(f), 1)
         input_snr = min((acc_snr.get(p.float_name, math.inf) for p in g.inputs), default=math.inf)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.runtime import dtypes
+from graph_dap.runtime.tools.quant import passes
 
 __all__ = ["CHUNK", "CHUNKED_FROM", "QuantParams"]
 
@@ -140,14 +141,25 @@ class QuantParams:
 
     def round_trip_clipped(self, x: np.ndarray) -> tuple[np.ndarray, int]:
         """The round trip, and how many elements were clipped (beyond the range by more than half a step)."""
-        _, trip, clipped = self._round_trip(x, integers=False)
+        _, trip, clipped, _ = self.measured_round_trip(x, integers=False)
         return trip, clipped
 
     def quantized_round_trip(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """``quantize(x)``, ``dequantize`` of it (the round trip) and the count of clipped elements, in one pass of each."""
-        q, trip, clipped = self._round_trip(x, integers=True)
+        q, trip, clipped, _ = self.measured_round_trip(x, integers=True)
         assert q is not None
         return q, trip, clipped
+
+    def measured_round_trip(self, x: np.ndarray, integers: bool) -> tuple[np.ndarray | None, np.ndarray, int, passes.Sums | None]:
+        """The integers (when ``integers``; else None), the round trip, the count clipped, and, where the round trip
+        was computed in one pass with its own error (:mod:`.passes`), the sums of ``trip - x`` (else None)."""
+        if self.axis is None and self.dtype in _NUMPY_INTS and np.asarray(x).dtype == np.float32:
+            zp = float(self.zero_point)
+            lo, hi = self.qrange
+            done = passes.round_trip(x, float(self.scale), zp, lo - zp, hi - zp, self.dtype if integers else None)
+            if done is not None:
+                return done.ints, done.value, done.clipped, done.error
+        return (*self._round_trip(x, integers), None)
 
     def _round_trip(self, x: np.ndarray, integers: bool) -> tuple[np.ndarray | None, np.ndarray, int]:
         if self.axis is None and self.dtype in _NUMPY_INTS and np.size(x) >= CHUNKED_FROM and np.asarray(x).dtype == np.float32:

@@ -1,0 +1,166 @@
+"""One-pass kernels of :mod:`._passes <graph_dap.runtime.tools.quant>` (C, built at install, loaded with ctypes).
+
+A value against its reference (the sums an :class:`~.errors.Error` is made of) and a tensor's Q/DQ round trip with
+its own error, each in one pass over memory, where numpy takes one pass per operation (about 2-3x slower). Each
+function returns None where the library is not there (an install without a C compiler) or cannot take the arrays
+(not float32, a NaN in a round trip); the caller then computes the same with numpy.
+
+Arrays of :data:`SPLIT_FROM` elements or more are split in two halves computed side by side (ctypes lets the GIL go
+during a call): a pass of either kind is bound by how fast memory streams to one core.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.machinery
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DISABLE_ENV", "SPLIT_FROM", "Sums", "Trip", "available", "diff_sums", "round_trip"]
+
+#: Set to 1 to use numpy's passes only (to compare the two, or where the library misbehaves).
+DISABLE_ENV = "GRAPH_DAP_NO_NATIVE"
+SPLIT_FROM = 1 << 20
+
+_NOISE, _SIGNAL, _CROSS, _HIGH, _LOW, _CLIPPED, _NAN, _SUMS = range(8)  # _passes.c's out[] slots
+_INT_KINDS = {"int8": 1, "uint8": 2, "int16": 3, "uint16": 4}  # _passes.c's GD_INT8...; int32's range is not float32's
+_P = ctypes.c_void_p
+
+
+@dataclass(frozen=True, slots=True)
+class Sums:
+    """``value - reference`` summed: its squares (noise), the reference's squares (signal), their product (cross),
+    the difference's extremes, and the element count."""
+
+    noise: float
+    signal: float
+    cross: float
+    high: float
+    low: float
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trip:
+    """A round trip: the integers (None when not asked for), the dequantized values, the count clipped, and the
+    round trip's :class:`Sums` against the tensor (cross not computed: NaN)."""
+
+    ints: np.ndarray | None
+    value: np.ndarray
+    clipped: int
+    error: Sums
+
+
+def _load() -> Any:
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        return None
+    here = Path(__file__).parent
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = here / f"_passes{suffix}"
+        if path.is_file():
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError:
+                return None
+            lib.gd_diff.argtypes = [_P, _P, ctypes.c_int64, _P]
+            lib.gd_diff.restype = None
+            f32 = ctypes.c_float
+            lib.gd_round_trip.argtypes = [_P, ctypes.c_int64, f32, f32, f32, f32, _P, _P, ctypes.c_int, _P]
+            lib.gd_round_trip.restype = None
+            return lib
+    return None
+
+
+_lib = _load()
+_pool: ThreadPoolExecutor | None = None
+
+
+def available() -> bool:
+    """Whether the C kernels are loaded."""
+    return _lib is not None
+
+
+def _halves(n: int) -> list[tuple[int, int]]:
+    if n < SPLIT_FROM:
+        return [(0, n)]
+    h = (n // 2 + 63) // 64 * 64  # a cache line's multiple
+    return [(0, h), (h, n)]
+
+
+def _side_by_side(calls: list[Any]) -> None:
+    """Run the calls (no arguments), the first on a helper thread while this one runs the rest."""
+    global _pool
+    if len(calls) == 1:
+        calls[0]()
+        return
+    if _pool is None:
+        _pool = ThreadPoolExecutor(1, thread_name_prefix="graph-dap-passes")
+    first = _pool.submit(calls[0])
+    for c in calls[1:]:
+        c()
+    first.result()
+
+
+def _flat32(a: Any) -> np.ndarray | None:
+    a = np.asarray(a)
+    if a.dtype != np.float32:
+        return None
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def diff_sums(value: Any, reference: Any) -> Sums | None:
+    """The sums of ``value - reference`` (float32 arrays of one size); None: not computed here."""
+    if _lib is None:
+        return None
+    a, b = _flat32(value), _flat32(reference)
+    if a is None or b is None or a.size != b.size:
+        return None
+    parts = _halves(a.size)
+    outs = np.zeros((len(parts), _SUMS), np.float64)
+
+    def call(k: int, lo: int, hi: int) -> Any:
+        return lambda: _lib.gd_diff(a[lo:].ctypes.data, b[lo:].ctypes.data, hi - lo, outs[k].ctypes.data)
+
+    _side_by_side([call(k, lo, hi) for k, (lo, hi) in enumerate(parts)])
+    return Sums(
+        float(outs[:, _NOISE].sum()),
+        float(outs[:, _SIGNAL].sum()),
+        float(outs[:, _CROSS].sum()),
+        float(outs[:, _HIGH].max()),
+        float(outs[:, _LOW].min()),
+        int(a.size),
+    )
+
+
+def round_trip(x: Any, scale: float, zero_point: float, low: float, high: float, int_type: str | None) -> Trip | None:
+    """``x``'s Q/DQ round trip per tensor: ``r = clip(rint(x / scale), low, high)`` (the integer less its zero point),
+    the values ``r * scale`` and, for ``int_type``, the integers ``r + zero_point``; with the trip's error against
+    ``x``. None: not computed here (no library, not float32, a NaN in ``x``, an integer type it does not write)."""
+    if _lib is None or (int_type is not None and int_type not in _INT_KINDS):
+        return None
+    flat = _flat32(x)
+    if flat is None:
+        return None
+    shape = np.shape(x)
+    trip = np.empty(flat.size, np.float32)
+    ints = np.empty(flat.size, np.dtype(int_type)) if int_type is not None else None
+    kind = _INT_KINDS[int_type] if int_type is not None else 0
+    parts = _halves(flat.size)
+    outs = np.zeros((len(parts), _SUMS), np.float64)
+
+    def call(k: int, lo: int, hi: int) -> Any:
+        q = ints[lo:].ctypes.data if ints is not None else None
+        return lambda: _lib.gd_round_trip(
+            flat[lo:].ctypes.data, hi - lo, scale, zero_point, low, high, trip[lo:].ctypes.data, q, kind, outs[k].ctypes.data
+        )
+
+    _side_by_side([call(k, lo, hi) for k, (lo, hi) in enumerate(parts)])
+    if outs[:, _NAN].any():
+        return None
+    error = Sums(float(outs[:, _NOISE].sum()), float(outs[:, _SIGNAL].sum()), float("nan"), float(outs[:, _HIGH].max()), float(outs[:, _LOW].min()), int(flat.size))
+    return Trip(None if ints is None else ints.reshape(shape), trip.reshape(shape), int(outs[:, _CLIPPED].sum()), error)
