@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from graph_dap.runtime.engine.nodes import NodeRunner
+from graph_dap.runtime.tools import passes
 from graph_dap.runtime.tools.metrics import compare_arrays
-from graph_dap.runtime.tools.quant import passes
 from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.local import LocalModel
 from graph_dap.runtime.tools.quant.pairing import Pairing

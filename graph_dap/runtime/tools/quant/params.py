@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.runtime import dtypes
-from graph_dap.runtime.tools.quant import passes
+from graph_dap.runtime.tools import passes
 
 __all__ = ["CHUNK", "CHUNKED_FROM", "QuantParams"]
 

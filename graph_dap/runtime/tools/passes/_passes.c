@@ -1,11 +1,12 @@
-/* One-pass kernels over float32 tensors for graph_dap.runtime.tools.quant.passes (loaded with ctypes).
+/* One-pass kernels over float32 tensors for graph_dap.runtime.tools.passes (loaded with ctypes).
 
    numpy takes one pass over memory per operation: a value against its reference is a difference, three dot
    products and two extremes, about 1 ns an element on this project's machines; here it is one pass at the speed
-   memory streams (0.3-0.5 ns). Plain C without Python's headers: the arguments are pointers and sizes.
+   memory streams (0.3-0.5 ns). compare_arrays' metrics (in double, with the tolerance's mismatches) took 44 ns an
+   element in numpy's passes, 3 here. Plain C without Python's headers: the arguments are pointers and sizes.
 
    Sums go in float32 lanes over blocks of BLOCK elements, then in double across blocks (as numpy's float32 dot
-   products of cache-sized chunks add up in double in errors.measure). Division, rounding (half to even) and the
+   products of cache-sized chunks add up in double in quant/errors.measure). Division, rounding (half to even) and the
    product with the scale are IEEE float32 operations, the same as numpy's: the round trip's values are bit for bit
    numpy's. The avx2 clone is chosen at load time where the CPU has it. */
 
@@ -16,7 +17,7 @@
 #define LANES 16
 #define BLOCK 4096
 
-enum { GD_NOISE, GD_SIGNAL, GD_CROSS, GD_HIGH, GD_LOW, GD_CLIPPED, GD_NAN, GD_SUMS };
+enum { GD_NOISE, GD_SIGNAL, GD_CROSS, GD_HIGH, GD_LOW, GD_CLIPPED, GD_NAN }; /* the out[] slots of gd_diff and gd_round_trip */
 
 /* a - b: out[NOISE] = sum d*d, out[SIGNAL] = sum b*b, out[CROSS] = sum d*b, out[HIGH] = max d, out[LOW] = min d.
    A NaN or an infinity makes the sums non-finite (the caller then measures another way). */
@@ -67,7 +68,7 @@ void gd_diff(const float *a, const float *b, int64_t n, double *out) {
     out[GD_LOW] = low;
 }
 
-/* The integer types the round trip writes (quant/passes.py's _INT_KINDS). */
+/* The integer types the round trip writes (passes/__init__.py's _INT_KINDS). */
 enum { GD_NONE, GD_INT8, GD_UINT8, GD_INT16, GD_UINT16 }; /* not int32: its range is not float32's */
 
 /* q[s..s+m) = r + zp in the type of kind (r: integers less the zero point, in range). */
@@ -155,4 +156,59 @@ void gd_round_trip(const float *x, int64_t n, float scale, float zp, float low, 
     out[GD_LOW] = lo;
     out[GD_CLIPPED] = clipped;
     out[GD_NAN] = nan;
+}
+
+/* a (a run's value) against b (its reference), in double as metrics.compare_arrays' numpy passes compute it, for
+   arrays finite on both sides: out[0] elements with |a-b| > atol + rtol |b|, out[1] max |a-b|, out[2] max |a-b| / |b|
+   (0 where equal, inf where b is 0 and a is not), out[3] sum (a-b)^2, out[4] sum a b, out[5] sum a a, out[6] sum b b,
+   out[7] 1 where an element is NaN or infinite on either side (then the rest is not to be used). */
+#define DLANES 8
+
+__attribute__((target_clones("avx2", "default")))
+void gd_compare(const float *a, const float *b, int64_t n, double atol, double rtol, double *out) {
+    double bad[DLANES] = {0}, mabs[DLANES] = {0}, mrel[DLANES] = {0}, sq[DLANES] = {0}, ab[DLANES] = {0}, aa[DLANES] = {0},
+           bb[DLANES] = {0}, check[DLANES] = {0};
+    int64_t i = 0;
+    for (; i + DLANES <= n; i += DLANES) {
+        for (int k = 0; k < DLANES; k++) {
+            double x = a[i + k], y = b[i + k];
+            double d = fabs(x - y), ref = fabs(y);
+            check[k] += x * 0.0 + y * 0.0; /* NaN where either is NaN or infinite */
+            bad[k] += d > atol + rtol * ref;
+            mabs[k] = d > mabs[k] ? d : mabs[k];
+            double rel = d == 0 ? 0.0 : d / ref;
+            mrel[k] = rel > mrel[k] ? rel : mrel[k];
+            sq[k] += d * d;
+            ab[k] += y * x;
+            aa[k] += x * x;
+            bb[k] += y * y;
+        }
+    }
+    for (; i < n; i++) {
+        double x = a[i], y = b[i];
+        double d = fabs(x - y), ref = fabs(y);
+        check[0] += x * 0.0 + y * 0.0;
+        bad[0] += d > atol + rtol * ref;
+        mabs[0] = d > mabs[0] ? d : mabs[0];
+        double rel = d == 0 ? 0.0 : d / ref;
+        mrel[0] = rel > mrel[0] ? rel : mrel[0];
+        sq[0] += d * d;
+        ab[0] += y * x;
+        aa[0] += x * x;
+        bb[0] += y * y;
+    }
+    double sums[8] = {0};
+    int nonfinite = 0;
+    for (int k = 0; k < DLANES; k++) {
+        sums[0] += bad[k];
+        sums[1] = mabs[k] > sums[1] ? mabs[k] : sums[1];
+        sums[2] = mrel[k] > sums[2] ? mrel[k] : sums[2];
+        sums[3] += sq[k];
+        sums[4] += ab[k];
+        sums[5] += aa[k];
+        sums[6] += bb[k];
+        nonfinite |= check[k] != 0;
+    }
+    for (int k = 0; k < 7; k++) out[k] = sums[k];
+    out[7] = nonfinite;
 }

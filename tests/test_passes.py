@@ -1,4 +1,4 @@
-"""quant's one-pass C kernels (quant/passes.py) against numpy's passes, which they replace where they can."""
+"""The one-pass C kernels (tools/passes) against numpy's passes, which they replace where they can."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from graph_dap.runtime.tools.quant import passes
+from graph_dap.runtime.tools import passes
+from graph_dap.runtime.tools.metrics import ArrayComparison, Tolerance, compare_arrays
 from graph_dap.runtime.tools.quant.errors import measure
 from graph_dap.runtime.tools.quant.params import QuantParams
 
@@ -167,3 +168,53 @@ def test_compare_is_the_same_either_way(tmp_path, monkeypatch: pytest.MonkeyPatc
             if ea is not None:
                 assert ea.snr == pytest.approx(eb.snr, abs=1e-4), (a.group.name, which)
                 assert ea.max_abs == eb.max_abs and ea.steps == pytest.approx(eb.steps, rel=1e-6), (a.group.name, which)
+
+
+def _compare_both_ways(monkeypatch: pytest.MonkeyPatch, a: np.ndarray, b: np.ndarray, tol: Tolerance) -> tuple[ArrayComparison, ArrayComparison]:
+    fast = compare_arrays(a, b, tol)
+    with monkeypatch.context() as m:
+        m.setattr(passes, "_lib", None)
+        slow = compare_arrays(a, b, tol)
+    return fast, slow
+
+
+@native
+@pytest.mark.parametrize("n", [1, 7, 9, 4097, passes.SPLIT_FROM + 11])
+def test_compare_arrays_is_the_same_either_way(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    rng = np.random.default_rng(n)
+    b = rng.standard_normal(n).astype(np.float32)
+    a = (b + rng.standard_normal(n).astype(np.float32) * 1e-4).astype(np.float32)
+    b[:: max(n // 5, 1)] = 0.0  # |a-b|/|b| infinite where the reference is 0 and the run is not
+    a[:: max(n // 7, 1)] = b[:: max(n // 7, 1)]  # and 0 where they are equal
+    for tol in (Tolerance(), Tolerance(1e-4, 0.0), Tolerance(0.0, 0.0), Tolerance.make(fail_if=["snr<60"])):
+        assert passes.compare(a, b, tol.atol, tol.rtol) is not None
+        fast, slow = _compare_both_ways(monkeypatch, a, b, tol)
+        assert (fast.passed, fast.mismatches, fast.size, fast.note) == (slow.passed, slow.mismatches, slow.size, slow.note)
+        assert fast.metrics["max_abs"] == slow.metrics["max_abs"] and fast.metrics["max_rel"] == slow.metrics["max_rel"]
+        for k in ("mse", "cosine", "snr"):
+            assert fast.metrics[k] == pytest.approx(slow.metrics[k], rel=1e-9, abs=1e-12), k
+
+
+@native
+def test_compare_arrays_counts_the_tolerance_as_numpy_does_at_its_edge(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = np.array([1.0, 2.0, -4.0, 0.0, 1e-3], np.float32)
+    a = b + np.array([1e-5, 2e-4, -4e-4, 1e-5, 0.0], np.float32)  # about atol + rtol |b|, rounded as float32 left it
+    for atol, rtol in ((1e-5, 1e-4), (0.0, 1e-4), (1e-5, 0.0)):
+        fast, slow = _compare_both_ways(monkeypatch, a.astype(np.float32), b, Tolerance(atol, rtol))
+        assert fast.mismatches == slow.mismatches and fast.passed == slow.passed
+
+
+@native
+def test_compare_arrays_leaves_what_it_cannot_take_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = np.linspace(-1, 1, 50, dtype=np.float32)
+    for a in (b.copy(), b.astype(np.float64), b.astype(np.float16)):
+        a = a.copy()
+        a.flat[3] = np.nan
+        a.flat[5] = np.inf
+        fast, slow = _compare_both_ways(monkeypatch, a, b if a.dtype == np.float32 else b.astype(a.dtype), Tolerance())
+        assert (fast.passed, fast.mismatches) == (slow.passed, slow.mismatches)
+        assert str(fast.metrics) == str(slow.metrics)  # NaN cosine, -inf SNR: one side non-finite
+    assert passes.compare(b.astype(np.float64), b.astype(np.float64), 0.0, 0.0) is None
+    nan = b.copy()
+    nan[0] = np.nan
+    assert passes.compare(nan, b, 0.0, 0.0) is None

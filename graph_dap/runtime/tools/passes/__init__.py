@@ -1,9 +1,10 @@
-"""One-pass kernels of :mod:`._passes <graph_dap.runtime.tools.quant>` (C, built at install, loaded with ctypes).
+"""One-pass kernels over float32 tensors (``_passes.c``, built at install by setup.py, loaded with ctypes).
 
-A value against its reference (the sums an :class:`~.errors.Error` is made of) and a tensor's Q/DQ round trip with
-its own error, each in one pass over memory, where numpy takes one pass per operation (about 2-3x slower). Each
-function returns None where the library is not there (an install without a C compiler) or cannot take the arrays
-(not float32, a NaN in a round trip); the caller then computes the same with numpy.
+A value against its reference (the sums a quantized group's error is made of: quant/errors.py), a tensor's Q/DQ round
+trip with its own error (quant/params.py), and a run's value against a reference as compare_arrays measures it (in
+double, with the tolerance's mismatches: tools/metrics.py), each in one pass over memory where numpy takes one pass per
+operation. Each function returns None where the library is not there (an install without a C compiler) or cannot take
+the arrays (not float32, a NaN); the caller then computes the same with numpy.
 
 Arrays of :data:`SPLIT_FROM` elements or more are split in two halves computed side by side (ctypes lets the GIL go
 during a call): a pass of either kind is bound by how fast memory streams to one core.
@@ -21,13 +22,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DISABLE_ENV", "SPLIT_FROM", "Sums", "Trip", "available", "diff_sums", "round_trip"]
+__all__ = ["DISABLE_ENV", "SPLIT_FROM", "Compared", "Sums", "Trip", "available", "compare", "diff_sums", "round_trip"]
 
 #: Set to 1 to use numpy's passes only (to compare the two, or where the library misbehaves).
 DISABLE_ENV = "GRAPH_DAP_NO_NATIVE"
 SPLIT_FROM = 1 << 20
 
-_NOISE, _SIGNAL, _CROSS, _HIGH, _LOW, _CLIPPED, _NAN, _SUMS = range(8)  # _passes.c's out[] slots
+_NOISE, _SIGNAL, _CROSS, _HIGH, _LOW, _CLIPPED, _NAN = range(7)  # _passes.c's out[] slots (GD_NOISE...)
+_SLOTS = 8  # the out[] a call writes: 5 (gd_diff), 7 (gd_round_trip), 8 (gd_compare)
 _INT_KINDS = {"int8": 1, "uint8": 2, "int16": 3, "uint16": 4}  # _passes.c's GD_INT8...; int32's range is not float32's
 _P = ctypes.c_void_p
 
@@ -56,6 +58,20 @@ class Trip:
     error: Sums
 
 
+@dataclass(frozen=True, slots=True)
+class Compared:
+    """A run's value against a reference, in double: elements beyond the tolerance, max |a-b|, max |a-b|/|b|, and the
+    sums of (a-b)^2, a.b, a.a and b.b."""
+
+    mismatches: int
+    max_abs: float
+    max_rel: float
+    sum_sq: float
+    dot: float
+    aa: float
+    bb: float
+
+
 def _load() -> Any:
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         return None
@@ -72,6 +88,8 @@ def _load() -> Any:
             f32 = ctypes.c_float
             lib.gd_round_trip.argtypes = [_P, ctypes.c_int64, f32, f32, f32, f32, _P, _P, ctypes.c_int, _P]
             lib.gd_round_trip.restype = None
+            lib.gd_compare.argtypes = [_P, _P, ctypes.c_int64, ctypes.c_double, ctypes.c_double, _P]
+            lib.gd_compare.restype = None
             return lib
     return None
 
@@ -121,7 +139,7 @@ def diff_sums(value: Any, reference: Any) -> Sums | None:
     if a is None or b is None or a.size != b.size:
         return None
     parts = _halves(a.size)
-    outs = np.zeros((len(parts), _SUMS), np.float64)
+    outs = np.zeros((len(parts), _SLOTS), np.float64)
 
     def call(k: int, lo: int, hi: int) -> Any:
         return lambda: _lib.gd_diff(a[lo:].ctypes.data, b[lo:].ctypes.data, hi - lo, outs[k].ctypes.data)
@@ -151,7 +169,7 @@ def round_trip(x: Any, scale: float, zero_point: float, low: float, high: float,
     ints = np.empty(flat.size, np.dtype(int_type)) if int_type is not None else None
     kind = _INT_KINDS[int_type] if int_type is not None else 0
     parts = _halves(flat.size)
-    outs = np.zeros((len(parts), _SUMS), np.float64)
+    outs = np.zeros((len(parts), _SLOTS), np.float64)
 
     def call(k: int, lo: int, hi: int) -> Any:
         q = ints[lo:].ctypes.data if ints is not None else None
@@ -164,3 +182,25 @@ def round_trip(x: Any, scale: float, zero_point: float, low: float, high: float,
         return None
     error = Sums(float(outs[:, _NOISE].sum()), float(outs[:, _SIGNAL].sum()), float("nan"), float(outs[:, _HIGH].max()), float(outs[:, _LOW].min()), int(flat.size))
     return Trip(None if ints is None else ints.reshape(shape), trip.reshape(shape), int(outs[:, _CLIPPED].sum()), error)
+
+
+def compare(value: Any, reference: Any, atol: float, rtol: float) -> Compared | None:
+    """``value`` against ``reference`` (float32 arrays of one size, finite everywhere) as
+    :func:`~graph_dap.runtime.tools.metrics.compare_arrays` measures them; None: not computed here (no library, another
+    type, a NaN or an infinity on either side)."""
+    if _lib is None:
+        return None
+    a, b = _flat32(value), _flat32(reference)
+    if a is None or b is None or a.size != b.size:
+        return None
+    parts = _halves(a.size)
+    outs = np.zeros((len(parts), _SLOTS), np.float64)
+
+    def call(k: int, lo: int, hi: int) -> Any:
+        return lambda: _lib.gd_compare(a[lo:].ctypes.data, b[lo:].ctypes.data, hi - lo, atol, rtol, outs[k].ctypes.data)
+
+    _side_by_side([call(k, lo, hi) for k, (lo, hi) in enumerate(parts)])
+    if outs[:, 7].any():
+        return None
+    total = outs.sum(axis=0)
+    return Compared(int(total[0]), float(outs[:, 1].max()), float(outs[:, 2].max()), *(float(v) for v in total[3:7]))
