@@ -94,7 +94,8 @@ def _kill_leftovers(temp: str) -> None:
 def scan(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, list[dict[str, Any]], str]:
     run = subprocess.run([sys.executable, "-m", "graph_dap", "scan", *args, "--json"], capture_output=True, text=True,
                          env=env or _env(), cwd=cwd, timeout=300)
-    return run.returncode, [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")], run.stderr
+    # every line of stdout is one of scan's JSON objects (Ray's own lines, "(raylet) A worker died...", go to stderr)
+    return run.returncode, [json.loads(line) for line in run.stdout.splitlines()], run.stderr
 
 
 def results(out: Path) -> dict[str, dict[str, Any]]:

@@ -36,9 +36,13 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     state: dict[str, Any] = {"total": source.total, "resumed": 0, "started": False}
 
+    # With --json stdout holds the JSON lines alone: what other code prints meanwhile (Ray's "(raylet) A worker
+    # died..." when a worker is lost) goes to stderr, where it cannot come before one of our lines on its line
+    own_stdout = sys.stdout
+
     def on_event(kind: ScanEvent, data: dict[str, Any]) -> None:
         if args.json:
-            _json_line({"event": kind, **data})
+            _json_line({"event": kind, **data}, own_stdout)
         if kind is ScanEvent.START:
             state["resumed"], state["started"] = data["resumed"], True
         elif kind is ScanEvent.RESULT and bar is not None:
@@ -51,10 +55,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"graph-dap scan: {data['message']}", file=sys.stderr)
 
     finished = False
+    if args.json:
+        sys.stdout = sys.stderr
     try:
         summary = run_scan(graph, source, config, backend, out, resume=args.resume, on_event=on_event)
         finished = summary.finished
     finally:
+        sys.stdout = own_stdout
         if bar is not None:
             bar.close()
         if state["started"] and not finished:
@@ -120,11 +127,12 @@ def _config(args: argparse.Namespace) -> Any:
     return config
 
 
-def _json_line(obj: dict[str, Any]) -> None:
-    """One JSON object and its newline in one write: Ray's threads print to stdout too, and ``print``
-    writes its text and its newline apart, so their text could land between the two (seen in CI)."""
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+def _json_line(obj: dict[str, Any], out: Any = None) -> None:
+    """One JSON object and its newline in one write (``print`` writes its text and its newline apart), to ``out``
+    (the process's stdout when None)."""
+    stream = sys.stdout if out is None else out
+    stream.write(json.dumps(obj) + "\n")
+    stream.flush()
 
 
 def _backend(args: argparse.Namespace, config: Any, graph: Any, source: Any) -> Any:
