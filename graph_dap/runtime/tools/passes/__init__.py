@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import ctypes
 import importlib.machinery
+import math
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,25 +105,33 @@ def available() -> bool:
     return _lib is not None
 
 
-def _halves(n: int) -> list[tuple[int, int]]:
+def _parts(n: int, call: Callable[[int, int, Any], None]) -> np.ndarray:
+    """``call(lo, hi, out)`` over ``[0, n)``, in two halves side by side from :data:`SPLIT_FROM` elements (ctypes lets
+    the GIL go during a call: a pass is bound by how fast memory streams to one core), each half writing its own
+    ``out[]`` row; the rows."""
     if n < SPLIT_FROM:
-        return [(0, n)]
-    h = (n // 2 + 63) // 64 * 64  # a cache line's multiple
-    return [(0, h), (h, n)]
-
-
-def _side_by_side(calls: list[Any]) -> None:
-    """Run the calls (no arguments), the first on a helper thread while this one runs the rest."""
+        outs = np.zeros((1, _SLOTS), np.float64)
+        call(0, n, outs[0].ctypes.data)
+        return outs
     global _pool
-    if len(calls) == 1:
-        calls[0]()
-        return
     if _pool is None:
         _pool = ThreadPoolExecutor(1, thread_name_prefix="graph-dap-passes")
-    first = _pool.submit(calls[0])
-    for c in calls[1:]:
-        c()
+    half = (n // 2 + 63) // 64 * 64  # a cache line's multiple
+    outs = np.zeros((2, _SLOTS), np.float64)
+    first = _pool.submit(call, 0, half, outs[0].ctypes.data)
+    call(half, n, outs[1].ctypes.data)
     first.result()
+    return outs
+
+
+def _pair32(value: Any, reference: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both flat and contiguous, when the library is there and both are float32 arrays of one size."""
+    if _lib is None:
+        return None
+    a, b = _flat32(value), _flat32(reference)
+    if a is None or b is None or a.size != b.size:
+        return None
+    return a, b
 
 
 def _flat32(a: Any) -> np.ndarray | None:
@@ -133,26 +143,16 @@ def _flat32(a: Any) -> np.ndarray | None:
 
 def diff_sums(value: Any, reference: Any) -> Sums | None:
     """The sums of ``value - reference`` (float32 arrays of one size); None: not computed here."""
-    if _lib is None:
+    pair = _pair32(value, reference)
+    if pair is None:
         return None
-    a, b = _flat32(value), _flat32(reference)
-    if a is None or b is None or a.size != b.size:
-        return None
-    parts = _halves(a.size)
-    outs = np.zeros((len(parts), _SLOTS), np.float64)
+    a, b = pair
+    outs = _parts(a.size, lambda lo, hi, out: _lib.gd_diff(a[lo:].ctypes.data, b[lo:].ctypes.data, hi - lo, out))
+    return _sums(outs, int(a.size), float(outs[:, _CROSS].sum()))
 
-    def call(k: int, lo: int, hi: int) -> Any:
-        return lambda: _lib.gd_diff(a[lo:].ctypes.data, b[lo:].ctypes.data, hi - lo, outs[k].ctypes.data)
 
-    _side_by_side([call(k, lo, hi) for k, (lo, hi) in enumerate(parts)])
-    return Sums(
-        float(outs[:, _NOISE].sum()),
-        float(outs[:, _SIGNAL].sum()),
-        float(outs[:, _CROSS].sum()),
-        float(outs[:, _HIGH].max()),
-        float(outs[:, _LOW].min()),
-        int(a.size),
-    )
+def _sums(outs: np.ndarray, size: int, cross: float) -> Sums:
+    return Sums(float(outs[:, _NOISE].sum()), float(outs[:, _SIGNAL].sum()), cross, float(outs[:, _HIGH].max()), float(outs[:, _LOW].min()), size)
 
 
 def round_trip(x: Any, scale: float, zero_point: float, low: float, high: float, int_type: str | None) -> Trip | None:
@@ -168,19 +168,15 @@ def round_trip(x: Any, scale: float, zero_point: float, low: float, high: float,
     trip = np.empty(flat.size, np.float32)
     ints = np.empty(flat.size, np.dtype(int_type)) if int_type is not None else None
     kind = _INT_KINDS[int_type] if int_type is not None else 0
-    parts = _halves(flat.size)
-    outs = np.zeros((len(parts), _SLOTS), np.float64)
 
-    def call(k: int, lo: int, hi: int) -> Any:
+    def call(lo: int, hi: int, out: Any) -> None:
         q = ints[lo:].ctypes.data if ints is not None else None
-        return lambda: _lib.gd_round_trip(
-            flat[lo:].ctypes.data, hi - lo, scale, zero_point, low, high, trip[lo:].ctypes.data, q, kind, outs[k].ctypes.data
-        )
+        _lib.gd_round_trip(flat[lo:].ctypes.data, hi - lo, scale, zero_point, low, high, trip[lo:].ctypes.data, q, kind, out)
 
-    _side_by_side([call(k, lo, hi) for k, (lo, hi) in enumerate(parts)])
+    outs = _parts(flat.size, call)
     if outs[:, _NAN].any():
         return None
-    error = Sums(float(outs[:, _NOISE].sum()), float(outs[:, _SIGNAL].sum()), float("nan"), float(outs[:, _HIGH].max()), float(outs[:, _LOW].min()), int(flat.size))
+    error = _sums(outs, int(flat.size), math.nan)
     return Trip(None if ints is None else ints.reshape(shape), trip.reshape(shape), int(outs[:, _CLIPPED].sum()), error)
 
 
@@ -188,18 +184,11 @@ def compare(value: Any, reference: Any, atol: float, rtol: float) -> Compared | 
     """``value`` against ``reference`` (float32 arrays of one size, finite everywhere) as
     :func:`~graph_dap.runtime.tools.metrics.compare_arrays` measures them; None: not computed here (no library, another
     type, a NaN or an infinity on either side)."""
-    if _lib is None:
+    pair = _pair32(value, reference)
+    if pair is None:
         return None
-    a, b = _flat32(value), _flat32(reference)
-    if a is None or b is None or a.size != b.size:
-        return None
-    parts = _halves(a.size)
-    outs = np.zeros((len(parts), _SLOTS), np.float64)
-
-    def call(k: int, lo: int, hi: int) -> Any:
-        return lambda: _lib.gd_compare(a[lo:].ctypes.data, b[lo:].ctypes.data, hi - lo, atol, rtol, outs[k].ctypes.data)
-
-    _side_by_side([call(k, lo, hi) for k, (lo, hi) in enumerate(parts)])
+    a, b = pair
+    outs = _parts(a.size, lambda lo, hi, out: _lib.gd_compare(a[lo:].ctypes.data, b[lo:].ctypes.data, hi - lo, atol, rtol, out))
     if outs[:, 7].any():
         return None
     total = outs.sum(axis=0)
