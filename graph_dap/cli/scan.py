@@ -36,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     state: dict[str, Any] = {"total": source.total, "resumed": 0, "started": False}
 
-    # With --json stdout holds the JSON lines alone: what other code prints meanwhile (Ray's "(raylet) A worker
-    # died..." when a worker is lost) goes to stderr, where it cannot come before one of our lines on its line
+    # stdout holds scan's own output alone (the JSON lines, or the summary): what other code prints meanwhile (Ray's
+    # "(raylet) A worker died..." when a worker is lost) goes to stderr, where it cannot come before one of our
+    # lines on its line
     own_stdout = sys.stdout
 
     def on_event(kind: ScanEvent, data: dict[str, Any]) -> None:
@@ -55,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"graph-dap scan: {data['message']}", file=sys.stderr)
 
     finished = False
-    if args.json:
-        sys.stdout = sys.stderr
+    sys.stdout = sys.stderr
     try:
         summary = run_scan(graph, source, config, backend, out, resume=args.resume, on_event=on_event)
         finished = summary.finished
