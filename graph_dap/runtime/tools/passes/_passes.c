@@ -14,6 +14,13 @@
 #include <stdint.h>
 #include <stddef.h>
 
+/* An avx2 clone beside the baseline one, chosen when the library loads (x86 only; elsewhere the baseline alone). */
+#if defined(__x86_64__) || defined(__i386__)
+#define CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CLONES
+#endif
+
 #define LANES 16
 #define BLOCK 4096
 
@@ -21,7 +28,7 @@ enum { GD_NOISE, GD_SIGNAL, GD_CROSS, GD_HIGH, GD_LOW, GD_CLIPPED, GD_NAN }; /* 
 
 /* a - b: out[NOISE] = sum d*d, out[SIGNAL] = sum b*b, out[CROSS] = sum d*b, out[HIGH] = max d, out[LOW] = min d.
    A NaN or an infinity makes the sums non-finite (the caller then measures another way). */
-__attribute__((target_clones("avx2", "default")))
+CLONES
 void gd_diff(const float *a, const float *b, int64_t n, double *out) {
     double noise = 0, signal = 0, cross = 0;
     float high = -INFINITY, low = INFINITY;
@@ -87,7 +94,7 @@ static void put(void *q, int kind, int64_t s, const float *r, int64_t m, float z
    -0.0, rint of -0.3, becomes the 0.0 that DequantizeLinear writes, as quant/params.py does). The error of the trip
    in the same pass: out[NOISE] = sum (trip - x)^2, out[SIGNAL] = sum x*x, out[HIGH], out[LOW] its extremes,
    out[CLIPPED] the elements clamped, out[NAN] 1 where x holds a NaN (then trip and q are not to be used). */
-__attribute__((target_clones("avx2", "default")))
+CLONES
 void gd_round_trip(const float *x, int64_t n, float scale, float zp, float low, float high, float *trip, void *q, int kind,
                    double *out) {
     double noise = 0, signal = 0, clipped = 0;
@@ -164,7 +171,7 @@ void gd_round_trip(const float *x, int64_t n, float scale, float zp, float low, 
    out[7] 1 where an element is NaN or infinite on either side (then the rest is not to be used). */
 #define DLANES 8
 
-__attribute__((target_clones("avx2", "default")))
+CLONES
 void gd_compare(const float *a, const float *b, int64_t n, double atol, double rtol, double *out) {
     double bad[DLANES] = {0}, mabs[DLANES] = {0}, mrel[DLANES] = {0}, sq[DLANES] = {0}, ab[DLANES] = {0}, aa[DLANES] = {0},
            bb[DLANES] = {0}, check[DLANES] = {0};
