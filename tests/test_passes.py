@@ -218,3 +218,20 @@ def test_compare_arrays_leaves_what_it_cannot_take_to_numpy(monkeypatch: pytest.
     nan = b.copy()
     nan[0] = np.nan
     assert passes.compare(nan, b, 0.0, 0.0) is None
+
+
+@native
+def test_compare_arrays_takes_float16_in_one_pass_as_numpy_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(16)
+    ref = rng.standard_normal(5000).astype(np.float32)
+    run = ref.astype(np.float16)  # a model converted to float16 against its float original
+    taken = []
+    real = passes.compare
+    monkeypatch.setattr(passes, "compare", lambda *args: taken.append(real(*args)) or taken[-1])
+    for a, b in ((run, ref), (run, ref.astype(np.float16)), (ref, run)):
+        before = len(taken)
+        fast, slow = _compare_both_ways(monkeypatch, a, b, Tolerance())
+        assert taken[before] is not None  # the one pass took it (numpy's passes took the second call)
+        assert (fast.passed, fast.mismatches, fast.note) == (slow.passed, slow.mismatches, slow.note)
+        assert fast.metrics["max_abs"] == slow.metrics["max_abs"] and fast.metrics["max_rel"] == slow.metrics["max_rel"]
+        assert fast.metrics["snr"] == pytest.approx(slow.metrics["snr"], rel=1e-9)
