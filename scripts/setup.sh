@@ -11,7 +11,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.graph-dap-installed"
 # pyproject.toml, setup.py and the C source it compiles (quant's one-pass kernels): any changed, install again
-want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root"/graph_dap/runtime/tools/passes/_passes.c | sha256sum | cut -d' ' -f1)"
+want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root"/graph_dap/runtime/passes/_passes.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing graph-dap and its test tools into $venv" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2

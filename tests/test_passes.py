@@ -1,4 +1,4 @@
-"""The one-pass C kernels (tools/passes) against numpy's passes, which they replace where they can."""
+"""The one-pass C kernels (runtime/passes) against numpy's passes, which they replace where they can."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from graph_dap.runtime.tools import passes
+from graph_dap.runtime import passes
+from graph_dap.runtime.tensor import TensorSummary, summarize
 from graph_dap.runtime.tools.metrics import ArrayComparison, Tolerance, compare_arrays
 from graph_dap.runtime.tools.quant.errors import measure
 from graph_dap.runtime.tools.quant.params import QuantParams
@@ -235,3 +236,36 @@ def test_compare_arrays_takes_float16_in_one_pass_as_numpy_does(monkeypatch: pyt
         assert (fast.passed, fast.mismatches, fast.note) == (slow.passed, slow.mismatches, slow.note)
         assert fast.metrics["max_abs"] == slow.metrics["max_abs"] and fast.metrics["max_rel"] == slow.metrics["max_rel"]
         assert fast.metrics["snr"] == pytest.approx(slow.metrics["snr"], rel=1e-9)
+
+
+def _summaries_both_ways(monkeypatch: pytest.MonkeyPatch, a: np.ndarray) -> tuple[TensorSummary, TensorSummary]:
+    fast = summarize(a)
+    with monkeypatch.context() as m:
+        m.setattr(passes, "_lib", None)
+        slow = summarize(a)
+    return fast, slow
+
+
+@native
+@pytest.mark.parametrize("n", [1, 9, 4096, 4097, 70_001, passes.SPLIT_FROM + 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_summary_is_the_same_either_way(monkeypatch: pytest.MonkeyPatch, n: int, dtype: type) -> None:
+    rng = np.random.default_rng(n)
+    a = (rng.standard_normal(n) * 3 + 1000 * (n % 2)).astype(dtype)  # odd sizes: a mean far from 0 beside a small spread
+    if n > 20:
+        a[[2, 5, 11]] = [np.nan, np.inf, -np.inf]
+        a[[3, 4]] = [0.0, -0.0]
+    assert passes.summary(a.astype(np.float32)) is not None
+    fast, slow = _summaries_both_ways(monkeypatch, a)
+    assert (fast.nan, fast.posinf, fast.neginf, fast.zeros, fast.min, fast.max) == (slow.nan, slow.posinf, slow.neginf, slow.zeros, slow.min, slow.max)
+    assert fast.mean == pytest.approx(slow.mean, rel=1e-12, abs=1e-12) and fast.std == pytest.approx(slow.std, rel=1e-9)
+    assert fast.text() == slow.text()
+    want = a[np.isfinite(a)].astype(np.float64)
+    assert fast.mean == pytest.approx(want.mean(), rel=1e-12) and fast.std == pytest.approx(want.std(), rel=1e-9)
+
+
+@native
+def test_a_summary_of_no_finite_value_or_one_value_is_the_same_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    for a in (np.full(10, np.nan, np.float32), np.array([np.inf, -np.inf], np.float32), np.full(5000, 2.5, np.float32), np.zeros(0, np.float32), np.float32(7.0)):
+        fast, slow = _summaries_both_ways(monkeypatch, np.asarray(a))
+        assert fast == slow

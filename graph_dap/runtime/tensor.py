@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from graph_dap.kinds import Fault, ValueKind
-from graph_dap.runtime import dtypes
+from graph_dap.runtime import dtypes, passes
 
 _CHUNK = 1 << 20  # elements per pass
 
@@ -191,6 +191,15 @@ def summarize_chunks(dtype: str, shape: tuple[int, ...], chunks: Iterable[np.nda
         if piece.dtype.kind == "c":
             piece = np.abs(piece)
         chunk = dtypes.numeric(piece)  # bfloat16, float8, int4: as float32 or int8 (exact)
+        if chunk.dtype == np.float16:
+            chunk = chunk.astype(np.float32)  # exact: the one pass takes float32
+        one = passes.summary(chunk) if chunk.dtype == np.float32 else None
+        if one is not None:  # the same statistics in one pass (runtime/passes)
+            nan, posinf, neginf, zeros = nan + one.nan, posinf + one.posinf, neginf + one.neginf, zeros + one.zeros
+            if one.count:
+                count, total, m2 = passes.combine_moments(count, total, m2, one.count, one.total, one.m2)
+                lo, hi = min(lo, one.low), max(hi, one.high)
+            continue
         zeros += int(chunk.size - np.count_nonzero(chunk))
         if dtypes.is_float(chunk.dtype):
             cmin, cmax = chunk.min(), chunk.max()
@@ -206,18 +215,9 @@ def summarize_chunks(dtype: str, shape: tuple[int, ...], chunks: Iterable[np.nda
         else:
             cmin, cmax = chunk.min(), chunk.max()
         c = chunk.astype(np.float64, copy=False)
-        k = int(c.size)
         csum = float(c.sum())
-        cmean = csum / k
-        cm2 = float(np.square(c - cmean).sum())
-        # Chan et al.'s parallel combination of mean and sum of squares.
-        if count:
-            delta = cmean - total / count
-            m2 += cm2 + delta * delta * count * k / (count + k)
-        else:
-            m2 = cm2
-        total += csum
-        count += k
+        cm2 = float(np.square(c - csum / c.size).sum())
+        count, total, m2 = passes.combine_moments(count, total, m2, int(c.size), csum, cm2)  # Chan et al.'s combination
         lo, hi = min(lo, float(cmin)), max(hi, float(cmax))
     if count == 0:
         return TensorSummary(dtype, shape, n, None, None, None, None, nan, posinf, neginf, zeros)

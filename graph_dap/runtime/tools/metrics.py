@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from graph_dap.errors import CompareError
-from graph_dap.runtime import dtypes
+from graph_dap.runtime import dtypes, passes
 from graph_dap.runtime.tensor import format_number
-from graph_dap.runtime.tools import passes
 
 __all__ = [
     "DEFAULT_ATOL",

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from graph_dap.runtime import passes
 from graph_dap.runtime.engine.nodes import NodeRunner
-from graph_dap.runtime.tools import passes
 from graph_dap.runtime.tools.metrics import compare_arrays
 from graph_dap.runtime.tools.quant.groups import Group
 from graph_dap.runtime.tools.quant.local import LocalModel

@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from graph_dap.runtime import dtypes
-from graph_dap.runtime.tools import passes
+from graph_dap.runtime import dtypes, passes
 
 __all__ = ["CHUNK", "CHUNKED_FROM", "QuantParams"]
 

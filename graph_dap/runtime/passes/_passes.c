@@ -1,4 +1,4 @@
-/* One-pass kernels over float32 tensors for graph_dap.runtime.tools.passes (loaded with ctypes).
+/* One-pass kernels over float32 tensors for graph_dap.runtime.passes (loaded with ctypes).
 
    numpy takes one pass over memory per operation: a value against its reference is a difference, three dot
    products and two extremes, about 1 ns an element on this project's machines; here it is one pass at the speed
@@ -218,4 +218,134 @@ void gd_compare(const float *a, const float *b, int64_t n, double atol, double r
     }
     for (int k = 0; k < 7; k++) out[k] = sums[k];
     out[7] = nonfinite;
+}
+
+/* The out[] slots of gd_summary (passes/__init__.py's summary reads them in this order). */
+enum { GS_COUNT, GS_SUM, GS_M2, GS_MIN, GS_MAX, GS_NAN, GS_POSINF, GS_NEGINF, GS_ZEROS };
+
+/* The sum of m floats in double, lane by lane. */
+static double block_sum(const float *v, int64_t m) {
+    double sm[DLANES] = {0};
+    int64_t i = 0;
+    for (; i + DLANES <= m; i += DLANES)
+        for (int k = 0; k < DLANES; k++) sm[k] += v[i + k];
+    for (; i < m; i++) sm[0] += v[i];
+    double s = 0;
+    for (int k = 0; k < DLANES; k++) s += sm[k];
+    return s;
+}
+
+/* The squared deviations of m floats from mean, in double, lane by lane. */
+static double block_m2(const float *v, int64_t m, double mean) {
+    double dev[DLANES] = {0};
+    int64_t i = 0;
+    for (; i + DLANES <= m; i += DLANES) {
+        for (int k = 0; k < DLANES; k++) {
+            double d = v[i + k] - mean;
+            dev[k] += d * d;
+        }
+    }
+    for (; i < m; i++) dev[0] += (v[i] - mean) * (v[i] - mean);
+    double s = 0;
+    for (int k = 0; k < DLANES; k++) s += dev[k];
+    return s;
+}
+
+/* One block's count, sum and squared deviations from its mean (bc, bs, bm2) over its finite elements, its extremes
+   into lo and hi, and its counts of NaN, +inf, -inf and zeros added to st[4]. Where every element is finite (the
+   usual case) plain passes over the block, in the core's cache after the first; else element by element. */
+static void block_stats(const float *v, int64_t m, double *bc, double *bs, double *bm2, float *lo, float *hi, double *st) {
+    float zz[LANES] = {0}, chk[LANES] = {0}, mn[LANES], mx[LANES];
+    for (int k = 0; k < LANES; k++) {
+        mn[k] = INFINITY;
+        mx[k] = -INFINITY;
+    }
+    int64_t i = 0;
+    for (; i + LANES <= m; i += LANES) {
+        for (int k = 0; k < LANES; k++) {
+            float a = v[i + k];
+            chk[k] += a * 0.0f; /* NaN where a is NaN or infinite */
+            zz[k] += a == 0.0f;
+            mn[k] = a < mn[k] ? a : mn[k];
+            mx[k] = a > mx[k] ? a : mx[k];
+        }
+    }
+    for (; i < m; i++) {
+        float a = v[i];
+        chk[0] += a * 0.0f;
+        zz[0] += a == 0.0f;
+        mn[0] = a < mn[0] ? a : mn[0];
+        mx[0] = a > mx[0] ? a : mx[0];
+    }
+    int finite = 1;
+    for (int k = 0; k < LANES; k++) {
+        finite &= chk[k] == 0.0f;
+        st[3] += zz[k];
+    }
+    if (finite) {
+        for (int k = 0; k < LANES; k++) {
+            *lo = mn[k] < *lo ? mn[k] : *lo;
+            *hi = mx[k] > *hi ? mx[k] : *hi;
+        }
+        *bc = (double)m;
+        *bs = block_sum(v, m);
+        *bm2 = m ? block_m2(v, m, *bs / m) : 0.0;
+        return;
+    }
+    double c = 0, s = 0;
+    for (i = 0; i < m; i++) { /* a NaN or an infinity here: the finite elements alone */
+        float a = v[i];
+        if (a != a) {
+            st[0] += 1;
+        } else if (a == INFINITY) {
+            st[1] += 1;
+        } else if (a == -INFINITY) {
+            st[2] += 1;
+        } else {
+            c += 1;
+            s += a;
+            *lo = a < *lo ? a : *lo;
+            *hi = a > *hi ? a : *hi;
+        }
+    }
+    double d2 = 0, mean = c ? s / c : 0.0;
+    for (i = 0; i < m; i++) {
+        float a = v[i];
+        if (a - a == 0.0f) d2 += (a - mean) * (a - mean);
+    }
+    *bc = c;
+    *bs = s;
+    *bm2 = d2;
+}
+
+/* A tensor's summary (tensor.summarize_chunks'): out[COUNT] finite elements, out[SUM] their sum, out[M2] their squared
+   deviations from their mean, out[MIN], out[MAX] their extremes (inf, -inf where none), and the counts of NaN, +inf,
+   -inf and zeros. Each block's mean first, then its squared deviations from it (the block is in the core's cache),
+   blocks combined as Chan et al. combine them: what numpy's two passes per chunk compute, in one pass over memory. */
+CLONES
+void gd_summary(const float *x, int64_t n, double *out) {
+    double count = 0, total = 0, m2 = 0, st[4] = {0};
+    float lo = INFINITY, hi = -INFINITY;
+    for (int64_t s = 0; s < n; s += BLOCK) {
+        double bc, bs, bm2;
+        block_stats(x + s, s + BLOCK < n ? BLOCK : n - s, &bc, &bs, &bm2, &lo, &hi, st);
+        if (bc == 0) continue;
+        if (count > 0) {
+            double delta = bs / bc - total / count;
+            m2 += bm2 + delta * delta * count * bc / (count + bc);
+        } else {
+            m2 = bm2;
+        }
+        total += bs;
+        count += bc;
+    }
+    out[GS_COUNT] = count;
+    out[GS_SUM] = total;
+    out[GS_M2] = m2;
+    out[GS_MIN] = lo;
+    out[GS_MAX] = hi;
+    out[GS_NAN] = st[0];
+    out[GS_POSINF] = st[1];
+    out[GS_NEGINF] = st[2];
+    out[GS_ZEROS] = st[3];
 }

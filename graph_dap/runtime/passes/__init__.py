@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DISABLE_ENV", "SPLIT_FROM", "Compared", "Sums", "Trip", "available", "compare", "diff_sums", "round_trip"]
+__all__ = ["DISABLE_ENV", "SPLIT_FROM", "Compared", "Summary", "Sums", "Trip", "available", "compare", "diff_sums", "round_trip", "summary"]
 
 #: Set to 1 to use numpy's passes only (to compare the two, or where the library misbehaves).
 DISABLE_ENV = "GRAPH_DAP_NO_NATIVE"
 SPLIT_FROM = 1 << 20
 
 _NOISE, _SIGNAL, _CROSS, _HIGH, _LOW, _CLIPPED, _NAN = range(7)  # _passes.c's out[] slots (GD_NOISE...)
-_SLOTS = 8  # the out[] a call writes: 5 (gd_diff), 7 (gd_round_trip), 8 (gd_compare)
+_SLOTS = 9  # the out[] a call writes: 5 (gd_diff), 7 (gd_round_trip), 8 (gd_compare), 9 (gd_summary)
 _INT_KINDS = {"int8": 1, "uint8": 2, "int16": 3, "uint16": 4}  # _passes.c's GD_INT8...; int32's range is not float32's
 _P = ctypes.c_void_p
 
@@ -74,6 +74,22 @@ class Compared:
     bb: float
 
 
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A tensor's statistics: its finite elements' count, sum, squared deviations from their mean (m2) and extremes
+    (inf and -inf where none), and how many are NaN, +inf, -inf and zero."""
+
+    count: int
+    total: float
+    m2: float
+    low: float
+    high: float
+    nan: int
+    posinf: int
+    neginf: int
+    zeros: int
+
+
 def _load() -> Any:
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         return None
@@ -92,6 +108,8 @@ def _load() -> Any:
             lib.gd_round_trip.restype = None
             lib.gd_compare.argtypes = [_P, _P, ctypes.c_int64, ctypes.c_double, ctypes.c_double, _P]
             lib.gd_compare.restype = None
+            lib.gd_summary.argtypes = [_P, ctypes.c_int64, _P]
+            lib.gd_summary.restype = None
             return lib
     return None
 
@@ -122,6 +140,16 @@ def _parts(n: int, call: Callable[[int, int, Any], None]) -> np.ndarray:
     call(half, n, outs[1].ctypes.data)
     first.result()
     return outs
+
+
+def combine_moments(count: int, total: float, m2: float, k: int, ktotal: float, km2: float) -> tuple[int, float, float]:
+    """Two parts' (count, sum, squared deviations from their mean) as one (Chan et al.)."""
+    if not count:
+        return k, ktotal, km2
+    if not k:
+        return count, total, m2
+    delta = ktotal / k - total / count
+    return count + k, total + ktotal, m2 + km2 + delta * delta * count * k / (count + k)
 
 
 def _pair32(value: Any, reference: Any) -> tuple[np.ndarray, np.ndarray] | None:
@@ -193,3 +221,19 @@ def compare(value: Any, reference: Any, atol: float, rtol: float) -> Compared | 
         return None
     total = outs.sum(axis=0)
     return Compared(int(total[0]), float(outs[:, 1].max()), float(outs[:, 2].max()), *(float(v) for v in total[3:7]))
+
+
+def summary(values: Any) -> Summary | None:
+    """The statistics of a float32 array (:func:`~graph_dap.runtime.tensor.summarize_chunks`' per piece); None: not
+    computed here (no library, another type)."""
+    if _lib is None:
+        return None
+    flat = _flat32(values)
+    if flat is None:
+        return None
+    outs = _parts(flat.size, lambda lo, hi, out: _lib.gd_summary(flat[lo:].ctypes.data, hi - lo, out))
+    count, total, m2 = 0, 0.0, 0.0
+    for row in outs:
+        count, total, m2 = combine_moments(count, total, m2, int(row[0]), float(row[1]), float(row[2]))
+    n = outs.sum(axis=0)
+    return Summary(count, total, m2, float(outs[:, 3].min()), float(outs[:, 4].max()), int(n[5]), int(n[6]), int(n[7]), int(n[8]))
