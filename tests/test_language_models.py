@@ -8,6 +8,7 @@ nothing of where they are (``linear_11``, ``val_375``); its nodes carry module p
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -186,6 +187,39 @@ def test_a_stops_summaries_are_made_once_and_the_weights_are_read_from_their_fil
         assert s.text == summarize(arrays[s.name]).text() and s.stats == wire.summary(s.name, arrays[s.name]).stats, s.name
     # (the reference summaries above alone): the weights' own came from their file, a piece at a time (Weights.summary)
     assert weights and len(made) == len(page) + len(weights)
+
+
+def test_a_page_of_weights_being_summarized_holds_the_idle_work_until_its_event_is_sent(tmp_path, monkeypatch):
+    """A told client's page of weights comes without statistics and is summarized on a thread; the client asks for it
+    again when the event comes. Until then the worker does not start its idle work (building what the next continue
+    needs takes the thread that serves calls), or that request would wait for it."""
+    import threading
+
+    from graph_dap.runtime.weights import Weights
+    from graph_dap.worker import protocol as p
+    from graph_dap.worker.service import WorkerService
+
+    sent: list[object] = []
+    np.savez(tmp_path / "prompt.npz", **FEEDS)
+    service = WorkerService(sent.append)
+    service.rpc_load(p.LoadArgs(str(MODEL), str(tmp_path / "prompt.npz"), write_listing=False, opt_level="all"))
+    service.rpc_set_breakpoints(p.BreakpointsArgs((p.BreakpointSpec("module:model.layers.1.mlp"),)))
+    service.rpc_run(p.RunArgs(p.RunCommand.START))
+    assert service.rpc_run(p.RunArgs(p.RunCommand.CONTINUE)).reason == "breakpoint"
+    graph = service.s.graph
+    weights = tuple(t.name for t in graph.model.graph.initializer if graph.weights.external.get(t.name) is not None)[:3]
+    release = threading.Event()
+    real = Weights.summary
+    monkeypatch.setattr(Weights, "summary", lambda self, tensor: release.wait(30) and real(self, tensor))
+    assert not service.values.pages_due()
+    page = service.values.rpc_summaries(p.SummariesArgs(weights, quick=True))
+    assert all(s.pending for s in page) and service.values.pages_due()  # (the server loop calls idle() only when not)
+    release.set()
+    deadline = time.monotonic() + 30
+    while service.values.pages_due() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not service.values.pages_due()
+    assert [m["body"]["names"] for m in sent if m["event"] == "summarized"] == [weights]  # (as the wire carries it)
 
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "generate.py"

@@ -94,6 +94,8 @@ def serve(read: Callable[[int], bytes], write: Callable[[bytes], None], on_eof: 
             try:
                 message = inbox.get(timeout=IDLE_S)
             except queue.Empty:
+                if service.values.pages_due():  # its client asks for the page again when told: idle after that
+                    continue
                 service.idle()  # (then wait as long as it takes)
                 message = inbox.get()
         if message is None:

@@ -57,6 +57,8 @@ class ValueCalls:
         self.warming: dict[int, threading.Thread] = {}  # the model's weights being summarized in the background
         self._idle: list[Callable[[], None]] = []  # what quick pages left to compute at this stop, once no call waits
         self._tried: set[tuple[str, int]] = set()  # (name, level) computed so at this stop: asked again, computed at once
+        self._pages_due = 0  # pages of weights being summarized whose event is not sent yet (see pages_due)
+        self._pages_lock = threading.Lock()
 
     @property
     def s(self) -> DebugSession:
@@ -72,6 +74,13 @@ class ValueCalls:
     def has_idle_work(self) -> bool:
         """Whether a quick page left values to compute (:meth:`work_idle`, when no call waits)."""
         return bool(self._idle)
+
+    def pages_due(self) -> bool:
+        """Whether a page's weights are being summarized for a client that will ask for the page again when told
+        (:class:`~.protocol.SummarizedEvent`): the session's idle work waits until then, or it would keep that request
+        waiting (a segment built while stopped takes the thread that serves calls for 0.1-0.5 s)."""
+        with self._pages_lock:
+            return self._pages_due > 0
 
     def work_idle(self) -> None:
         """Compute what the oldest quick page left (on the thread that serves calls: the session's)."""
@@ -185,6 +194,9 @@ class ValueCalls:
         weights = s.graph.weights
         warm = a.quick and weights.has_external and self.warming.get(id(weights)) is None
         if later or warm:
+            if later:
+                with self._pages_lock:
+                    self._pages_due += 1
             thread = threading.Thread(target=self._summarize, args=(weights, later, a.level, warm), name="graph-dap-weights", daemon=True)
             if warm:
                 self.warming = {id(weights): thread}
@@ -207,13 +219,18 @@ class ValueCalls:
     def _summarize(self, weights: Weights, tensors: list[tuple[str, onnx.TensorProto]], level: int, warm: bool) -> None:
         """Summarize the weights a quick page showed shape only (read from their files, beside the session's own
         work) and say so (the adapter asks its client to show the page again); then, with ``warm``, the others."""
-        for _, tensor in tensors:
-            try:
-                weights.summary(tensor)
-            except (GraphDapError, OSError):  # (asked again, the page says what is wrong with it)
-                pass
-        if tensors:
-            self._notify(p.SummarizedEvent(tuple(name for name, _ in tensors), level))
+        try:
+            for _, tensor in tensors:
+                try:
+                    weights.summary(tensor)
+                except (GraphDapError, OSError):  # (asked again, the page says what is wrong with it)
+                    pass
+            if tensors:
+                self._notify(p.SummarizedEvent(tuple(name for name, _ in tensors), level))
+        finally:
+            if tensors:
+                with self._pages_lock:
+                    self._pages_due -= 1
         if warm:
             try:
                 weights.summarize_all()
@@ -406,4 +423,5 @@ class SummaryCache:
         made = wire.summary(name, value, stale, hex_, s.note(name, level), known)
         self._by_name[(name, hex_, level)] = (weakref.ref(value), made)
         return made
+
 

@@ -7,7 +7,8 @@ operation. Each function returns None where the library is not there (an install
 the arrays (not float32, a NaN); the caller then computes the same with numpy.
 
 Arrays of :data:`SPLIT_FROM` elements or more are split in two halves computed side by side (ctypes lets the GIL go
-during a call): a pass of either kind is bound by how fast memory streams to one core.
+during a call): a pass of either kind is bound by how fast memory streams to one core. Not a summary: those are
+computed beside the debugger's requests, which need the other core.
 """
 
 from __future__ import annotations
@@ -123,11 +124,11 @@ def available() -> bool:
     return _lib is not None
 
 
-def _parts(n: int, call: Callable[[int, int, Any], None]) -> np.ndarray:
+def _parts(n: int, call: Callable[[int, int, Any], None], split: bool = True) -> np.ndarray:
     """``call(lo, hi, out)`` over ``[0, n)``, in two halves side by side from :data:`SPLIT_FROM` elements (ctypes lets
     the GIL go during a call: a pass is bound by how fast memory streams to one core), each half writing its own
-    ``out[]`` row; the rows."""
-    if n < SPLIT_FROM:
+    ``out[]`` row; the rows. ``split=False``: one call on this thread."""
+    if n < SPLIT_FROM or not split:
         outs = np.zeros((1, _SLOTS), np.float64)
         call(0, n, outs[0].ctypes.data)
         return outs
@@ -231,7 +232,8 @@ def summary(values: Any) -> Summary | None:
     flat = _flat32(values)
     if flat is None:
         return None
-    outs = _parts(flat.size, lambda lo, hi, out: _lib.gd_summary(flat[lo:].ctypes.data, hi - lo, out))
+    # one core: summaries are computed beside the debugger's requests (a weight page's statistics in a thread)
+    outs = _parts(flat.size, lambda lo, hi, out: _lib.gd_summary(flat[lo:].ctypes.data, hi - lo, out), split=False)
     count, total, m2 = 0, 0.0, 0.0
     for row in outs:
         count, total, m2 = combine_moments(count, total, m2, int(row[0]), float(row[1]), float(row[2]))
