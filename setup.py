@@ -1,6 +1,6 @@
-"""The one thing pyproject.toml does not say: the one-pass kernels of compare's metrics, plain C that graph_dap loads
-with ctypes (no Python headers needed). Optional: where no C compiler is at hand the install goes on, and the
-metrics are computed the same with numpy (graph_dap/runtime/passes/__init__.py)."""
+"""The one thing pyproject.toml does not say: the one-pass kernels of tensor statistics and compare's metrics, plain C
+that graph_dap loads with ctypes (no Python headers needed). Optional: where no C compiler is at hand the install goes
+on, and the same numbers come from numpy (graph_dap/runtime/passes/__init__.py)."""
 
 from setuptools import Extension, setup
 

@@ -1,14 +1,15 @@
 """One-pass kernels over float32 tensors (``_passes.c``, built at install by setup.py, loaded with ctypes).
 
-A value against its reference (the sums a quantized group's error is made of: quant/errors.py), a tensor's Q/DQ round
-trip with its own error (quant/params.py), and a run's value against a reference as compare_arrays measures it (in
-double, with the tolerance's mismatches: tools/metrics.py), each in one pass over memory where numpy takes one pass per
-operation. Each function returns None where the library is not there (an install without a C compiler) or cannot take
-the arrays (not float32, a NaN); the caller then computes the same with numpy.
+A tensor's statistics (tensor.summarize_chunks), a value against its reference (the sums a quantized group's error is
+made of: tools/quant/errors.py), a tensor's Q/DQ round trip with its own error (tools/quant/params.py), and a run's
+value against a reference as compare_arrays measures it (in double, with the tolerance's mismatches: tools/metrics.py),
+each in one pass over memory where numpy takes one pass per operation. Each function returns None where the library
+is not there (an install without a C compiler) or cannot take the arrays (not float32, a NaN); the caller then
+computes the same with numpy.
 
 Arrays of :data:`SPLIT_FROM` elements or more are split in two halves computed side by side (ctypes lets the GIL go
-during a call): a pass of either kind is bound by how fast memory streams to one core. Not a summary: those are
-computed beside the debugger's requests, which need the other core.
+during a call): a pass is bound by how fast memory streams to one core. Not a summary: those are computed beside the
+debugger's requests, which need the other core.
 """
 
 from __future__ import annotations
