@@ -191,9 +191,7 @@ def summarize_chunks(dtype: str, shape: tuple[int, ...], chunks: Iterable[np.nda
         if piece.dtype.kind == "c":
             piece = np.abs(piece)
         chunk = dtypes.numeric(piece)  # bfloat16, float8, int4: as float32 or int8 (exact)
-        if chunk.dtype == np.float16:
-            chunk = chunk.astype(np.float32)  # exact: the one pass takes float32
-        one = passes.summary(chunk) if chunk.dtype == np.float32 else None
+        one = passes.summary(chunk)
         if one is not None:  # the same statistics in one pass (runtime/passes)
             nan, posinf, neginf, zeros = nan + one.nan, posinf + one.posinf, neginf + one.neginf, zeros + one.zeros
             if one.count:

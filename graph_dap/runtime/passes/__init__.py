@@ -154,18 +154,22 @@ def combine_moments(count: int, total: float, m2: float, k: int, ktotal: float, 
     return count + k, total + ktotal, m2 + km2 + delta * delta * count * k / (count + k)
 
 
-def _pair32(value: Any, reference: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """Both flat and contiguous, when the library is there and both are float32 arrays of one size."""
+def _pair32(value: Any, reference: Any, widen: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both flat and contiguous, when the library is there and both are float32 arrays of one size (``widen``: or
+    float16, as float32)."""
     if _lib is None:
         return None
-    a, b = _flat32(value), _flat32(reference)
+    a, b = _flat32(value, widen), _flat32(reference, widen)
     if a is None or b is None or a.size != b.size:
         return None
     return a, b
 
 
-def _flat32(a: Any) -> np.ndarray | None:
+def _flat32(a: Any, widen: bool = False) -> np.ndarray | None:
+    """``a`` flat and contiguous when float32 (``widen``: float16 too, as float32: exactly); None: another type."""
     a = np.asarray(a)
+    if widen and a.dtype == np.float16:
+        a = a.astype(np.float32)
     if a.dtype != np.float32:
         return None
     return np.ascontiguousarray(a).reshape(-1)
@@ -211,32 +215,27 @@ def round_trip(x: Any, scale: float, zero_point: float, low: float, high: float,
 
 
 def compare(value: Any, reference: Any, atol: float, rtol: float) -> Compared | None:
-    """``value`` against ``reference`` (float32 arrays of one size, finite everywhere) as
+    """``value`` against ``reference`` (float32 or float16 arrays of one size, finite everywhere) as
     :func:`~graph_dap.runtime.tools.metrics.compare_arrays` measures them; None: not computed here (no library, another
     type, a NaN or an infinity on either side)."""
-    pair = _pair32(value, reference)
+    pair = _pair32(value, reference, widen=True)
     if pair is None:
         return None
     a, b = pair
     outs = _parts(a.size, lambda lo, hi, out: _lib.gd_compare(a[lo:].ctypes.data, b[lo:].ctypes.data, hi - lo, atol, rtol, out))
-    if outs[:, 7].any():
+    bad, _, _, sq, ab, aa, bb, nonfinite = outs[:, :8].sum(axis=0)  # gd_compare's out[0..7]
+    if nonfinite:
         return None
-    total = outs.sum(axis=0)
-    return Compared(int(total[0]), float(outs[:, 1].max()), float(outs[:, 2].max()), *(float(v) for v in total[3:7]))
+    return Compared(int(bad), float(outs[:, 1].max()), float(outs[:, 2].max()), float(sq), float(ab), float(aa), float(bb))
 
 
 def summary(values: Any) -> Summary | None:
-    """The statistics of a float32 array (:func:`~graph_dap.runtime.tensor.summarize_chunks`' per piece); None: not
-    computed here (no library, another type)."""
-    if _lib is None:
-        return None
-    flat = _flat32(values)
+    """The statistics of a float32 or float16 array (:func:`~graph_dap.runtime.tensor.summarize_chunks`' per piece);
+    None: not computed here (no library, another type)."""
+    flat = _flat32(values, widen=True) if _lib is not None else None
     if flat is None:
         return None
     # one core: summaries are computed beside the debugger's requests (a weight page's statistics in a thread)
-    outs = _parts(flat.size, lambda lo, hi, out: _lib.gd_summary(flat[lo:].ctypes.data, hi - lo, out), split=False)
-    count, total, m2 = 0, 0.0, 0.0
-    for row in outs:
-        count, total, m2 = combine_moments(count, total, m2, int(row[0]), float(row[1]), float(row[2]))
-    n = outs.sum(axis=0)
-    return Summary(count, total, m2, float(outs[:, 3].min()), float(outs[:, 4].max()), int(n[5]), int(n[6]), int(n[7]), int(n[8]))
+    (out,) = _parts(flat.size, lambda lo, hi, out: _lib.gd_summary(flat[lo:].ctypes.data, hi - lo, out), split=False)
+    count, total, m2, low, high, nan, posinf, neginf, zeros = out  # gd_summary's GS_COUNT...GS_ZEROS
+    return Summary(int(count), float(total), float(m2), float(low), float(high), int(nan), int(posinf), int(neginf), int(zeros))

@@ -93,12 +93,13 @@ def _snr(signal: float, noise: float) -> float:
 
 def measure(
     value: np.ndarray, reference: np.ndarray, params: QuantParams | None = None, *, cosine: bool = True, signal: float | None = None,
-    scratch: Scratch | None = None,
+    scratch: Scratch | None = None, sums: passes.Sums | None = None,
 ) -> Error:
     """``value`` against the float ``reference``: the sums of their difference in one pass (:mod:`.passes`), else
     float32 BLAS dot products over it, a chunk at a time; NaN or Inf on one side fail (as
     :func:`~graph_dap.runtime.tools.metrics.compare_arrays` says). ``cosine=False`` leaves the cosine out (NaN: not
-    computed) and ``signal`` (the reference's sum of squares, when known) saves a sum; ``scratch`` holds the difference."""
+    computed) and ``signal`` (the reference's sum of squares, when known) saves a sum; ``scratch`` holds the difference;
+    ``sums``: the difference's, computed already (a round trip's own: :meth:`.QuantParams.measured_round_trip`)."""
     a = np.asarray(value, np.float32).reshape(-1)
     b = np.asarray(reference, np.float32).reshape(-1)
     if a.shape != b.shape:
@@ -106,7 +107,10 @@ def measure(
     if not a.size:
         return Error(math.inf, 0.0, 0.0, 1.0, 0.0, 0.0, 0)
     per_part = params is not None and not params.per_tensor  # its steps need the whole difference, channel by channel
-    sums = None if per_part else passes.diff_sums(a, b)
+    if per_part:
+        sums = None
+    elif sums is None:
+        sums = passes.diff_sums(a, b)
     buf = None
     if sums is None:
         step = a.size if per_part or a.size < CHUNKED_FROM else CHUNK
@@ -149,15 +153,6 @@ def error_of(sums: passes.Sums, *, cosine: bool = True, steps: float | None = No
         else:
             cos = max(-1.0, min(1.0, dot / math.sqrt(aa * signal)))
     return Error(_snr(signal, noise), max(sums.high, -sums.low), noise / size, cos, signal, noise, size, steps)
-
-
-def _trip_error(trip: np.ndarray, value: np.ndarray, params: QuantParams, sums: passes.Sums | None, signal: float, scratch: Scratch) -> Error:
-    """A round trip's error against its float value (``signal``: the value's sum of squares), from the sums its pass
-    computed where it did (per tensor), else measured."""
-    if sums is None or not (params.per_tensor and math.isfinite(sums.noise) and math.isfinite(signal)):
-        return measure(trip, value, params, cosine=False, signal=signal, scratch=scratch)
-    sums = passes.Sums(sums.noise, signal, math.nan, sums.high, sums.low, sums.size)
-    return error_of(sums, cosine=False, steps=max(sums.high, -sums.low) / float(params.scale))
 
 
 class Scratch:
@@ -360,7 +355,7 @@ def evaluate_groups(
                 ints, trip, clips, sums = pp.measured_round_trip(f, integers=form is Form.INT)
                 if form is Form.INT or form is Form.DEQUANTIZED:
                     trips[p.float_name] = (p.quant_name, trip, ints)
-                qonly.append(_trip_error(trip, f, pp, sums, a.signal, scratch))
+                qonly.append(measure(trip, f, pp, cosine=False, signal=a.signal, scratch=scratch, sums=sums))
                 if params is None:
                     params, clipped = pp, clips / max(np.size(f), 1)
         input_snr = min((acc_snr.get(p.float_name, math.inf) for p in g.inputs), default=math.inf)
